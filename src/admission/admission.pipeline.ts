@@ -1,0 +1,157 @@
+import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import { DiscoveryService } from '@nestjs/core';
+import { InjectMetric } from '@willsoto/nestjs-prometheus';
+import fastJsonPatch from 'fast-json-patch';
+import type { Counter, Histogram } from 'prom-client';
+import { ConfigStore } from '../config/config.store.js';
+import { AdmissionStrategyProvider } from './admission-strategy.decorator.js';
+import { decodeAdmissionReview } from './admission-review.decoder.js';
+import type {
+  AdmissionRequest,
+  AdmissionReviewResponse,
+  AdmissionStrategy,
+  PatchOperation,
+  StrategyMetadata,
+} from './admission.types.js';
+import { ADMISSION_DURATION, ADMISSION_REQUESTS, STRATEGY_ERRORS } from './admission.metrics.js';
+
+interface RegisteredStrategy {
+  meta: StrategyMetadata;
+  strategy: AdmissionStrategy;
+}
+
+export type Outcome = 'patched' | 'unchanged' | 'denied' | 'error';
+
+/**
+ * decode → select strategies → run each against one config snapshot → merge → respond.
+ * Strategies are pure; this is the one place that builds patches and responses.
+ */
+@Injectable()
+export class AdmissionPipeline implements OnApplicationBootstrap {
+  private readonly logger = new Logger('Admission');
+  private strategies: RegisteredStrategy[] = [];
+  // Selection depends only on (resource, subresource, operation): memoised per triple.
+  private readonly selection = new Map<string, RegisteredStrategy[]>();
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly config: ConfigStore,
+    @InjectMetric(ADMISSION_REQUESTS) private readonly requests: Counter<string>,
+    @InjectMetric(ADMISSION_DURATION) private readonly duration: Histogram<string>,
+    @InjectMetric(STRATEGY_ERRORS) private readonly strategyErrors: Counter<string>,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.strategies = this.discovery
+      .getProviders({ metadataKey: AdmissionStrategyProvider.KEY })
+      .filter((wrapper) => wrapper.instance)
+      .map((wrapper) => ({
+        meta: this.discovery.getMetadataByDecorator(AdmissionStrategyProvider, wrapper) as StrategyMetadata,
+        strategy: wrapper.instance as AdmissionStrategy,
+      }))
+      .sort((a, b) => (a.meta.order ?? 0) - (b.meta.order ?? 0));
+    this.selection.clear();
+    this.logger.log(`admission strategies: ${this.strategies.map((s) => s.meta.name).join(', ') || 'none'}`);
+  }
+
+  /** Throws InvalidAdmissionReview for a body that is not an AdmissionReview v1. */
+  review(body: unknown): AdmissionReviewResponse {
+    const started = process.hrtime.bigint();
+    let request: AdmissionRequest;
+    try {
+      request = decodeAdmissionReview(body);
+    } catch (error) {
+      this.requests.inc({ resource: 'unknown', operation: 'unknown', outcome: 'error' });
+      throw error;
+    }
+    const resource = request.subResource ? `${request.resource.resource}/${request.subResource}` : request.resource.resource;
+    const { response, outcome } = this.run(request);
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    this.requests.inc({ resource, operation: request.operation, outcome });
+    this.duration.observe({ resource }, seconds);
+    this.logger.debug({ uid: request.uid, resource, name: request.name, outcome, patchOps: response.patchOps });
+    return {
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      response: response.body,
+    };
+  }
+
+  private select(request: AdmissionRequest): RegisteredStrategy[] {
+    const key = `${request.resource.resource}/${request.subResource ?? ''}/${request.operation}`;
+    let selected = this.selection.get(key);
+    if (!selected) {
+      selected = this.strategies.filter(({ meta }) =>
+        meta.rules.some(
+          (rule) =>
+            rule.resource === request.resource.resource &&
+            (rule.subResource ?? '') === (request.subResource ?? '') &&
+            rule.operations.includes(request.operation),
+        ),
+      );
+      this.selection.set(key, selected);
+    }
+    return selected;
+  }
+
+  private run(request: AdmissionRequest) {
+    const config = this.config.snapshot().config;
+    const selected = this.select(request);
+    const patch: PatchOperation[] = [];
+    const warnings: string[] = [];
+    let failed = false;
+    // A later strategy sees the object as the earlier ones left it: work on a copy only when
+    // there is a later strategy to see it.
+    let working = request;
+    for (const [index, { meta, strategy }] of selected.entries()) {
+      let result;
+      try {
+        result = strategy.admit(working, config);
+      } catch (error) {
+        // Mutation fails open: this strategy's changes are dropped, the request goes on.
+        failed = true;
+        this.strategyErrors.inc({ strategy: meta.name });
+        this.logger.error({ uid: request.uid, strategy: meta.name, err: error }, `strategy ${meta.name} failed; admitting unchanged`);
+        continue;
+      }
+      if (result.deny) {
+        const code = result.deny.code ?? 403;
+        return {
+          outcome: 'denied' as Outcome,
+          response: {
+            patchOps: 0,
+            body: { uid: request.uid, allowed: false, status: { code, message: result.deny.message }, ...(warnings.length ? { warnings } : {}) },
+          },
+        };
+      }
+      if (result.warnings) warnings.push(...result.warnings);
+      if (result.patch?.length) {
+        if (index < selected.length - 1) {
+          try {
+            const object = fastJsonPatch.applyPatch(structuredClone(working.object), result.patch, true, true).newDocument;
+            working = { ...working, object };
+          } catch (error) {
+            failed = true;
+            this.strategyErrors.inc({ strategy: meta.name });
+            this.logger.error({ uid: request.uid, strategy: meta.name, err: error }, `strategy ${meta.name} returned an invalid patch; dropped`);
+            continue;
+          }
+        }
+        patch.push(...result.patch);
+      }
+    }
+    const outcome: Outcome = patch.length > 0 ? 'patched' : failed ? 'error' : 'unchanged';
+    return {
+      outcome,
+      response: {
+        patchOps: patch.length,
+        body: {
+          uid: request.uid,
+          allowed: true,
+          ...(patch.length ? { patchType: 'JSONPatch' as const, patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
+          ...(warnings.length ? { warnings } : {}),
+        },
+      },
+    };
+  }
+}

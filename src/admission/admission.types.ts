@@ -1,0 +1,69 @@
+import type { Operation as JsonPatchOperation } from 'fast-json-patch';
+import type { OvercommitConfig } from '../config/config.schema.js';
+
+export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
+export const OPERATIONS: readonly Operation[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'];
+
+export interface GroupVersionResource {
+  group: string;
+  version: string;
+  resource: string;
+}
+
+/** The `request` of an admission.k8s.io/v1 AdmissionReview; `object` and `oldObject` stay as sent. */
+export interface AdmissionRequest<T = Record<string, any>> {
+  uid: string;
+  kind: { group: string; version: string; kind: string };
+  resource: GroupVersionResource;
+  subResource?: string;
+  name?: string;
+  namespace?: string;
+  operation: Operation;
+  userInfo?: { username?: string; uid?: string; groups?: string[] };
+  object?: T;
+  oldObject?: T;
+  dryRun?: boolean;
+}
+
+export type PatchOperation = JsonPatchOperation;
+
+/** What a strategy decides for one request. An empty result admits the object unchanged. */
+export interface StrategyResult {
+  patch?: PatchOperation[];
+  warnings?: string[];
+  /** An explicit policy denial: the only way a request is refused. */
+  deny?: { message: string; code?: number };
+}
+
+/** Which requests a strategy handles; `subResource: ''` means the main resource only. */
+export interface StrategyRule {
+  resource: string;
+  subResource?: string;
+  operations: Operation[];
+}
+
+export interface StrategyMetadata {
+  name: string;
+  rules: StrategyRule[];
+  /** Lower runs first; a later strategy sees the object as the earlier ones patched it. */
+  order?: number;
+}
+
+export interface AdmissionStrategy {
+  admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult;
+}
+
+export interface AdmissionResponse {
+  uid: string;
+  allowed: boolean;
+  patchType?: 'JSONPatch';
+  patch?: string;
+  warnings?: string[];
+  status?: { code: number; message: string };
+}
+
+export interface AdmissionReviewResponse {
+  apiVersion: 'admission.k8s.io/v1';
+  kind: 'AdmissionReview';
+  response: AdmissionResponse;
+}

@@ -1,0 +1,33 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import type { Server as TlsServer } from 'node:tls';
+import { LoggerModule } from 'nestjs-pino';
+import { AdmissionModule } from './admission/admission.module.js';
+import { ConfigModule } from './config/config.module.js';
+import { HealthModule } from './health/health.module.js';
+import { KubeModule } from './kube/kube.module.js';
+import { MetricsModule } from './metrics/metrics.module.js';
+import { NodeOversellModule } from './node-oversell/node-oversell.module.js';
+import type { TlsMaterial } from './tls/tls-material.js';
+import { TlsModule } from './tls/tls.module.js';
+
+@Module({})
+export class AppModule {
+  static forRoot(env: NodeJS.ProcessEnv, tls: TlsMaterial, getHttpsServer: () => TlsServer | undefined): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        LoggerModule.forRoot({
+          // Request logging stays off: the admission pipeline logs one line per decision at debug.
+          pinoHttp: { level: env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true },
+        }),
+        MetricsModule.forRoot(),
+        KubeModule.forRoot(env),
+        ConfigModule.forRoot(env),
+        TlsModule.forRoot(tls, getHttpsServer),
+        HealthModule,
+        AdmissionModule,
+        NodeOversellModule,
+      ],
+    };
+  }
+}

@@ -1,0 +1,16 @@
+/**
+ * RFC 6901 JSON Pointer helpers for building RFC 6902 JSON Patch paths.
+ *
+ * A reference token escapes `~` as `~0` and `/` as `~1`, in that order, so that a label or
+ * annotation key such as `kube-overcommit.io/pool` becomes `kube-overcommit.io~1pool`.
+ */
+
+/** Escapes one reference token: `a/b~c` → `a~1b~0c`. */
+export function escapeJsonPointer(token: string): string {
+  return token.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** A pointer from raw (unescaped) tokens: `jsonPointer(['metadata', 'annotations', 'a/b'])` → `/metadata/annotations/a~1b`. */
+export function jsonPointer(tokens: readonly string[]): string {
+  return tokens.map((token) => `/${escapeJsonPointer(token)}`).join('');
+}

@@ -1,0 +1,52 @@
+import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { basename, dirname, resolve } from 'node:path';
+import { ConfigStore } from './config.store.js';
+
+/**
+ * Watches OVERCOMMIT_CONFIG_FILE. The directory is watched, not the file: editors and
+ * Kubernetes volume updates replace the file by rename, which a watch on the file misses.
+ * Unchanged content is not re-applied, so a touch does not bump the generation.
+ */
+@Injectable()
+export class ConfigFileSource implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('ConfigFile');
+  private watcher?: FSWatcher;
+  private debounce?: NodeJS.Timeout;
+  private lastText?: string;
+
+  constructor(
+    private readonly path: string,
+    private readonly store: ConfigStore,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.reload();
+    this.store.markLoaded();
+    const file = basename(this.path);
+    this.watcher = watch(dirname(resolve(this.path)), (_event, changed) => {
+      if (changed !== null && changed !== file && !changed.startsWith('..')) return;
+      clearTimeout(this.debounce);
+      this.debounce = setTimeout(() => void this.reload(), 50);
+    });
+  }
+
+  onApplicationShutdown(): void {
+    clearTimeout(this.debounce);
+    this.watcher?.close();
+  }
+
+  private async reload(): Promise<void> {
+    let text: string;
+    try {
+      text = await readFile(this.path, 'utf8');
+    } catch (error) {
+      this.logger.error(`cannot read config file ${this.path}: ${(error as Error).message}; keeping the config in force`);
+      return;
+    }
+    if (text === this.lastText) return;
+    this.lastText = text;
+    this.store.apply(text, `file:${this.path}`);
+  }
+}

@@ -1,0 +1,38 @@
+import { type DynamicModule, Global, Module } from '@nestjs/common';
+import { KubeConfig } from '@kubernetes/client-node';
+import { inCluster } from '../kube/kube.env.js';
+import { ConfigFileSource } from './config-file.source.js';
+import { configMetrics } from './config.metrics.js';
+import { ConfigStore } from './config.store.js';
+import { ConfigMapSource, configMapRef } from './configmap.source.js';
+
+export const CONFIG_SOURCE = Symbol('CONFIG_SOURCE');
+
+/**
+ * Where config comes from, in the contract's order: OVERCOMMIT_CONFIG_FILE, else the
+ * ConfigMap when running in a cluster, else the built-in defaults.
+ */
+@Global()
+@Module({})
+export class ConfigModule {
+  static forRoot(env: NodeJS.ProcessEnv): DynamicModule {
+    return {
+      module: ConfigModule,
+      providers: [
+        ...configMetrics,
+        ConfigStore,
+        {
+          provide: CONFIG_SOURCE,
+          inject: [ConfigStore, KubeConfig],
+          useFactory: (store: ConfigStore, kube: KubeConfig) => {
+            if (env.OVERCOMMIT_CONFIG_FILE) return new ConfigFileSource(env.OVERCOMMIT_CONFIG_FILE, store);
+            if (inCluster(env)) return new ConfigMapSource(configMapRef(env), store, kube);
+            store.markLoaded();
+            return null;
+          },
+        },
+      ],
+      exports: [ConfigStore],
+    };
+  }
+}

@@ -1,0 +1,59 @@
+import { Type } from 'class-transformer';
+import {
+  IsArray,
+  IsDefined,
+  IsNumber,
+  IsOptional,
+  Matches,
+  Max,
+  Min,
+  ValidateBy,
+  ValidateNested,
+} from 'class-validator';
+import { LabelSelector } from './label-selector.js';
+
+/** The resources whose allocatable may be inflated. Extended resources (GPUs, hugepages) never are. */
+export const MANAGED_RESOURCES = ['cpu', 'memory', 'ephemeral-storage', 'pods'] as const;
+export type ManagedResource = (typeof MANAGED_RESOURCES)[number];
+
+const ratio = () => [IsOptional(), IsNumber({ allowNaN: false, allowInfinity: false }), Min(1), Max(10)];
+function Ratio(): PropertyDecorator {
+  return (target, key) => ratio().forEach((decorate) => decorate(target, key));
+}
+
+/** Per-resource ratios; an absent resource keeps its reported value (ratio 1). */
+export class Ratios {
+  @Ratio() cpu?: number;
+  @Ratio() memory?: number;
+  @Ratio() 'ephemeral-storage'?: number;
+  @Ratio() pods?: number;
+}
+
+export class NodePool {
+  @Matches(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, { message: 'name must be a DNS label (lower case, digits, -)' })
+  name: string;
+  @IsDefined() @ValidateNested() @Type(() => LabelSelector) nodeSelector: LabelSelector;
+  @IsDefined() @ValidateNested() @Type(() => Ratios) ratios: Ratios;
+}
+
+export class NodesConfig {
+  @IsOptional() @ValidateNested() @Type(() => Ratios) defaultRatios: Ratios = new Ratios();
+  @IsOptional()
+  @IsArray()
+  @ValidateNested({ each: true })
+  @Type(() => NodePool)
+  @ValidateBy({
+    name: 'uniquePoolNames',
+    validator: {
+      validate: (pools: unknown) =>
+        !Array.isArray(pools) || new Set(pools.map((p: NodePool) => p?.name)).size === pools.length,
+      defaultMessage: () => 'pool names must be unique',
+    },
+  })
+  pools: NodePool[] = [];
+}
+
+/** config.yaml, validated. A snapshot of it is deep-frozen and shared by concurrent requests. */
+export class OvercommitConfig {
+  @IsOptional() @ValidateNested() @Type(() => NodesConfig) nodes: NodesConfig = new NodesConfig();
+}

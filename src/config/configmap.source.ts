@@ -1,0 +1,121 @@
+import { Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { CoreV1Api, KubeConfig, type CoreV1Event, type V1ConfigMap } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { ResilientInformer } from '../kube/resilient-informer.js';
+import { ConfigStore } from './config.store.js';
+
+export interface ConfigMapRef {
+  namespace: string;
+  name: string;
+  key: string;
+}
+
+const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+
+/** OVERCOMMIT_CONFIGMAP (`namespace/name`), default `<pod namespace>/kube-overcommit-config`. */
+export function configMapRef(env: NodeJS.ProcessEnv): ConfigMapRef {
+  const [namespace, name] = (env.OVERCOMMIT_CONFIGMAP ?? '').split('/');
+  if (namespace && name) return { namespace, name, key: 'config.yaml' };
+  let podNamespace = env.POD_NAMESPACE;
+  if (!podNamespace) {
+    try {
+      podNamespace = readFileSync(SERVICE_ACCOUNT_NAMESPACE, 'utf8').trim();
+    } catch {
+      podNamespace = 'kube-overcommit';
+    }
+  }
+  return { namespace: podNamespace, name: 'kube-overcommit-config', key: 'config.yaml' };
+}
+
+/**
+ * Watches the one ConfigMap, by a field selector on its name so that RBAC can grant it by
+ * resourceNames. An invalid update is rejected by the store and reported as a Warning Event
+ * on the ConfigMap.
+ */
+export class ConfigMapSource implements OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('ConfigMap');
+  private readonly informer: ResilientInformer<V1ConfigMap>;
+  private readonly core: CoreV1Api;
+  private lastText?: string;
+
+  constructor(
+    private readonly ref: ConfigMapRef,
+    private readonly store: ConfigStore,
+    kube: KubeConfig,
+  ) {
+    this.core = kube.makeApiClient(CoreV1Api);
+    const fieldSelector = `metadata.name=${ref.name}`;
+    const list = async () => {
+      const result = await this.core.listNamespacedConfigMap({ namespace: ref.namespace, fieldSelector });
+      if (result.items.length === 0) this.logger.warn(`ConfigMap ${this.describe()} not found; keeping the config in force`);
+      // Listed: the ConfigMap (or its absence) is known, which is what readiness waits for.
+      queueMicrotask(() => this.store.markLoaded());
+      return result;
+    };
+    this.informer = new ResilientInformer(kube, `/api/v1/namespaces/${ref.namespace}/configmaps`, list, {
+      description: `ConfigMap ${this.describe()}`,
+      fieldSelector,
+    });
+    this.informer.cache.on('add', (cm) => void this.update(cm));
+    this.informer.cache.on('update', (cm) => void this.update(cm));
+    this.informer.cache.on('delete', () => this.logger.warn(`ConfigMap ${this.describe()} deleted; keeping the config in force`));
+  }
+
+  async onModuleInit(): Promise<void> {
+    this.logger.log(`watching ConfigMap ${this.describe()} key ${this.ref.key}`);
+    await this.informer.start();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.informer.stop();
+  }
+
+  private describe(): string {
+    return `${this.ref.namespace}/${this.ref.name}`;
+  }
+
+  private async update(cm: V1ConfigMap): Promise<void> {
+    const text = cm.data?.[this.ref.key];
+    const origin = `configmap:${this.describe()}@${cm.metadata?.resourceVersion ?? ''}`;
+    if (text === undefined) {
+      this.logger.error(`ConfigMap ${this.describe()} has no key ${this.ref.key}; keeping the config in force`);
+      await this.warn(cm, [`${this.ref.key}: key missing from the ConfigMap`]);
+      return;
+    }
+    if (text === this.lastText) return;
+    this.lastText = text;
+    const result = this.store.apply(text, origin);
+    if (!result.ok) await this.warn(cm, result.errors);
+  }
+
+  private async warn(cm: V1ConfigMap, errors: string[]): Promise<void> {
+    const now = new Date();
+    const message = `invalid config rejected, last good config kept: ${errors.join('; ')}`.slice(0, 1024);
+    const event: CoreV1Event = {
+      metadata: { name: `${this.ref.name}.${randomBytes(8).toString('hex')}`, namespace: this.ref.namespace },
+      involvedObject: {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        namespace: this.ref.namespace,
+        name: this.ref.name,
+        uid: cm.metadata?.uid,
+        resourceVersion: cm.metadata?.resourceVersion,
+      },
+      type: 'Warning',
+      reason: 'InvalidConfig',
+      message,
+      source: { component: 'kube-overcommit' },
+      reportingComponent: 'kube-overcommit',
+      reportingInstance: process.env.POD_NAME ?? process.env.HOSTNAME ?? 'kube-overcommit',
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    };
+    try {
+      await this.core.createNamespacedEvent({ namespace: this.ref.namespace, body: event });
+    } catch (error) {
+      this.logger.warn(`could not record an Event on ConfigMap ${this.describe()}: ${(error as Error).message}`);
+    }
+  }
+}

@@ -1,0 +1,44 @@
+import { Controller, Get } from '@nestjs/common';
+import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
+import { ConfigStore } from '../config/config.store.js';
+import { TlsReloader } from '../tls/tls-reloader.service.js';
+import { LifecycleService } from './lifecycle.service.js';
+
+@Controller()
+export class HealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly indicators: HealthIndicatorService,
+    private readonly config: ConfigStore,
+    private readonly tls: TlsReloader,
+    private readonly lifecycle: LifecycleService,
+  ) {}
+
+  /** Liveness: the process answers. Nothing here depends on the API server. */
+  @Get('healthz')
+  @HealthCheck()
+  liveness() {
+    return this.health.check([]);
+  }
+
+  /** Readiness: serving a valid certificate, config loaded (ConfigMap listed), not draining. */
+  @Get('readyz')
+  @HealthCheck()
+  readiness() {
+    return this.health.check([
+      () => {
+        const tls = this.indicators.check('tls');
+        return this.tls.isReady() ? tls.up() : tls.down('no valid certificate loaded');
+      },
+      () => {
+        const config = this.indicators.check('config');
+        const { generation, origin } = this.config.snapshot();
+        return this.config.isLoaded() ? config.up({ generation, origin }) : config.down({ message: 'config source not synced yet' });
+      },
+      () => {
+        const lifecycle = this.indicators.check('lifecycle');
+        return this.lifecycle.isDraining() ? lifecycle.down('shutting down') : lifecycle.up();
+      },
+    ]);
+  }
+}

@@ -1,0 +1,48 @@
+import 'reflect-metadata';
+import { Logger } from 'nestjs-pino';
+import { createApp } from './app.factory.js';
+import { LifecycleService } from './health/lifecycle.service.js';
+
+const port = (name: string, fallback: number) => {
+  const value = Number(process.env[name] ?? fallback);
+  if (!Number.isInteger(value) || value < 0 || value > 65535) throw new Error(`${name} must be a port number, got ${process.env[name]}`);
+  return value;
+};
+
+/**
+ * How long readiness reports "draining" before the servers close, so that endpoints drop this
+ * pod and the API server stops sending to it. In-flight calls then finish on close.
+ */
+const DRAIN_MS = Number(process.env.OVERCOMMIT_SHUTDOWN_DELAY_MS ?? 5_000);
+
+async function main(): Promise<void> {
+  const running = await createApp({
+    httpsPort: port('OVERCOMMIT_HTTPS_PORT', 8443),
+    httpPort: port('OVERCOMMIT_HTTP_PORT', 8080),
+  });
+  const logger = running.app.get(Logger);
+  logger.log(`serving https :${running.httpsPort} (admission, ops), http :${running.httpPort} (ops)`, 'Main');
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    running.app.get(LifecycleService).startDraining();
+    logger.log(`${signal}: draining for ${DRAIN_MS} ms, then closing`, 'Main');
+    setTimeout(() => {
+      void running.close().then(
+        () => process.exit(0),
+        (error) => {
+          logger.error(error, 'Main');
+          process.exit(1);
+        },
+      );
+    }, DRAIN_MS);
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((error) => {
+  console.error(JSON.stringify({ level: 60, time: Date.now(), msg: `kube-overcommit failed to start: ${error?.message ?? error}` }));
+  process.exit(1);
+});

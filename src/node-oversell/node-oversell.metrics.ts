@@ -1,0 +1,26 @@
+import { makeGaugeProvider } from '@willsoto/nestjs-prometheus';
+
+/** Raw allocatable per node and managed resource: cores (float) for cpu, bytes, or a count. */
+export const NODE_ALLOCATABLE_RAW_METRIC = 'kube_overcommit_node_allocatable_raw';
+/** The allocatable written (raw × ratio), same units. */
+export const NODE_ALLOCATABLE_OVERCOMMITTED_METRIC = 'kube_overcommit_node_allocatable_overcommitted';
+/** The ratio applied per node, resource and pool (pool "" = default ratios); 1 when none applies. */
+export const NODE_RATIO_METRIC = 'kube_overcommit_node_ratio';
+
+export const nodeOversellMetrics = [
+  makeGaugeProvider({
+    name: NODE_ALLOCATABLE_RAW_METRIC,
+    help: 'Raw allocatable the kubelet reported, per node and managed resource (cpu in cores, memory and ephemeral-storage in bytes, pods as a count). Updated at each nodes/status admission this replica served.',
+    labelNames: ['node', 'resource'],
+  }),
+  makeGaugeProvider({
+    name: NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
+    help: 'Allocatable written to the Node (floor(raw × ratio)), per node and managed resource, in the units of kube_overcommit_node_allocatable_raw.',
+    labelNames: ['node', 'resource'],
+  }),
+  makeGaugeProvider({
+    name: NODE_RATIO_METRIC,
+    help: 'Overcommit ratio applied, per node, managed resource and pool ("" = default ratios); 1 when none applies or the node opted out.',
+    labelNames: ['node', 'resource', 'pool'],
+  }),
+];

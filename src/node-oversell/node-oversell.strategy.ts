@@ -1,0 +1,113 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { InjectMetric } from '@willsoto/nestjs-prometheus';
+import type { Gauge } from 'prom-client';
+import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
+import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
+import { jsonPointer } from '../common/json-pointer.js';
+import { MANAGED_RESOURCES, type OvercommitConfig } from '../config/config.schema.js';
+import { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
+import {
+  NODE_ANNOTATIONS,
+  type NodeLike,
+  type NodePolicy,
+  type NodeStatusPlan,
+  planNodeStatus,
+  resolveNodePolicy,
+} from './node-oversell.rules.js';
+import { baseAmountToNumber, formatResourceQuantity } from './quantity.js';
+
+/**
+ * RFC 6902 operations that turn `node` into what `plan` wants: a `replace` per managed
+ * allocatable whose value changes (compared by value, so "4000m" vs "4" is no change), and
+ * add/replace/remove per annotation of ours that changes (`/metadata/annotations` added as a
+ * whole object when the node has none). Capacity and every other resource are never touched.
+ */
+export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOperation[] {
+  const ops: PatchOperation[] = [];
+  for (const resource of MANAGED_RESOURCES) {
+    const desired = plan.allocatable[resource];
+    if (desired === undefined || desired === plan.incoming[resource]) continue;
+    ops.push({ op: 'replace', path: jsonPointer(['status', 'allocatable', resource]), value: formatResourceQuantity(resource, desired) });
+  }
+
+  const current = node.metadata?.annotations;
+  const added: Record<string, string> = {};
+  for (const key of NODE_ANNOTATIONS) {
+    const desired = plan.annotations[key];
+    const present = current !== undefined && current !== null && Object.prototype.hasOwnProperty.call(current, key);
+    if (desired === null) {
+      if (present) ops.push({ op: 'remove', path: jsonPointer(['metadata', 'annotations', key]) });
+    } else if (!present || current[key] !== desired) {
+      if (current === undefined || current === null) added[key] = desired;
+      else ops.push({ op: present ? 'replace' : 'add', path: jsonPointer(['metadata', 'annotations', key]), value: desired });
+    }
+  }
+  if (Object.keys(added).length > 0) {
+    ops.push(
+      node.metadata === undefined || node.metadata === null
+        ? { op: 'add', path: '/metadata', value: { annotations: added } }
+        : { op: 'add', path: '/metadata/annotations', value: added },
+    );
+  }
+  return ops;
+}
+
+/**
+ * Inflates the allocatable each kubelet reports by its node's ratios (DESIGN.md, "Node
+ * oversell"). Sees Node CREATE and every nodes/status UPDATE (the whole merged Node).
+ */
+@Injectable()
+@AdmissionStrategyProvider({
+  name: 'node-oversell',
+  rules: [
+    { resource: 'nodes', subResource: '', operations: ['CREATE'] },
+    { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },
+  ],
+})
+export class NodeOversellStrategy implements AdmissionStrategy {
+  private readonly logger = new Logger('NodeOversell');
+  /** The pool label last exported per node, to drop its ratio series when the pool changes. */
+  private readonly exportedPool = new Map<string, string>();
+
+  constructor(
+    @InjectMetric(NODE_ALLOCATABLE_RAW_METRIC) private readonly rawGauge: Gauge<string>,
+    @InjectMetric(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC) private readonly overcommittedGauge: Gauge<string>,
+    @InjectMetric(NODE_RATIO_METRIC) private readonly ratioGauge: Gauge<string>,
+  ) {}
+
+  admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
+    const node = request.object as NodeLike | undefined;
+    if (typeof node !== 'object' || node === null) return {};
+    const policy = resolveNodePolicy(node.metadata?.labels, config.nodes);
+    const plan = planNodeStatus(node, policy);
+    if (plan === null) return {};
+    const patch = nodeStatusPatch(node, plan);
+    const name = node.metadata?.name ?? request.name;
+    if (!request.dryRun && name) this.export(name, plan, policy);
+    if (patch.length === 0) return {};
+    this.logger.debug(`${name}: ${patch.length} patch operations (raw from ${plan.source} allocatable)`);
+    return { patch };
+  }
+
+  private export(node: string, plan: NodeStatusPlan, policy: NodePolicy | null): void {
+    const pool = policy?.pool ?? '';
+    const previousPool = this.exportedPool.get(node);
+    if (previousPool !== undefined && previousPool !== pool) {
+      for (const resource of MANAGED_RESOURCES) this.ratioGauge.remove({ node, resource, pool: previousPool });
+    }
+    this.exportedPool.set(node, pool);
+    for (const resource of MANAGED_RESOURCES) {
+      const raw = plan.raw[resource];
+      const inflated = plan.allocatable[resource];
+      if (raw === undefined || inflated === undefined) {
+        this.rawGauge.remove({ node, resource });
+        this.overcommittedGauge.remove({ node, resource });
+        this.ratioGauge.remove({ node, resource, pool });
+        continue;
+      }
+      this.rawGauge.set({ node, resource }, baseAmountToNumber(resource, raw));
+      this.overcommittedGauge.set({ node, resource }, baseAmountToNumber(resource, inflated));
+      this.ratioGauge.set({ node, resource, pool }, plan.ratios[resource] ?? 1);
+    }
+  }
+}

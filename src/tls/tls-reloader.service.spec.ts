@@ -1,0 +1,208 @@
+import { X509Certificate } from 'node:crypto';
+import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { Agent, type Server as HttpsServer, createServer, request } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, type TLSSocket } from 'node:tls';
+import { Logger } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { Counter, Gauge, Registry, register } from 'prom-client';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type TlsMaterial, generateSelfSigned, loadInitialTls } from './tls-material.js';
+import { TLS_EXPIRY_METRIC, TLS_RELOADS_METRIC, TlsReloader } from './tls-reloader.service.js';
+import { TlsModule } from './tls.module.js';
+
+const fingerprint = (cert: string) => new X509Certificate(cert).fingerprint256;
+
+/** Lays out a Secret volume the way the kubelet's AtomicWriter does, and swaps it the same way. */
+class SecretVolume {
+  private generation = 0;
+  constructor(readonly dir: string) {}
+  get certFile() {
+    return join(this.dir, 'tls.crt');
+  }
+  get keyFile() {
+    return join(this.dir, 'tls.key');
+  }
+  async init(files: { cert: string; key: string }) {
+    await this.swap(files);
+    await symlink('..data/tls.crt', this.certFile);
+    await symlink('..data/tls.key', this.keyFile);
+  }
+  async swap({ cert, key }: { cert: string; key: string }) {
+    const ts = `..2024_01_01_00_00_0${this.generation++}.000000001`;
+    await mkdir(join(this.dir, ts));
+    await writeFile(join(this.dir, ts, 'tls.crt'), cert);
+    await writeFile(join(this.dir, ts, 'tls.key'), key);
+    await symlink(ts, join(this.dir, '..data_tmp'));
+    await rename(join(this.dir, '..data_tmp'), join(this.dir, '..data'));
+  }
+}
+
+async function peerFingerprint(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, servername: 'localhost', rejectUnauthorized: false }, () => {
+      resolve(socket.getPeerCertificate().fingerprint256);
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
+}
+
+async function eventually<T>(probe: () => Promise<T>, ok: (v: T) => boolean, ms = 2000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (ok(value) || Date.now() > deadline) return value;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function get(agent: Agent, port: number): Promise<{ body: string; reused: boolean; peer: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/', agent }, (res) => {
+      const peer = (res.socket as TLSSocket).getPeerCertificate().fingerprint256; // socket is detached at 'end'
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ body, reused: req.reusedSocket, peer }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('TlsReloader (real files, real HTTPS server)', () => {
+  let first: TlsMaterial;
+  let second: TlsMaterial;
+  let dir: string;
+  let volume: SecretVolume;
+  let server: HttpsServer;
+  let port: number;
+  let registry: Registry;
+  let reloads: Counter<string>;
+  let expiry: Gauge<string>;
+  let reloader: TlsReloader;
+  const quiet = { info: () => {}, warn: () => {} };
+
+  const count = async (result: string) =>
+    (await reloads.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
+
+  beforeAll(async () => {
+    Logger.overrideLogger(false);
+    [first, second] = await Promise.all([generateSelfSigned(), generateSelfSigned()]);
+  });
+  afterAll(() => {
+    Logger.overrideLogger(['log', 'error', 'warn', 'debug', 'verbose', 'fatal']);
+  });
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'tls-reloader-'));
+    volume = new SecretVolume(dir);
+    await volume.init(first);
+    const material = await loadInitialTls(
+      { OVERCOMMIT_TLS_CERT_FILE: volume.certFile, OVERCOMMIT_TLS_KEY_FILE: volume.keyFile },
+      quiet,
+    );
+    server = createServer({ key: material.key, cert: material.cert }, (_req, res) => res.end('ok'));
+    server.keepAliveTimeout = 30_000;
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+
+    registry = new Registry();
+    reloads = new Counter({ name: TLS_RELOADS_METRIC, help: 'h', labelNames: ['result'], registers: [registry] });
+    expiry = new Gauge({ name: TLS_EXPIRY_METRIC, help: 'h', registers: [registry] });
+    reloader = new TlsReloader(material, { server }, reloads, expiry);
+    reloader.onApplicationBootstrap();
+  });
+
+  afterEach(async () => {
+    reloader.onApplicationShutdown();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('serves the new certificate to new connections after a ..data swap; open connections keep working', async () => {
+    expect(await peerFingerprint(port)).toBe(fingerprint(first.cert));
+    expect(reloader.isReady()).toBe(true);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1, rejectUnauthorized: false });
+    const before = await get(agent, port);
+    expect(before).toMatchObject({ body: 'ok', reused: false, peer: fingerprint(first.cert) });
+
+    await volume.swap(second);
+
+    const seen = await eventually(() => peerFingerprint(port), (fp) => fp === fingerprint(second.cert));
+    expect(seen).toBe(fingerprint(second.cert));
+    // The keep-alive connection opened before the swap is still the one used, on its original handshake.
+    const after = await get(agent, port);
+    expect(after).toMatchObject({ body: 'ok', reused: true, peer: fingerprint(first.cert) });
+    agent.destroy();
+
+    expect(await count('success')).toBe(1);
+    expect(await count('failure')).toBe(0);
+    expect((await expiry.get()).values[0].value).toBe(second.notAfter.getTime() / 1000);
+    expect(reloader.current()).toMatchObject({ cert: second.cert, key: second.key, selfSigned: false });
+    expect(reloader.isReady()).toBe(true);
+  });
+
+  it('keeps the previous certificate and counts a failure when the new pair is invalid', async () => {
+    await volume.swap({ cert: '-----BEGIN CERTIFICATE-----\ngarbage\n', key: second.key });
+
+    // 5 attempts 200 ms apart, after a 100 ms debounce
+    const failures = await eventually(() => count('failure'), (n) => n === 1, 3000);
+    expect(failures).toBe(1);
+    expect(await count('success')).toBe(0);
+    expect(await peerFingerprint(port)).toBe(fingerprint(first.cert));
+    expect(reloader.current().cert).toBe(first.cert);
+    expect((await expiry.get()).values[0].value).toBe(first.notAfter.getTime() / 1000);
+    expect(reloader.isReady()).toBe(true);
+
+    // and recovers on the next good rotation
+    await volume.swap(second);
+    expect(await eventually(() => peerFingerprint(port), (fp) => fp === fingerprint(second.cert))).toBe(
+      fingerprint(second.cert),
+    );
+    expect(await count('failure')).toBe(1);
+  });
+
+  it('retries a half-written pair instead of failing', async () => {
+    // key replaced first (no longer matches the old certificate), certificate 300 ms later
+    await rm(volume.keyFile);
+    await writeFile(volume.keyFile, second.key);
+    await new Promise((r) => setTimeout(r, 300));
+    await rm(volume.certFile);
+    await writeFile(volume.certFile, second.cert);
+
+    expect(await eventually(() => peerFingerprint(port), (fp) => fp === fingerprint(second.cert))).toBe(
+      fingerprint(second.cert),
+    );
+    expect(await count('success')).toBe(1);
+    expect(await count('failure')).toBe(0);
+  });
+
+  it('ignores events that do not change the content', async () => {
+    await writeFile(join(dir, 'unrelated'), 'x');
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await count('success')).toBe(0);
+    expect(await count('failure')).toBe(0);
+  });
+});
+
+describe('TlsModule', () => {
+  it('wires the reloader with its metrics through Nest DI', async () => {
+    register.clear();
+    const material = await generateSelfSigned();
+    const moduleRef = await Test.createTestingModule({
+      imports: [TlsModule.forRoot(material, () => null)],
+    }).compile();
+    const reloader = moduleRef.get(TlsReloader);
+    expect(reloader.current().cert).toBe(material.cert);
+    expect(reloader.isReady()).toBe(false); // no server yet
+    const text = await register.metrics();
+    expect(text).toContain(`${TLS_RELOADS_METRIC}{result="failure"} 0`);
+    expect(text).toContain(`${TLS_EXPIRY_METRIC} ${material.notAfter.getTime() / 1000}`);
+    await moduleRef.close();
+    register.clear();
+  });
+});

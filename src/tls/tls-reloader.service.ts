@@ -1,0 +1,179 @@
+import { createHash } from 'node:crypto';
+import { type FSWatcher, watch } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Server as TlsServer } from 'node:tls';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+  type OnModuleDestroy,
+  Optional,
+} from '@nestjs/common';
+import { InjectMetric } from '@willsoto/nestjs-prometheus';
+import type { Counter, Gauge } from 'prom-client';
+import { type TlsMaterial, validatePair } from './tls-material.js';
+
+/** Holder for the HTTPS server; read lazily, so main.ts may fill it after the module is built. */
+export interface HttpsServerRef {
+  readonly server: TlsServer | null;
+}
+export const HTTPS_SERVER = Symbol('HTTPS_SERVER');
+export const TLS_MATERIAL = Symbol('TLS_MATERIAL');
+export const TLS_RELOADER_OPTIONS = Symbol('TLS_RELOADER_OPTIONS');
+
+export const TLS_RELOADS_METRIC = 'kube_overcommit_tls_reloads_total';
+export const TLS_EXPIRY_METRIC = 'kube_overcommit_tls_certificate_expiry_timestamp_seconds';
+
+export interface TlsReloaderOptions {
+  debounceMs: number;
+  attempts: number;
+  retryDelayMs: number;
+  pollMs: number;
+}
+const DEFAULTS: TlsReloaderOptions = { debounceMs: 100, attempts: 5, retryDelayMs: 200, pollMs: 30_000 };
+
+/** Re-reads the certificate files on change and swaps them into the running HTTPS server. */
+@Injectable()
+export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy {
+  private readonly logger = new Logger('Tls');
+  private readonly options: TlsReloaderOptions;
+  private material: TlsMaterial;
+  /** Digest of the last file content handled (served, or rejected): unchanged content is not re-tried. */
+  private seen: string;
+  private watchers: FSWatcher[] = [];
+  private debounceTimer?: NodeJS.Timeout;
+  private pollTimer?: NodeJS.Timeout;
+  private running: Promise<void> | null = null;
+  private rerun = false;
+  private closed = false;
+
+  constructor(
+    @Inject(TLS_MATERIAL) material: TlsMaterial,
+    @Inject(HTTPS_SERVER) private readonly https: HttpsServerRef,
+    @InjectMetric(TLS_RELOADS_METRIC) private readonly reloads: Counter<string>,
+    @InjectMetric(TLS_EXPIRY_METRIC) private readonly expiry: Gauge<string>,
+    @Optional() @Inject(TLS_RELOADER_OPTIONS) options?: Partial<TlsReloaderOptions>,
+  ) {
+    this.options = { ...DEFAULTS, ...options };
+    this.material = material;
+    this.seen = digest(material.cert, material.key);
+    this.reloads.inc({ result: 'success' }, 0);
+    this.reloads.inc({ result: 'failure' }, 0);
+    this.expiry.set(material.notAfter.getTime() / 1000);
+  }
+
+  onApplicationBootstrap(): void {
+    const { certFile, keyFile, selfSigned } = this.material;
+    if (selfSigned || !certFile || !keyFile) return;
+    // Kubernetes updates a Secret volume by renaming the `..data` symlink inside the directory;
+    // a watch on the file itself would keep following the old inode.
+    for (const dir of new Set([dirname(certFile), dirname(keyFile)])) {
+      try {
+        const watcher = watch(dir, { persistent: false }, () => this.schedule());
+        watcher.on('error', (err) => this.logger.warn(`watching ${dir} failed (${err.message}); relying on the poll`));
+        this.watchers.push(watcher);
+      } catch (err) {
+        this.logger.warn(`cannot watch ${dir} (${(err as Error).message}); relying on the poll`);
+      }
+    }
+    // inotify can miss events (overlay filesystems, watch limits): compare contents now and then.
+    this.pollTimer = setInterval(() => this.trigger(), this.options.pollMs).unref();
+    this.trigger(); // catches a rotation between loadInitialTls() and now
+  }
+
+  onModuleDestroy(): void {
+    this.close();
+  }
+
+  onApplicationShutdown(): void {
+    this.close();
+  }
+
+  /** True while a valid, unexpired certificate is installed on the HTTPS server. */
+  isReady(): boolean {
+    return this.https.server !== null && this.material.notAfter.getTime() > Date.now();
+  }
+
+  current(): TlsMaterial {
+    return { ...this.material };
+  }
+
+  private schedule(): void {
+    if (this.closed) return;
+    clearTimeout(this.debounceTimer);
+    this.debounceTimer = setTimeout(() => this.trigger(), this.options.debounceMs);
+  }
+
+  /** Runs reloads one at a time; a trigger during a reload causes one more pass afterwards. */
+  private trigger(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.rerun = true;
+      return;
+    }
+    this.running = (async () => {
+      do {
+        this.rerun = false;
+        await this.reload();
+      } while (this.rerun && !this.closed);
+    })().finally(() => {
+      this.running = null;
+    });
+  }
+
+  private async reload(): Promise<void> {
+    const certFile = this.material.certFile!;
+    const keyFile = this.material.keyFile!;
+    let lastError: unknown;
+    let lastDigest: string | undefined;
+    for (let attempt = 1; attempt <= this.options.attempts; attempt++) {
+      if (this.closed) return;
+      try {
+        const [cert, key] = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]);
+        lastDigest = digest(cert, key);
+        if (lastDigest === this.seen) return;
+        const { notAfter } = validatePair(key, cert, {
+          cert: `TLS certificate ${certFile}`,
+          key: `TLS private key ${keyFile}`,
+        });
+        const server = this.https.server;
+        if (!server) throw new Error('no HTTPS server registered to receive the certificate');
+        // New handshakes use the new context; established connections keep theirs.
+        server.setSecureContext({ key, cert });
+        this.material = { ...this.material, key, cert, notAfter };
+        this.seen = lastDigest;
+        this.reloads.inc({ result: 'success' });
+        this.expiry.set(notAfter.getTime() / 1000);
+        this.logger.log(`reloaded TLS certificate ${certFile} (expires ${notAfter.toISOString()})`);
+        return;
+      } catch (err) {
+        lastError = err;
+        // A rotation may be half-written (one file new, the other old or truncated): read again.
+        if (attempt < this.options.attempts) await sleep(this.options.retryDelayMs);
+      }
+    }
+    if (this.closed) return;
+    if (lastDigest) this.seen = lastDigest;
+    this.reloads.inc({ result: 'failure' });
+    this.logger.error(
+      `TLS reload failed after ${this.options.attempts} attempts, still serving the previous certificate: ` +
+        (lastError instanceof Error ? lastError.message : String(lastError)),
+    );
+  }
+
+  private close(): void {
+    this.closed = true;
+    for (const watcher of this.watchers) watcher.close();
+    this.watchers = [];
+    clearTimeout(this.debounceTimer);
+    clearInterval(this.pollTimer);
+  }
+}
+
+function digest(cert: string, key: string): string {
+  return createHash('sha256').update(cert).update('\0').update(key).digest('hex');
+}

@@ -1,0 +1,106 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createApp, type RunningApp } from '../../src/app.factory.js';
+
+export interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  json(): any;
+}
+
+export function send(
+  url: string,
+  options: { method?: string; body?: string | Buffer; headers?: Record<string, string>; agent?: http.Agent } = {},
+): Promise<Reply> {
+  const client = url.startsWith('https:') ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = client.request(
+      url,
+      {
+        method: options.method ?? (options.body === undefined ? 'GET' : 'POST'),
+        headers: { ...(options.body !== undefined ? { 'content-type': 'application/json' } : {}), ...options.headers },
+        rejectUnauthorized: false,
+        agent: options.agent,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
+
+export interface TestServer {
+  running: RunningApp;
+  https: string;
+  http: string;
+  configFile: string;
+  writeConfig(text: string): void;
+  mutate(review: unknown): Promise<Reply>;
+  metrics(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** The whole app on real HTTPS (self-signed localhost certificate), config from a watched file. */
+export async function startServer(config: string, env: Record<string, string> = {}): Promise<TestServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'kube-overcommit-app-'));
+  const configFile = join(dir, 'config.yaml');
+  writeFileSync(configFile, config);
+  const running = await createApp({
+    httpsPort: 0,
+    httpPort: 0,
+    host: '127.0.0.1',
+    env: { LOG_LEVEL: 'warn', OVERCOMMIT_CONFIG_FILE: configFile, OVERCOMMIT_TLS_CERT_FILE: join(dir, 'none.crt'), OVERCOMMIT_TLS_KEY_FILE: join(dir, 'none.key'), ...env },
+  });
+  const base = `https://127.0.0.1:${running.httpsPort}`;
+  return {
+    running,
+    https: base,
+    http: `http://127.0.0.1:${running.httpPort}`,
+    configFile,
+    writeConfig: (text) => writeFileSync(configFile, text),
+    mutate: (review) => send(`${base}/mutate`, { body: JSON.stringify(review) }),
+    metrics: async () => (await send(`${base}/metrics`)).text,
+    async stop() {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Polls until `check` returns a value (not undefined/false) or the time runs out. */
+export async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 5_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
+}
+
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const match = /^([a-zA-Z_:][\w:]*)(\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const have = Object.fromEntries([...(match[3] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(match[4]);
+  }
+  return undefined;
+}

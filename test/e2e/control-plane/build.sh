@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Builds the real control plane for the end-to-end tests into test/e2e/.bin/:
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok
+# from the Go module proxy (pinned by go.mod/go.sum here and in etcd/, kwok by version).
+# Skips the build when test/e2e/.bin/.stamp matches a hash of the inputs.
+#
+# Environment: BIN_DIR (output, default test/e2e/.bin), GO_BUILD_P (go build -p, default 2),
+#              FORCE=1 (ignore the stamp), GO (go binary, default: go on PATH or /usr/local/go/bin/go).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BIN_DIR=${BIN_DIR:-$(cd "$HERE/.." && pwd)/.bin}
+GO_BUILD_P=${GO_BUILD_P:-2}
+KWOK_VERSION=v0.7.0
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+
+if [[ -z ${GO:-} ]]; then
+  if command -v go >/dev/null 2>&1; then GO=go
+  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
+  else echo "build.sh: no Go toolchain found (set GO=/path/to/go)" >&2; exit 1
+  fi
+fi
+
+# The Kubernetes version is the one go.mod requires (v1.34.N); the ldflags stamp it into
+# the binaries (what /version and `kubectl version` report), as hack/lib/version.sh does.
+K8S_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "$HERE/go.mod")
+if [[ ! $K8S_VERSION =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]]; then
+  echo "build.sh: cannot read the k8s.io/kubernetes version from $HERE/go.mod" >&2
+  exit 1
+fi
+K8S_MAJOR=${BASH_REMATCH[1]}
+K8S_MINOR=${BASH_REMATCH[2]}
+
+# Everything that decides what gets built.
+stamp_inputs() {
+  (cd "$HERE" && sha256sum build.sh go.mod go.sum etcd/go.mod etcd/go.sum etcd/main.go cmd/*/main.go)
+  echo "kwok $KWOK_VERSION"
+  "$GO" env GOVERSION GOOS GOARCH
+}
+STAMP_FILE=$BIN_DIR/.stamp
+STAMP=$(stamp_inputs | sha256sum | cut -d' ' -f1)
+
+all_present() {
+  local b
+  for b in "${BINARIES[@]}"; do [[ -x $BIN_DIR/$b ]] || return 1; done
+}
+
+if [[ -z ${FORCE:-} && -f $STAMP_FILE && $(<"$STAMP_FILE") == "$STAMP" ]] && all_present; then
+  echo "build.sh: control-plane binaries in $BIN_DIR are up to date ($K8S_VERSION)"
+  exit 0
+fi
+
+mkdir -p "$BIN_DIR"
+rm -f "$STAMP_FILE"
+start=$(date +%s)
+
+export CGO_ENABLED=0 GOWORK=off GOFLAGS="-buildvcs=false -mod=readonly"
+
+ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$K8S_MAJOR -X $pkg.gitMinor=$K8S_MINOR"
+  ldflags+=" -X $pkg.gitTreeState=clean"
+done
+
+echo "build.sh: building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $K8S_VERSION"
+(cd "$HERE" && "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" \
+  ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl)
+
+echo "build.sh: building etcd $(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit }' "$HERE/etcd/go.mod")"
+(cd "$HERE/etcd" && "$GO" build -p "$GO_BUILD_P" -trimpath -o "$BIN_DIR/etcd" .)
+
+echo "build.sh: building kwok $KWOK_VERSION"
+# `go install pkg@version` builds outside any main module, so GOFLAGS' -mod must not be set.
+GOFLAGS=-buildvcs=false GOBIN=$BIN_DIR "$GO" install -p "$GO_BUILD_P" -trimpath \
+  "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+
+all_present || { echo "build.sh: a binary is missing from $BIN_DIR after the build" >&2; exit 1; }
+echo "$STAMP" >"$STAMP_FILE"
+echo "build.sh: built ${BINARIES[*]} into $BIN_DIR in $(($(date +%s) - start))s"

@@ -1,0 +1,375 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on 127.0.0.1 for the end-to-end tests:
+# etcd, kube-apiserver, kube-controller-manager and kube-scheduler, built by build.sh.
+#
+#   cluster.sh up DIR     fresh certificates, tokens and data under DIR; starts the processes
+#                         on free ports; waits until they are healthy; writes DIR/env,
+#                         DIR/env.json and DIR/admin.kubeconfig. On failure it prints the
+#                         tail of the failing log and stops what it started.
+#   cluster.sh down DIR   stops every process with a pid file in DIR/pids/ (SIGTERM, then
+#                         SIGKILL after 10 s). Safe to run at any time, also after a failed up.
+#
+# Environment: BIN_DIR (binaries, default test/e2e/.bin), UP_TIMEOUT (seconds per wait, default 90),
+#              APISERVER_EXTRA_ARGS (extra kube-apiserver flags, split on whitespace).
+# kwok is not started here: see README.md for the command line the tests use.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BIN_DIR=${BIN_DIR:-$(cd "$HERE/.." && pwd)/.bin}
+UP_TIMEOUT=${UP_TIMEOUT:-90}
+SERVICE_CIDR=10.0.0.0/24
+
+usage() {
+  echo "usage: $0 up|down DIR" >&2
+  exit 2
+}
+
+log() { echo "cluster.sh: $*" >&2; }
+
+# --- process bookkeeping ---------------------------------------------------------------
+
+# True if the pid in $1 is alive and its command line mentions DIR (guards against pid reuse).
+ours() {
+  local pid=$1
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$DIR"
+}
+
+stop_pid_file() {
+  local file=$1 pid
+  pid=$(<"$file") || return 0
+  if [[ $pid =~ ^[0-9]+$ ]] && ours "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    echo "$pid"
+  fi
+}
+
+down() {
+  [[ -d $DIR/pids ]] || return 0
+  local f pid pids=() last=()
+  shopt -s nullglob
+  # Clients first (kwok, simulated nodes, controllers), the API server next, etcd last.
+  for f in "$DIR"/pids/*.pid; do
+    case $(basename "$f") in
+      etcd.pid | kube-apiserver.pid) ;;
+      *) pid=$(stop_pid_file "$f") && [[ -n $pid ]] && pids+=("$pid") ;;
+    esac
+  done
+  wait_gone "${pids[@]}"
+  for f in "$DIR/pids/kube-apiserver.pid" "$DIR/pids/etcd.pid"; do
+    [[ -f $f ]] || continue
+    pid=$(stop_pid_file "$f")
+    [[ -n $pid ]] && wait_gone "$pid"
+  done
+  rm -f "$DIR"/pids/*.pid
+  shopt -u nullglob
+}
+
+# Waits up to 10 s for the pids to exit, then SIGKILLs the rest.
+wait_gone() {
+  local pid alive i
+  [[ $# -gt 0 ]] || return 0
+  for ((i = 0; i < 100; i++)); do
+    alive=0
+    for pid in "$@"; do
+      if ours "$pid" && ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null; then alive=1; fi
+    done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+  for pid in "$@"; do
+    if ours "$pid"; then
+      log "pid $pid did not stop after SIGTERM; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+}
+
+# start NAME BINARY ARGS... : runs the binary in the background, logging to DIR/logs/NAME.log.
+start() {
+  local name=$1 bin=$2
+  shift 2
+  [[ -x $BIN_DIR/$bin ]] || { log "missing $BIN_DIR/$bin: run build.sh first"; return 1; }
+  "$BIN_DIR/$bin" "$@" </dev/null >"$DIR/logs/$name.log" 2>&1 &
+  echo $! >"$DIR/pids/$name.pid"
+}
+
+# wait_for NAME WHAT CMD... : retries CMD until it succeeds; fails if the process exits or
+# after UP_TIMEOUT seconds, showing the end of its log.
+wait_for() {
+  local name=$1 what=$2 pid deadline=$((SECONDS + UP_TIMEOUT))
+  shift 2
+  pid=$(<"$DIR/pids/$name.pid")
+  until "$@" >/dev/null 2>&1; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      fail "$name exited while waiting for $what" "$name"
+    fi
+    if ((SECONDS >= deadline)); then
+      fail "$name: no $what after ${UP_TIMEOUT}s" "$name"
+    fi
+    sleep 0.2
+  done
+}
+
+fail() {
+  log "ERROR: $1"
+  if [[ -n ${2:-} && -f $DIR/logs/$2.log ]]; then
+    log "last lines of $DIR/logs/$2.log:"
+    tail -n 40 "$DIR/logs/$2.log" | sed 's/^/    /' >&2
+  fi
+  exit 1
+}
+
+# --- helpers -----------------------------------------------------------------------------
+
+# Free TCP ports on 127.0.0.1, outside the ephemeral range, distinct from each other.
+free_ports() {
+  local n=$1 used p picked=()
+  used=$(ss -Htan 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }' | sort -u || true)
+  while ((${#picked[@]} < n)); do
+    p=$((20000 + RANDOM % 12000))
+    grep -qx "$p" <<<"$used" && continue
+    [[ " ${picked[*]} " == *" $p "* ]] && continue
+    # Nothing answers there either (covers namespaces/tools without ss).
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+    picked+=("$p")
+  done
+  echo "${picked[@]}"
+}
+
+# GET on a plain-HTTP endpoint with bash only; succeeds if the body contains $2.
+http_get_contains() {
+  local port=$1 path=$2 want=$3 body
+  exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$path" >&3
+  body=$(timeout 5 cat <&3) || { exec 3>&-; return 1; }
+  exec 3>&-
+  [[ $body == *"$want"* ]]
+}
+
+kubectl_admin() { "$BIN_DIR/kubectl" --kubeconfig="$DIR/admin.kubeconfig" --request-timeout=5s "$@"; }
+
+# healthz of a component serving HTTPS with a self-signed certificate.
+component_healthz() {
+  [[ $("$BIN_DIR/kubectl" --kubeconfig=/dev/null --server="https://127.0.0.1:$1" \
+    --insecure-skip-tls-verify --request-timeout=5s get --raw /healthz) == ok ]]
+}
+
+write_kubeconfig() {
+  local file=$1 user=$2 token=$3
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: $APISERVER_URL
+    certificate-authority-data: $(base64 -w0 <"$DIR/pki/ca.crt")
+users:
+- name: $user
+  user:
+    token: $token
+contexts:
+- name: e2e
+  context:
+    cluster: e2e
+    user: $user
+current-context: e2e
+EOF
+  chmod 600 "$file"
+}
+
+make_pki() {
+  local pki=$DIR/pki
+  mkdir -p "$pki"
+  (
+    cd "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -keyout ca.key -out ca.crt \
+      -subj "/CN=kube-overcommit-e2e-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -sha256 -keyout apiserver.key -out apiserver.csr \
+      -subj "/CN=kube-apiserver" 2>/dev/null
+    cat >apiserver.ext <<EOF
+basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+EOF
+    openssl x509 -req -sha256 -days 3650 -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
+    openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
+    chmod 600 ./*.key
+  )
+}
+
+# Static tokens: token,user,uid,"groups". Node tokens are node-<name> so tests can compute them.
+make_tokens() {
+  local file=$DIR/tokens.csv i
+  {
+    echo "$ADMIN_TOKEN,admin,admin,\"system:masters\""
+    echo "$KCM_TOKEN,system:kube-controller-manager,system:kube-controller-manager"
+    echo "$SCHEDULER_TOKEN,system:kube-scheduler,system:kube-scheduler"
+    for ((i = 0; i < 1100; i++)); do
+      echo "node-sim-node-$i,system:node:sim-node-$i,system:node:sim-node-$i,\"system:nodes\""
+    done
+    for ((i = 0; i < 20; i++)); do
+      echo "node-kwok-node-$i,system:node:kwok-node-$i,system:node:kwok-node-$i,\"system:nodes\""
+    done
+  } >"$file"
+  chmod 600 "$file"
+}
+
+# --- up ----------------------------------------------------------------------------------
+
+up() {
+  local t0=$SECONDS
+  # Leftovers of an earlier run in the same DIR: stop them and start from scratch.
+  down
+  rm -rf "$DIR/etcd-data" "$DIR/pki" "$DIR/logs" "$DIR/pids" "$DIR/tokens.csv" \
+    "$DIR"/*.kubeconfig "$DIR/env" "$DIR/env.json"
+  mkdir -p "$DIR/logs" "$DIR/pids"
+  # If anything below fails, stop what was started (logs stay in DIR/logs).
+  trap 'rc=$?; if ((rc != 0)); then log "up failed; stopping what was started"; down; fi' EXIT
+
+  read -r ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KCM_PORT SCHEDULER_PORT <<<"$(free_ports 5)"
+  APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
+  ETCD_URL=http://127.0.0.1:$ETCD_PORT
+  ADMIN_TOKEN=$(openssl rand -hex 24)
+  KCM_TOKEN=$(openssl rand -hex 24)
+  SCHEDULER_TOKEN=$(openssl rand -hex 24)
+
+  make_pki
+  make_tokens
+  write_kubeconfig "$DIR/admin.kubeconfig" admin "$ADMIN_TOKEN"
+  write_kubeconfig "$DIR/kube-controller-manager.kubeconfig" system:kube-controller-manager "$KCM_TOKEN"
+  write_kubeconfig "$DIR/kube-scheduler.kubeconfig" system:kube-scheduler "$SCHEDULER_TOKEN"
+
+  start etcd etcd \
+    --name=e2e \
+    --data-dir="$DIR/etcd-data" \
+    --listen-client-urls="$ETCD_URL" \
+    --advertise-client-urls="$ETCD_URL" \
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster="e2e=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster-state=new \
+    --unsafe-no-fsync=true \
+    --log-level=warn
+  wait_for etcd "/health" http_get_contains "$ETCD_PORT" /health '"health":"true"'
+
+  # shellcheck disable=SC2086 # APISERVER_EXTRA_ARGS is split on purpose
+  start kube-apiserver kube-apiserver \
+    --etcd-servers="$ETCD_URL" \
+    --bind-address=127.0.0.1 \
+    --advertise-address=127.0.0.1 \
+    --secure-port="$APISERVER_PORT" \
+    --cert-dir="$DIR/pki/kube-apiserver" \
+    --tls-cert-file="$DIR/pki/apiserver.crt" \
+    --tls-private-key-file="$DIR/pki/apiserver.key" \
+    --client-ca-file="$DIR/pki/ca.crt" \
+    --token-auth-file="$DIR/tokens.csv" \
+    --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+    --endpoint-reconciler-type=none \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$DIR/pki/sa.pub" \
+    --service-account-signing-key-file="$DIR/pki/sa.key" \
+    --allow-privileged=true \
+    --profiling=false \
+    ${APISERVER_EXTRA_ARGS:-}
+  wait_for kube-apiserver "/readyz" eval '[[ $(kubectl_admin get --raw /readyz) == ok ]]'
+
+  start kube-controller-manager kube-controller-manager \
+    --kubeconfig="$DIR/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$DIR/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$DIR/kube-controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --secure-port="$KCM_PORT" \
+    --leader-elect=false \
+    --controllers='*' \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="$DIR/pki/sa.key" \
+    --root-ca-file="$DIR/pki/ca.crt" \
+    --cluster-signing-cert-file="$DIR/pki/ca.crt" \
+    --cluster-signing-key-file="$DIR/pki/ca.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --profiling=false
+  start kube-scheduler kube-scheduler \
+    --kubeconfig="$DIR/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig="$DIR/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig="$DIR/kube-scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --secure-port="$SCHEDULER_PORT" \
+    --leader-elect=false \
+    --profiling=false
+  wait_for kube-controller-manager "/healthz" component_healthz "$KCM_PORT"
+  wait_for kube-scheduler "/healthz" component_healthz "$SCHEDULER_PORT"
+  # The controllers run: the service-account controller has made "default" in "default".
+  wait_for kube-controller-manager "the default ServiceAccount" kubectl_admin -n default get serviceaccount default
+
+  write_env
+  trap - EXIT
+  log "up in $((SECONDS - t0))s: $APISERVER_URL (source $DIR/env)"
+}
+
+write_env() {
+  local -a vars=(
+    CLUSTER_DIR="$DIR"
+    BIN_DIR="$BIN_DIR"
+    K8S_VERSION="$("$BIN_DIR/kubectl" version --client -o json | awk -F'"' '/gitVersion/ { print $4; exit }')"
+    APISERVER_URL="$APISERVER_URL"
+    APISERVER_PORT="$APISERVER_PORT"
+    CA_FILE="$DIR/pki/ca.crt"
+    CA_KEY_FILE="$DIR/pki/ca.key"
+    ADMIN_TOKEN="$ADMIN_TOKEN"
+    KUBECONFIG="$DIR/admin.kubeconfig"
+    KUBECACHEDIR="$DIR/kube-cache"
+    TOKEN_FILE="$DIR/tokens.csv"
+    ETCD_URL="$ETCD_URL"
+    ETCD_PORT="$ETCD_PORT"
+    ETCD_PEER_PORT="$ETCD_PEER_PORT"
+    KCM_PORT="$KCM_PORT"
+    SCHEDULER_PORT="$SCHEDULER_PORT"
+    ETCD_PID="$(<"$DIR/pids/etcd.pid")"
+    APISERVER_PID="$(<"$DIR/pids/kube-apiserver.pid")"
+    KCM_PID="$(<"$DIR/pids/kube-controller-manager.pid")"
+    SCHEDULER_PID="$(<"$DIR/pids/kube-scheduler.pid")"
+    LOG_DIR="$DIR/logs"
+    PID_DIR="$DIR/pids"
+  )
+  local kv first=1
+  {
+    echo "# Written by cluster.sh up; source it (set -a; . env; set +a) to use the cluster."
+    for kv in "${vars[@]}"; do printf '%s=%q\n' "${kv%%=*}" "${kv#*=}"; done
+  } >"$DIR/env"
+  {
+    echo "{"
+    for kv in "${vars[@]}"; do
+      ((first)) || echo ","
+      first=0
+      printf '  "%s": "%s"' "${kv%%=*}" "$(json_escape "${kv#*=}")"
+    done
+    printf '\n}\n'
+  } >"$DIR/env.json"
+}
+
+json_escape() {
+  local s=$1
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  printf '%s' "$s"
+}
+
+# --- main --------------------------------------------------------------------------------
+
+[[ $# -eq 2 ]] || usage
+CMD=$1
+mkdir -p "$2"
+DIR=$(cd "$2" && pwd)
+case $CMD in
+  up) up ;;
+  down) down ;;
+  *) usage ;;
+esac
