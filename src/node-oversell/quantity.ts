@@ -59,7 +59,7 @@ export function parseQuantity(text: string): Decimal {
   const [, sign, whole, wholeFraction, onlyFraction, binary, exponentText, decimal] = match;
   const fraction = wholeFraction ?? onlyFraction ?? '';
   let coefficient = BigInt(`${whole ?? ''}${fraction}` || '0');
-  let exponent = -fraction.length;
+  let exponent = 0 - fraction.length; // never -0
   if (binary !== undefined) {
     coefficient <<= 10n * BINARY_POWER[binary];
   } else if (exponentText !== undefined) {

@@ -1,0 +1,133 @@
+/**
+ * The parts of a Pod the policies read, and the pod's effective requests computed the way
+ * kube-scheduler does (k8s.io/component-helpers/resource AggregateContainerRequests + overhead):
+ *
+ *   regular containers and native sidecars (initContainers with restartPolicy Always) run together
+ *   → their sum; an ordinary init container runs alone with the sidecars declared before it
+ *   → its requests plus theirs; the pod needs the larger of the two, plus spec.overhead.
+ *
+ * Pod-level requests (spec.resources.requests, PodLevelResources) replace the aggregate for
+ * the resources they name, as the scheduler does. Amounts are exact, in base units.
+ */
+import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
+import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
+import { parseResourceQuantity } from '../node-oversell/quantity.js';
+
+export type ResourceList = Record<string, string | number>;
+
+export interface ResourceRequirements {
+  requests?: ResourceList;
+  limits?: ResourceList;
+  [other: string]: unknown;
+}
+
+export interface ContainerLike {
+  name: string;
+  restartPolicy?: string;
+  resources?: ResourceRequirements;
+  [other: string]: unknown;
+}
+
+export interface PodLike {
+  metadata?: {
+    name?: string;
+    generateName?: string;
+    namespace?: string;
+    uid?: string;
+    annotations?: Record<string, string>;
+    [other: string]: unknown;
+  };
+  spec?: {
+    nodeName?: string;
+    containers?: ContainerLike[];
+    initContainers?: ContainerLike[];
+    overhead?: ResourceList;
+    resources?: ResourceRequirements;
+    [other: string]: unknown;
+  };
+  status?: { phase?: string; [other: string]: unknown };
+}
+
+/** The annotation the kubelet puts on the API object that mirrors a static pod. */
+export const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
+
+export function isMirrorPod(pod: PodLike | undefined): boolean {
+  const annotations = pod?.metadata?.annotations;
+  return typeof annotations === 'object' && annotations !== null && Object.prototype.hasOwnProperty.call(annotations, MIRROR_POD_ANNOTATION);
+}
+
+/** A pod whose containers will not run again: it holds no resources on its node. */
+export function isTerminal(pod: PodLike): boolean {
+  const phase = pod.status?.phase;
+  return phase === 'Succeeded' || phase === 'Failed';
+}
+
+export function isSidecar(container: ContainerLike): boolean {
+  return container.restartPolicy === 'Always';
+}
+
+/** Resources counted per container (everything managed except `pods`, which counts the pod itself). */
+const CONTAINER_RESOURCES = MANAGED_RESOURCES.filter((r): r is Exclude<ManagedResource, 'pods'> => r !== 'pods');
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The managed resources of a ResourceList in base units; a missing key = not set. */
+export function readList(list: unknown): ResourceAmounts {
+  const out: ResourceAmounts = {};
+  if (!isRecord(list)) return out;
+  for (const resource of CONTAINER_RESOURCES) {
+    const value = list[resource];
+    if (typeof value === 'string' || typeof value === 'number') out[resource] = parseResourceQuantity(resource, value);
+  }
+  return out;
+}
+
+function add(into: ResourceAmounts, amounts: ResourceAmounts): void {
+  for (const resource of CONTAINER_RESOURCES) {
+    const amount = amounts[resource];
+    if (amount !== undefined) into[resource] = (into[resource] ?? 0n) + amount;
+  }
+}
+
+function maxInto(into: ResourceAmounts, amounts: ResourceAmounts): void {
+  for (const resource of CONTAINER_RESOURCES) {
+    const amount = amounts[resource];
+    if (amount !== undefined && (into[resource] === undefined || amount > into[resource]!)) into[resource] = amount;
+  }
+}
+
+/**
+ * What the scheduler counts for this pod on its node: cpu (millicores), memory and
+ * ephemeral-storage (bytes), and `pods: 1`. Throws on an unparsable quantity.
+ */
+export function effectivePodRequests(pod: PodLike): ResourceAmounts {
+  const requests: ResourceAmounts = {};
+  for (const container of pod.spec?.containers ?? []) add(requests, readList(container.resources?.requests));
+
+  const sidecars: ResourceAmounts = {};
+  const initPeak: ResourceAmounts = {};
+  for (const container of pod.spec?.initContainers ?? []) {
+    const own = readList(container.resources?.requests);
+    if (isSidecar(container)) {
+      add(requests, own);
+      add(sidecars, own);
+      maxInto(initPeak, sidecars);
+    } else {
+      const whileRunning: ResourceAmounts = {};
+      add(whileRunning, own);
+      add(whileRunning, sidecars);
+      maxInto(initPeak, whileRunning);
+    }
+  }
+  maxInto(requests, initPeak);
+
+  const podLevel = readList(pod.spec?.resources?.requests);
+  for (const resource of ['cpu', 'memory'] as const) {
+    if (podLevel[resource] !== undefined) requests[resource] = podLevel[resource];
+  }
+  add(requests, readList(pod.spec?.overhead));
+  requests.pods = 1n;
+  return requests;
+}
