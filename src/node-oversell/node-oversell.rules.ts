@@ -30,6 +30,7 @@
  */
 import { MANAGED_RESOURCES, type ManagedResource, type NodesConfig, type Ratios } from '../config/config.schema.js';
 import { matchesLabelSelector } from '../config/label-selector.js';
+import { Memo } from './memo.js';
 import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from './quantity.js';
 
 export const ANNOTATION_PREFIX = 'kube-overcommit.io/';
@@ -186,10 +187,17 @@ function isValidRatio(ratio: unknown): ratio is number {
  * The annotations are writable by the node itself, so this is parsed defensively; nothing in
  * them can raise a ratio (ratios come from config only), they only tell raw from inflated.
  */
-export function readRecord(annotations: Readonly<Record<string, string>> | undefined): RawRecord | null {
+export function readRecord(annotations: Readonly<Record<string, string>> | undefined): Readonly<RawRecord> | null {
   const rawText = annotations?.[RAW_ANNOTATION];
   const ratiosText = annotations?.[RATIOS_ANNOTATION];
   if (typeof rawText !== 'string' || typeof ratiosText !== 'string') return null;
+  // Bounded input (no memo entry for a huge hostile annotation); a record is frozen, so shareable.
+  if (rawText.length + ratiosText.length > 4096) return parseRecord(rawText, ratiosText);
+  return recordMemo.get(`${rawText}\u0000${ratiosText}`, () => parseRecord(rawText, ratiosText));
+}
+const recordMemo = new Memo<string, Readonly<RawRecord> | null>(8192);
+
+function parseRecord(rawText: string, ratiosText: string): Readonly<RawRecord> | null {
   try {
     const raw: unknown = JSON.parse(rawText);
     const ratios: unknown = JSON.parse(ratiosText);
@@ -203,7 +211,7 @@ export function readRecord(annotations: Readonly<Record<string, string>> | undef
       if (!(MANAGED_RESOURCES as readonly string[]).includes(key) || !isValidRatio(ratio)) return null;
       applied[key as ManagedResource] = ratio;
     }
-    return { allocatable, capacity, ratios: applied };
+    return Object.freeze({ allocatable: Object.freeze(allocatable), capacity: Object.freeze(capacity), ratios: Object.freeze(applied) });
   } catch {
     return null;
   }

@@ -1,4 +1,4 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Gauge } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
@@ -65,9 +65,8 @@ export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOper
   ],
 })
 export class NodeOversellStrategy implements AdmissionStrategy {
-  private readonly logger = new Logger('NodeOversell');
-  /** The pool label last exported per node, to drop its ratio series when the pool changes. */
-  private readonly exportedPool = new Map<string, string>();
+  /** Per node: the pool label and the values the gauges hold, so unchanged updates cost nothing. */
+  private readonly exported = new Map<string, { pool: string; signature: string }>();
 
   constructor(
     @InjectMetric(NODE_ALLOCATABLE_RAW_METRIC) private readonly rawGauge: Gauge<string>,
@@ -84,18 +83,19 @@ export class NodeOversellStrategy implements AdmissionStrategy {
     const patch = nodeStatusPatch(node, plan);
     const name = node.metadata?.name ?? request.name;
     if (!request.dryRun && name) this.export(name, plan, policy);
-    if (patch.length === 0) return {};
-    this.logger.debug(`${name}: ${patch.length} patch operations (raw from ${plan.source} allocatable)`);
-    return { patch };
+    return patch.length === 0 ? {} : { patch };
   }
 
   private export(node: string, plan: NodeStatusPlan, policy: NodePolicy | null): void {
     const pool = policy?.pool ?? '';
-    const previousPool = this.exportedPool.get(node);
-    if (previousPool !== undefined && previousPool !== pool) {
-      for (const resource of MANAGED_RESOURCES) this.ratioGauge.remove({ node, resource, pool: previousPool });
+    let signature = '';
+    for (const resource of MANAGED_RESOURCES) signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]};`;
+    const previous = this.exported.get(node);
+    if (previous?.pool === pool && previous.signature === signature) return; // the steady state: a heartbeat
+    if (previous !== undefined && previous.pool !== pool) {
+      for (const resource of MANAGED_RESOURCES) this.ratioGauge.remove({ node, resource, pool: previous.pool });
     }
-    this.exportedPool.set(node, pool);
+    this.exported.set(node, { pool, signature });
     for (const resource of MANAGED_RESOURCES) {
       const raw = plan.raw[resource];
       const inflated = plan.allocatable[resource];

@@ -21,6 +21,7 @@
  * (Go reads "-" and "." as zero), and an exponent is bounded (|e| ≤ 1000) so that a hostile
  * annotation cannot make us build a gigantic BigInt. Neither form is ever emitted by the API.
  */
+import { Memo } from './memo.js';
 
 /** An exact decimal: `coefficient × 10^exponent`. */
 export interface Decimal {
@@ -45,13 +46,15 @@ export class QuantityFormatError extends Error {
   }
 }
 
-const pow10 = (n: number): bigint => 10n ** BigInt(n);
+const POW10: bigint[] = Array.from({ length: 64 }, (_, i) => 10n ** BigInt(i));
+const pow10 = (n: number): bigint => POW10[n] ?? 10n ** BigInt(n);
 
 /** Parses a Quantity string exactly. Throws QuantityFormatError on anything else. */
 export function parseQuantity(text: string): Decimal {
   if (typeof text !== 'string') throw new QuantityFormatError(String(text), 'not a string');
   if (text.length === 0) throw new QuantityFormatError(text, 'empty');
   if (text.length > MAX_LENGTH) throw new QuantityFormatError(`${text.slice(0, 32)}…`, `longer than ${MAX_LENGTH} characters`);
+  if (/^[0-9]{1,15}$/.test(text)) return { coefficient: BigInt(text), exponent: 0 }; // fast path: "110", "47438335103"
   const match = QUANTITY.exec(text);
   if (match === null) {
     throw new QuantityFormatError(text, 'expected <sign><digits>[.<digits>][suffix], suffix one of n u m k M G T P E Ki Mi Gi Ti Pi Ei or e<exponent>');
@@ -140,9 +143,13 @@ export function baseUnitOf(resource: string): BaseUnit {
  * its shortest decimal form.
  */
 export function parseResourceQuantity(resource: string, text: string | number): bigint {
-  const value = typeof text === 'number' ? parseNumber(text) : parseQuantity(text);
-  return baseUnitOf(resource) === 'millicores' ? milliValue(value) : unitValue(value);
+  if (typeof text !== 'string') return toBase(resource, parseNumber(text));
+  const memo = baseUnitOf(resource) === 'millicores' ? milliMemo : unitMemo;
+  return memo.get(text, (t) => toBase(resource, parseQuantity(t)));
 }
+const milliMemo = new Memo<string, bigint>(16_384);
+const unitMemo = new Memo<string, bigint>(16_384);
+const toBase = (resource: string, value: Decimal): bigint => (baseUnitOf(resource) === 'millicores' ? milliValue(value) : unitValue(value));
 
 /**
  * Formats a base-unit amount of `resource` as a Quantity string the API server accepts and
@@ -182,8 +189,9 @@ export function baseAmountToNumber(resource: string, amount: bigint): number {
 export function parseNumber(n: number): Decimal {
   if (typeof n !== 'number' || !Number.isFinite(n)) throw new QuantityFormatError(String(n), 'not a finite number');
   // String(n) is "1.15", "3", "1e-7", "1.2e+21": all inside the Quantity grammar.
-  return parseQuantity(String(n));
+  return numberMemo.get(n, (x) => parseQuantity(String(x)));
 }
+const numberMemo = new Memo<number, Decimal>(1024);
 
 /** `floor(amount × ratio)`, exactly, with the ratio read as its shortest decimal (see parseNumber). */
 export function multiplyFloor(amount: bigint, ratio: number | Decimal): bigint {
