@@ -10,6 +10,8 @@ import {
   ValidateBy,
   ValidateNested,
 } from 'class-validator';
+import { PodPolicyConfig } from '../pod-policy/pod-policy.config.js';
+import { SidecarConfig } from '../sidecar/sidecar.config.js';
 import { LabelSelector } from './label-selector.js';
 
 /** The resources whose allocatable may be inflated. Extended resources (GPUs, hugepages) never are. */
@@ -56,4 +58,8 @@ export class NodesConfig {
 /** config.yaml, validated. A snapshot of it is deep-frozen and shared by concurrent requests. */
 export class OvercommitConfig {
   @IsOptional() @ValidateNested() @Type(() => NodesConfig) nodes: NodesConfig = new NodesConfig();
+  /** Pod policies: default requests, request-to-limit percentages, node cap (docs/pod-policy.md). */
+  @IsOptional() @ValidateNested() @Type(() => PodPolicyConfig) pods: PodPolicyConfig = new PodPolicyConfig();
+  /** Sidecar templates injected on pod CREATE (docs/sidecars.md). */
+  @IsOptional() @ValidateNested() @Type(() => SidecarConfig) sidecars: SidecarConfig = new SidecarConfig();
 }

@@ -1,6 +1,7 @@
 import { Controller, Get } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import { ConfigStore } from '../config/config.store.js';
+import { NamespaceCache } from '../kube/namespace-cache.service.js';
 import { TlsReloader } from '../tls/tls-reloader.service.js';
 import { LifecycleService } from './lifecycle.service.js';
 
@@ -12,6 +13,7 @@ export class HealthController {
     private readonly config: ConfigStore,
     private readonly tls: TlsReloader,
     private readonly lifecycle: LifecycleService,
+    private readonly namespaces: NamespaceCache,
   ) {}
 
   /** Liveness: the process answers. Nothing here depends on the API server. */
@@ -21,7 +23,7 @@ export class HealthController {
     return this.health.check([]);
   }
 
-  /** Readiness: serving a valid certificate, config loaded (ConfigMap listed), not draining. */
+  /** Readiness: serving a valid certificate, config loaded (ConfigMap listed), namespaces listed, not draining. */
   @Get('readyz')
   @HealthCheck()
   readiness() {
@@ -34,6 +36,10 @@ export class HealthController {
         const config = this.indicators.check('config');
         const { generation, origin } = this.config.snapshot();
         return this.config.isLoaded() ? config.up({ generation, origin }) : config.down({ message: 'config source not synced yet' });
+      },
+      () => {
+        const namespaces = this.indicators.check('namespaces');
+        return this.namespaces.isReady() ? namespaces.up() : namespaces.down('namespace cache not synced yet');
       },
       () => {
         const lifecycle = this.indicators.check('lifecycle');

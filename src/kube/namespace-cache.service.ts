@@ -28,6 +28,15 @@ export class NamespaceCache implements OnModuleInit, OnApplicationShutdown {
     await this.informer?.stop();
   }
 
+  /**
+   * Ready when labels can be answered: always outside a cluster, after the first list in one.
+   * Readiness waits for it, so that a pod strategy never has to trust the webhook entry that
+   * happened to call (every pod entry calls the same /mutate) for a namespace it can't see.
+   */
+  isReady(): boolean {
+    return !inCluster(this.env) || this.informer?.isSynced() === true;
+  }
+
   /** The namespace's labels, or undefined when not known (no cluster, not synced, not found). */
   labels(namespace: string): Readonly<Record<string, string>> | undefined {
     if (!this.informer?.isSynced()) return undefined;

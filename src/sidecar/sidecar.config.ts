@@ -1,5 +1,5 @@
 import { Type } from 'class-transformer';
-import { IsArray, IsDefined, Matches, ValidateBy, ValidateNested, type ValidationArguments } from 'class-validator';
+import { IsArray, IsDefined, IsOptional, Matches, ValidateBy, ValidateNested, type ValidationArguments } from 'class-validator';
 import { LabelSelector } from '../config/label-selector.js';
 import {
   DNS_LABEL,
@@ -57,7 +57,7 @@ export class SidecarTemplate {
 
   /** Appended after the pod's own containers. */
   @KubeList('sidecarContainers', (list) => namedListProblems(list, (c) => containerProblems(c, false)))
-  containers: KubeObject[] = [];
+  containers: KubeObject[] | null = [];
 
   /**
    * Inserted, in this order, before the pod's own init containers: native sidecars
@@ -72,11 +72,11 @@ export class SidecarTemplate {
     }
     return problems;
   })
-  initContainers: KubeObject[] = [];
+  initContainers: KubeObject[] | null = [];
 
   /** Appended to the pod's volumes. */
   @KubeList('sidecarVolumes', (list) => namedListProblems(list, volumeProblems))
-  volumes: KubeObject[] = [];
+  volumes: KubeObject[] | null = [];
 
   /** core/v1 EnvVars added to every app container (the pod's own containers) that does not set them. */
   @KubeList('sidecarEnv', (list) => envVarProblems(list))
@@ -90,7 +90,7 @@ export class SidecarTemplate {
       defaultMessage: () => 'a template must define at least one of containers, initContainers, volumes or env',
     },
   })
-  env: KubeObject[] = [];
+  env: KubeObject[] | null = [];
 }
 
 export class SidecarConfig {
@@ -100,6 +100,7 @@ export class SidecarConfig {
   @Type(() => LabelSelector)
   namespaceSelector: LabelSelector = Object.assign(new LabelSelector(), { matchLabels: { [SIDECARS_NAMESPACE_LABEL]: 'enabled' } });
 
+  @IsOptional()
   @IsArray()
   @ValidateNested({ each: true })
   @Type(() => SidecarTemplate)

@@ -1,0 +1,71 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectMetric } from '@willsoto/nestjs-prometheus';
+import type { Counter } from 'prom-client';
+import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
+import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
+import type { OvercommitConfig } from '../config/config.schema.js';
+import { KUBE_ENV } from '../kube/kube.env.js';
+import { NamespaceCache } from '../kube/namespace-cache.service.js';
+import { isObject } from './kube-objects.js';
+import { SIDECAR_INJECTIONS, UNKNOWN_TEMPLATE_LABEL } from './sidecar.metrics.js';
+import { INJECT_ANNOTATION, MIRROR_ANNOTATION, parseTemplateList, planInjection, type PodLike } from './sidecar.merge.js';
+import { SidecarConfig } from './sidecar.config.js';
+import { platformNamespace, sidecarScope } from './sidecar.scope.js';
+
+/** Runs before pod-policy (20): injected containers get its default requests and count toward its node cap. */
+export const SIDECAR_STRATEGY_ORDER = 10;
+
+const NO_SIDECARS = new SidecarConfig();
+
+/**
+ * Injects the sidecar templates a pod asks for (`kube-overcommit.io/inject: "a,b"`) at pod
+ * CREATE, in namespaces that opted in. The decision is `planInjection`'s; this class only
+ * scopes the request and counts outcomes.
+ */
+@Injectable()
+@AdmissionStrategyProvider({
+  name: 'sidecar',
+  rules: [{ resource: 'pods', subResource: '', operations: ['CREATE'] }],
+  order: SIDECAR_STRATEGY_ORDER,
+})
+export class SidecarStrategy implements AdmissionStrategy {
+  private readonly logger = new Logger('Sidecar');
+  private readonly ownNamespace: string;
+
+  constructor(
+    private readonly namespaces: NamespaceCache,
+    @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
+    @InjectMetric(SIDECAR_INJECTIONS) private readonly injections: Counter<string>,
+  ) {
+    this.ownNamespace = platformNamespace(env);
+  }
+
+  admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
+    const pod = request.object as PodLike | undefined;
+    if (!isObject(pod) || !isObject(pod.metadata)) return {};
+    const annotations = isObject(pod.metadata.annotations) ? pod.metadata.annotations : {};
+    const requested = parseTemplateList(annotations[INJECT_ANNOTATION]);
+    if (requested.length === 0) return {};
+    // Static pods: the kubelet owns them, and the API server only mirrors them.
+    if (annotations[MIRROR_ANNOTATION] !== undefined) return {};
+
+    const sidecars = config.sidecars ?? NO_SIDECARS;
+    const namespace = request.namespace || pod.metadata.namespace || '';
+    const scope = sidecarScope(namespace, sidecars.namespaceSelector, this.namespaces.labels(namespace), this.ownNamespace);
+    const podName = pod.metadata.name || `${pod.metadata.generateName ?? ''}*`;
+    if (!scope.inScope) {
+      this.logger.debug(`${namespace}/${podName}: ${INJECT_ANNOTATION} ignored: ${scope.reason}`);
+      return { warnings: [`${INJECT_ANNOTATION} ignored: ${scope.reason}`] };
+    }
+
+    const plan = planInjection(pod, requested, sidecars.templates ?? []);
+    for (const { template, outcome, reason } of plan.decisions) {
+      if (!request.dryRun) this.injections.inc({ template: outcome === 'unknown_template' ? UNKNOWN_TEMPLATE_LABEL : template, outcome });
+      this.logger.debug(`${namespace}/${podName}: sidecar template "${template}": ${outcome}${reason ? ` (${reason})` : ''}`);
+    }
+    return {
+      ...(plan.patch.length > 0 ? { patch: plan.patch } : {}),
+      ...(plan.warnings.length > 0 ? { warnings: plan.warnings } : {}),
+    };
+  }
+}
