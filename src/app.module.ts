@@ -7,6 +7,8 @@ import { HealthModule } from './health/health.module.js';
 import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { NodeOversellModule } from './node-oversell/node-oversell.module.js';
+import { PodPolicyModule } from './pod-policy/pod-policy.module.js';
+import { SidecarModule } from './sidecar/sidecar.module.js';
 import type { TlsMaterial } from './tls/tls-material.js';
 import { TlsModule } from './tls/tls.module.js';
 
@@ -27,6 +29,8 @@ export class AppModule {
         HealthModule,
         AdmissionModule,
         NodeOversellModule,
+        PodPolicyModule,
+        SidecarModule,
       ],
     };
   }

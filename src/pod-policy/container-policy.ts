@@ -1,0 +1,134 @@
+/**
+ * The resource policy for one container, as exact arithmetic on base units (millicores,
+ * bytes). Pure: the same original values, settings and bounds always give the same result.
+ *
+ *   1. Default requests: a resource with neither a request nor a limit gets the default.
+ *   2. Request-to-limit percentages (OpenShift ClusterResourceOverride):
+ *        memory request = floor(memory limit × memoryRequestPercent / 100), rounded down to a
+ *          whole MiB, at least 1Mi;
+ *        cpu limit      = floor(memory limit / 1GiB × cpuLimitPerGiBPercent / 100 × 1000m),
+ *          at least 1m;
+ *        cpu request    = floor(cpu limit × cpuRequestPercent / 100), at least 1m.
+ *      A container without the limit a step reads is left alone by that step.
+ *   3. Bounds (LimitRange, type Container), for each resource the policy touched: a derived cpu
+ *      limit is clamped into [min, max] before the cpu request is taken from it; the request is
+ *      clamped into [min, max], then raised to ceil(limit / maxLimitRequestRatio) when the ratio
+ *      would be exceeded; finally a request is never above its limit. A resource the policy did
+ *      not touch is left as it is, even when it breaks the LimitRange (LimitRanger decides).
+ */
+import type { PodPolicyConfig } from './pod-policy.config.js';
+import { minRequestForRatio, POLICY_RESOURCES, type ContainerBounds, type PolicyResource } from './limit-range.js';
+import { parseNumber, parseResourceQuantity, type Decimal } from '../node-oversell/quantity.js';
+
+export type PolicyAmounts = Partial<Record<PolicyResource, bigint>>;
+
+export interface ContainerAmounts {
+  requests: PolicyAmounts;
+  limits: PolicyAmounts;
+}
+
+/** The config, read once into exact values. */
+export interface PolicySettings {
+  defaults: PolicyAmounts;
+  memoryRequestPercent?: Decimal;
+  cpuLimitPerGiBPercent?: Decimal;
+  cpuRequestPercent?: Decimal;
+}
+
+export const MIB = 1024n * 1024n;
+export const GIB = 1024n * MIB;
+
+export function policySettings(config: Pick<PodPolicyConfig, 'defaultRequests' | 'limitToRequest'>): PolicySettings {
+  const defaults: PolicyAmounts = {};
+  for (const resource of POLICY_RESOURCES) {
+    const value = config.defaultRequests?.[resource];
+    if (value !== undefined && value !== null) defaults[resource] = parseResourceQuantity(resource, value);
+  }
+  const percent = (value: number | undefined) => (value === undefined || value === null ? undefined : parseNumber(value));
+  return {
+    defaults,
+    memoryRequestPercent: percent(config.limitToRequest?.memoryRequestPercent),
+    cpuLimitPerGiBPercent: percent(config.limitToRequest?.cpuLimitPerGiBPercent),
+    cpuRequestPercent: percent(config.limitToRequest?.cpuRequestPercent),
+  };
+}
+
+const pow10 = (n: number) => 10n ** BigInt(n);
+
+/** floor(amount × percent / 100 / divisor), exactly (amount ≥ 0). */
+export function percentOf(amount: bigint, percent: Decimal, divisor = 1n): bigint {
+  const exponent = percent.exponent - 2;
+  let numerator = amount * percent.coefficient;
+  let denominator = divisor;
+  if (exponent >= 0) numerator *= pow10(exponent);
+  else denominator *= pow10(-exponent);
+  return numerator / denominator;
+}
+
+function clamp(value: bigint, min: bigint | undefined, max: bigint | undefined): bigint {
+  if (max !== undefined && value > max) value = max;
+  if (min !== undefined && value < min) value = min;
+  return value;
+}
+
+export function applyContainerPolicy(original: ContainerAmounts, settings: PolicySettings, bounds: ContainerBounds = {}): ContainerAmounts {
+  const requests: PolicyAmounts = { ...original.requests };
+  const limits: PolicyAmounts = { ...original.limits };
+  const setRequest = new Set<PolicyResource>();
+  const setLimit = new Set<PolicyResource>();
+
+  // 1. Defaults.
+  for (const resource of POLICY_RESOURCES) {
+    const value = settings.defaults[resource];
+    if (value !== undefined && requests[resource] === undefined && limits[resource] === undefined) {
+      requests[resource] = value;
+      setRequest.add(resource);
+    }
+  }
+
+  // 2. Percentages.
+  const memoryLimit = limits.memory;
+  if (memoryLimit !== undefined && settings.memoryRequestPercent !== undefined) {
+    const bytes = (percentOf(memoryLimit, settings.memoryRequestPercent) / MIB) * MIB;
+    requests.memory = bytes < MIB ? MIB : bytes;
+    setRequest.add('memory');
+  }
+  if (memoryLimit !== undefined && settings.cpuLimitPerGiBPercent !== undefined) {
+    const millicores = percentOf(memoryLimit * 1000n, settings.cpuLimitPerGiBPercent, GIB);
+    // Clamped now, so that the cpu request below is a percentage of the limit actually written.
+    limits.cpu = clamp(millicores < 1n ? 1n : millicores, bounds.cpu?.min, bounds.cpu?.max);
+    setLimit.add('cpu');
+  }
+  if (settings.cpuRequestPercent !== undefined && limits.cpu !== undefined) {
+    const millicores = percentOf(limits.cpu, settings.cpuRequestPercent);
+    requests.cpu = millicores < 1n ? 1n : millicores;
+    setRequest.add('cpu');
+  }
+
+  // 3. Bounds.
+  for (const resource of POLICY_RESOURCES) {
+    if (!setRequest.has(resource) && !setLimit.has(resource)) continue;
+    const { min, max, maxLimitRequestRatio } = bounds[resource] ?? {};
+    const limit = limits[resource];
+    let request = requests[resource];
+    if (request === undefined) continue;
+    request = clamp(request, min, max);
+    requests[resource] = request;
+    if (limit === undefined) continue;
+    if (maxLimitRequestRatio !== undefined) {
+      const least = minRequestForRatio(limit, maxLimitRequestRatio);
+      if (request < least) request = least;
+    }
+    if (request > limit) request = limit;
+    requests[resource] = request;
+  }
+  return { requests, limits };
+}
+
+function sameList(a: PolicyAmounts, b: PolicyAmounts): boolean {
+  return POLICY_RESOURCES.every((resource) => a[resource] === b[resource]);
+}
+
+export function sameAmounts(a: ContainerAmounts, b: ContainerAmounts): boolean {
+  return sameList(a.requests, b.requests) && sameList(a.limits, b.limits);
+}

@@ -1,0 +1,75 @@
+import fastJsonPatch from 'fast-json-patch';
+import { describe, expect, it } from 'vitest';
+import { kubeadmNode } from '../../test/fixtures/nodes.js';
+import { planNodeStatus, RATIOS_ANNOTATION, RAW_ANNOTATION } from '../node-oversell/node-oversell.rules.js';
+import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
+import { capMessage, capViolations, nodeCap, type NodeUsage } from './node-cap.js';
+
+const KI = 1024n;
+
+/** A kubeadm node as stored after node-oversell inflated it (cpu 4 → 6 at ratio 1.5). */
+function inflatedNode() {
+  const node = kubeadmNode();
+  const plan = planNodeStatus(node, { pool: null, ratios: { cpu: 1.5 } })!;
+  return fastJsonPatch.applyPatch(structuredClone(node), nodeStatusPatch(node, plan), true, false).newDocument;
+}
+
+describe('nodeCap', () => {
+  it('is raw allocatable × ratio from node-oversell annotations', () => {
+    const node = inflatedNode();
+    expect(node.status.allocatable.cpu).toBe('6');
+    const cap = nodeCap(node);
+    expect(cap.source).toBe('annotations');
+    expect(cap.cap).toEqual({ cpu: 6000n, memory: 16290832n * KI, 'ephemeral-storage': 93478772582n, pods: 110n });
+    expect(cap.raw.cpu).toBe(4000n);
+    expect(cap.ratios).toEqual({ cpu: 1.5 });
+  });
+
+  it('when the stored allocatable is raw (a kubelet wrote while the webhook was down), applies the recorded ratio to it', () => {
+    const node = inflatedNode();
+    node.status.allocatable.cpu = '3900m'; // the kubelet's new raw value, stored unmodified
+    const cap = nodeCap(node);
+    expect(cap.raw.cpu).toBe(3900n);
+    expect(cap.cap.cpu).toBe(5850n);
+  });
+
+  it('without our annotations (or with unreadable ones) is the allocatable as stored', () => {
+    expect(nodeCap(kubeadmNode()).cap).toEqual({ cpu: 4000n, memory: 16290832n * KI, 'ephemeral-storage': 93478772582n, pods: 110n });
+    const bad = kubeadmNode({ annotations: { [RAW_ANNOTATION]: '{not json', [RATIOS_ANNOTATION]: '{"cpu":100}' } });
+    expect(nodeCap(bad)).toMatchObject({ source: 'allocatable', cap: { cpu: 4000n } });
+  });
+
+  it('a node with no allocatable has no cap', () => {
+    expect(nodeCap({ metadata: { name: 'x' } }).cap).toEqual({});
+  });
+});
+
+describe('capViolations', () => {
+  const cap = nodeCap(inflatedNode());
+  const usage = (requests: NodeUsage['requests']): NodeUsage => ({ requests });
+
+  it('allows up to the cap exactly', () => {
+    expect(capViolations(cap, usage({ cpu: 5000n, pods: 10n }), { cpu: 1000n, pods: 1n })).toEqual([]);
+  });
+
+  it('refuses one unit over, naming resource, sum and cap', () => {
+    const violations = capViolations(cap, usage({ cpu: 5001n, memory: 1n, pods: 10n }), { cpu: 1000n, memory: 1n, pods: 1n });
+    expect(violations).toEqual([{ resource: 'cpu', onNode: 5001n, pod: 1000n, total: 6001n, cap: 6000n, raw: 4000n, ratio: 1.5 }]);
+    const message = capMessage('worker-1', 'shop/checkout-6f8b9c7d4-*', violations, usage({ cpu: 5001n, pods: 10n }));
+    expect(message).toBe(
+      'kube-overcommit: pod shop/checkout-6f8b9c7d4-* would exceed the overcommit cap of node worker-1: ' +
+        'cpu: 6001m requested (5001m by 10 pods on the node + 1 by this pod) > cap 6 (raw allocatable 4 × ratio 1.5)',
+    );
+  });
+
+  it('like the scheduler, checks only resources the pod requests, and always the pod count', () => {
+    const full = usage({ cpu: 7000n, memory: 10n ** 12n, pods: 110n });
+    expect(capViolations(cap, full, { memory: 0n, pods: 1n }).map((v) => v.resource)).toEqual(['pods']);
+    expect(capViolations(cap, full, { cpu: 1n, memory: 1n, pods: 1n }).map((v) => v.resource)).toEqual(['cpu', 'memory', 'pods']);
+  });
+
+  it('never checks a resource the node does not report', () => {
+    const noStorage = nodeCap(kubeadmNode({ allocatable: { cpu: '4', memory: '8Gi', pods: '110' } }));
+    expect(capViolations(noStorage, usage({}), { 'ephemeral-storage': 10n ** 15n, pods: 1n })).toEqual([]);
+  });
+});

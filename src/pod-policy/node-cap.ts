@@ -1,0 +1,88 @@
+/**
+ * The per-node cap: the requests of a node's non-terminal pods plus a new pod's must stay
+ * within raw allocatable × the node's ratio, for each managed resource.
+ *
+ * Raw allocatable and ratio come from node-oversell's annotations, read with its own rule 3
+ * (DESIGN.md): when the stored allocatable is our output, raw is the recorded raw; otherwise
+ * (the webhook was down when a kubelet wrote) the stored allocatable is raw. A node with no
+ * (valid) record is capped at its allocatable as stored. Like the scheduler's fit check, a
+ * resource the pod does not request is not checked (the pod count always is).
+ */
+import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
+import {
+  planNodeStatus,
+  readAmounts,
+  readRecord,
+  type AppliedRatios,
+  type NodeLike,
+  type ResourceAmounts,
+} from '../node-oversell/node-oversell.rules.js';
+import { formatResourceQuantity } from '../node-oversell/quantity.js';
+
+export interface NodeCap {
+  /** The most that may be requested on the node, per managed resource present. */
+  cap: ResourceAmounts;
+  raw: ResourceAmounts;
+  /** Ratios ≠ 1 from the node's record. */
+  ratios: AppliedRatios;
+  source: 'annotations' | 'allocatable';
+}
+
+export interface NodeUsage {
+  /** Sum of the effective requests of the node's non-terminal pods; `pods` is their count. */
+  requests: ResourceAmounts;
+}
+
+export interface CapViolation {
+  resource: ManagedResource;
+  /** Requested by the pods already on the node. */
+  onNode: bigint;
+  /** Requested by this pod. */
+  pod: bigint;
+  total: bigint;
+  cap: bigint;
+  raw: bigint;
+  ratio: number;
+}
+
+/** Throws on an unparsable allocatable (the API server validated it, so this does not happen). */
+export function nodeCap(node: NodeLike): NodeCap {
+  const record = readRecord(node.metadata?.annotations);
+  if (record === null) {
+    const allocatable = readAmounts(node.status?.allocatable);
+    return { cap: allocatable, raw: allocatable, ratios: {}, source: 'allocatable' };
+  }
+  const plan = planNodeStatus(node, { pool: null, ratios: record.ratios });
+  if (plan === null) return { cap: {}, raw: {}, ratios: {}, source: 'annotations' };
+  return { cap: plan.allocatable, raw: plan.raw, ratios: plan.ratios, source: 'annotations' };
+}
+
+export function capViolations(cap: NodeCap, usage: NodeUsage, pod: ResourceAmounts): CapViolation[] {
+  const violations: CapViolation[] = [];
+  for (const resource of MANAGED_RESOURCES) {
+    const limit = cap.cap[resource];
+    const requested = resource === 'pods' ? 1n : (pod[resource] ?? 0n);
+    if (limit === undefined || requested <= 0n) continue;
+    const onNode = usage.requests[resource] ?? 0n;
+    const total = onNode + requested;
+    if (total > limit) {
+      violations.push({ resource, onNode, pod: requested, total, cap: limit, raw: cap.raw[resource] ?? limit, ratio: cap.ratios[resource] ?? 1 });
+    }
+  }
+  return violations;
+}
+
+/** `memory: 17Gi requested (16Gi by 12 pods on the node + 1Gi by this pod) > cap 16Gi (raw allocatable 16Gi × ratio 1)`. */
+export function describeViolation(violation: CapViolation, podsOnNode: bigint): string {
+  const f = (amount: bigint) => formatResourceQuantity(violation.resource, amount);
+  const pods = `${podsOnNode} pod${podsOnNode === 1n ? '' : 's'}`;
+  return (
+    `${violation.resource}: ${f(violation.total)} requested (${f(violation.onNode)} by ${pods} on the node + ${f(violation.pod)} by this pod) ` +
+    `> cap ${f(violation.cap)} (raw allocatable ${f(violation.raw)} × ratio ${violation.ratio})`
+  );
+}
+
+export function capMessage(nodeName: string, pod: string, violations: readonly CapViolation[], usage: NodeUsage): string {
+  const podsOnNode = usage.requests.pods ?? 0n;
+  return `kube-overcommit: pod ${pod} would exceed the overcommit cap of node ${nodeName}: ${violations.map((v) => describeViolation(v, podsOnNode)).join('; ')}`;
+}

@@ -1,0 +1,144 @@
+import { KubeConfig } from '@kubernetes/client-node';
+import { Logger } from '@nestjs/common';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { kubeadmNode } from '../../test/fixtures/nodes.js';
+import { container, runningPod } from '../../test/fixtures/pods.js';
+import { NON_TERMINAL_PODS, PodFactsService } from './pod-facts.service.js';
+
+/**
+ * A minimal API server: list and watch for pods, nodes and limitranges. Lists answer from
+ * `objects`; watches stay open until the test pushes events with `emit`.
+ */
+class FakeApiServer {
+  readonly requests: URL[] = [];
+  readonly objects: Record<string, any[]> = { pods: [], nodes: [], limitranges: [] };
+  private readonly watches = new Map<string, http.ServerResponse[]>();
+  private readonly server = http.createServer((req, res) => this.handle(req, res));
+  url = '';
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    for (const list of this.watches.values()) for (const res of list) res.end();
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+
+  emit(resource: string, type: 'ADDED' | 'MODIFIED' | 'DELETED', object: any): void {
+    for (const res of this.watches.get(resource) ?? []) res.write(`${JSON.stringify({ type, object })}\n`);
+  }
+
+  watching(resource: string): boolean {
+    return (this.watches.get(resource) ?? []).length > 0;
+  }
+
+  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const url = new URL(req.url ?? '/', this.url);
+    this.requests.push(url);
+    const resource = url.pathname.split('/').pop()!;
+    const items = this.objects[resource];
+    if (req.method !== 'GET' || !items) {
+      res.writeHead(404).end();
+      return;
+    }
+    if (url.searchParams.get('watch') === 'true') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+      this.watches.set(resource, [...(this.watches.get(resource) ?? []), res]);
+      return;
+    }
+    const kind = { pods: 'PodList', nodes: 'NodeList', limitranges: 'LimitRangeList' }[resource];
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ kind, apiVersion: 'v1', metadata: { resourceVersion: '100' }, items }));
+  }
+}
+
+async function until(check: () => boolean, ms = 3_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('PodFactsService', () => {
+  beforeAll(() => Logger.overrideLogger(false));
+  afterAll(() => Logger.overrideLogger(['log', 'error', 'warn', 'debug', 'verbose']));
+
+  it('outside a cluster: no caches, nothing synced, nothing known', async () => {
+    const facts = new PodFactsService(new KubeConfig(), {});
+    await facts.onModuleInit();
+    expect(facts.available).toBe(false);
+    expect(facts.isSynced('pods')).toBe(false);
+    expect(facts.node('worker-1')).toBeUndefined();
+    expect(facts.limitRanges('shop')).toEqual([]);
+    expect(facts.nodeUsage('worker-1')).toEqual({ requests: { pods: 0n } });
+    await facts.onApplicationShutdown();
+  });
+
+  describe('against an API server', () => {
+    let api: FakeApiServer;
+    let facts: PodFactsService;
+
+    afterEach(async () => {
+      await facts?.onApplicationShutdown();
+      await api?.stop();
+    });
+
+    it('lists and watches non-terminal pods, nodes and LimitRanges, and keeps pods indexed by node', async () => {
+      api = new FakeApiServer();
+      await api.start();
+      const one = runningPod('one', 'worker-1', { initContainers: null, containers: [container('app', { requests: { cpu: '1', memory: '1Gi' } })] });
+      const two = runningPod('two', 'worker-1', { initContainers: null, containers: [container('app', { requests: { cpu: '500m' } })] });
+      api.objects.pods.push(one, two);
+      api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
+      api.objects.limitranges.push({ metadata: { name: 'defaults', namespace: 'shop' }, spec: { limits: [{ type: 'Container', max: { cpu: '2' } }] } });
+
+      const kube = new KubeConfig();
+      kube.loadFromOptions({
+        clusters: [{ name: 'fake', server: api.url, skipTLSVerify: true }],
+        users: [{ name: 'webhook', token: 'not-used' }],
+        contexts: [{ name: 'fake', cluster: 'fake', user: 'webhook' }],
+        currentContext: 'fake',
+      });
+      facts = new PodFactsService(kube, { KUBECONFIG: '/dev/null' });
+      await facts.onModuleInit();
+
+      expect(facts.available).toBe(true);
+      for (const cache of ['pods', 'nodes', 'limitranges'] as const) expect(facts.isSynced(cache)).toBe(true);
+      expect(facts.node('worker-1')?.metadata?.name).toBe('worker-1');
+      expect(facts.pod('shop', 'one')?.metadata?.uid).toBe(one.metadata.uid);
+      expect(facts.limitRanges('shop')).toHaveLength(1);
+      expect(facts.limitRanges('other')).toEqual([]);
+      expect(facts.nodeUsage('worker-1').requests).toEqual({ pods: 2n, cpu: 1500n, memory: 1024n ** 3n });
+      expect(facts.nodeUsage('worker-1', two.metadata.uid).requests).toEqual({ pods: 1n, cpu: 1000n, memory: 1024n ** 3n });
+
+      // Terminal pods are filtered by the API server, on the list and on the watch.
+      const pods = api.requests.filter((u) => u.pathname === '/api/v1/pods');
+      expect(pods.length).toBeGreaterThanOrEqual(2);
+      for (const url of pods) expect(url.searchParams.get('fieldSelector')).toBe(NON_TERMINAL_PODS);
+
+      await until(() => api.watching('pods'));
+      // A new pod bound to the node, then one leaving the selector (Succeeded → DELETED).
+      const three = runningPod('three', 'worker-1', { initContainers: null, containers: [container('app', { requests: { cpu: '250m' } })] });
+      api.emit('pods', 'ADDED', three);
+      await until(() => facts.nodeUsage('worker-1').requests.pods === 3n);
+      expect(facts.nodeUsage('worker-1').requests.cpu).toBe(1750n);
+      api.emit('pods', 'DELETED', { ...one, status: { phase: 'Succeeded' } });
+      await until(() => facts.nodeUsage('worker-1').requests.pods === 2n);
+      expect(facts.nodeUsage('worker-1').requests).toEqual({ pods: 2n, cpu: 750n });
+      // A pending pod is known by name (for pods/binding) but on no node.
+      const pending = runningPod('pending', 'x', { initContainers: null });
+      delete pending.spec.nodeName;
+      pending.status = { phase: 'Pending' };
+      api.emit('pods', 'ADDED', pending);
+      await until(() => facts.pod('shop', 'pending') !== undefined);
+      expect(facts.nodeUsage('worker-1').requests.pods).toBe(2n);
+    });
+  });
+});

@@ -1,0 +1,209 @@
+import fc from 'fast-check';
+import fastJsonPatch from 'fast-json-patch';
+import { describe, expect, it } from 'vitest';
+import { container, deploymentPod, nativeSidecar } from '../../test/fixtures/pods.js';
+import { parseQuantity } from '../node-oversell/quantity.js';
+import { policySettings, type PolicySettings } from './container-policy.js';
+import type { ContainerBounds } from './limit-range.js';
+import { ORIGINAL_RESOURCES_ANNOTATION, planPodMutation, readOriginals } from './pod-mutation.js';
+import type { PodLike } from './pod-resources.js';
+
+const CRO = policySettings({
+  defaultRequests: { cpu: '100m', memory: '128Mi' },
+  limitToRequest: { memoryRequestPercent: 50, cpuLimitPerGiBPercent: 200, cpuRequestPercent: 25 },
+});
+
+/** Applies a plan the way the API server does (validating every op against the object). */
+function mutate(pod: PodLike, settings: PolicySettings, bounds: ContainerBounds = {}) {
+  const plan = planPodMutation(pod, settings, bounds);
+  const out: any = fastJsonPatch.applyPatch(structuredClone(pod), plan.patch, true, false).newDocument;
+  return { plan, pod: out };
+}
+
+describe('planPodMutation on a Deployment pod', () => {
+  it('applies defaults and percentages to init, native sidecar and regular containers, and records the originals', () => {
+    const { plan, pod } = mutate(deploymentPod(), CRO);
+    const [migrate, logShipper] = pod.spec.initContainers;
+    const [checkout] = pod.spec.containers;
+    // checkout: memory limit 1Gi → request 512Mi, cpu limit 2 (200%/GiB), cpu request 500m (25%).
+    expect(checkout.resources).toEqual({ limits: { memory: '1Gi', cpu: '2' }, requests: { cpu: '500m', memory: '512Mi' } });
+    // migrate: only a cpu limit → cpu request 25% of it, memory gets the default.
+    expect(migrate.resources).toEqual({ limits: { cpu: '500m' }, requests: { cpu: '125m', memory: '128Mi' } });
+    // log-shipper (native sidecar) set nothing → both defaults.
+    expect(logShipper.resources).toEqual({ requests: { cpu: '100m', memory: '128Mi' } });
+    expect(logShipper.restartPolicy).toBe('Always');
+    expect(JSON.parse(pod.metadata.annotations[ORIGINAL_RESOURCES_ANNOTATION])).toEqual({
+      migrate: { requests: { cpu: '500m' }, limits: { cpu: '500m' } },
+      'log-shipper': {},
+      checkout: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '1Gi' } },
+    });
+    // The other annotations survive; nothing but resources and the annotation is touched.
+    expect(pod.metadata.annotations['kubectl.kubernetes.io/restartedAt']).toBe('2026-11-21T17:02:10Z');
+    expect(plan.patch.map((op) => op.path)).toEqual([
+      '/spec/initContainers/0/resources',
+      '/spec/initContainers/1/resources',
+      '/spec/containers/0/resources',
+      '/metadata/annotations/kube-overcommit.io~1original-resources',
+    ]);
+    expect(plan.changes).toEqual(
+      expect.arrayContaining([
+        { container: 'checkout', field: 'requests', resource: 'cpu', change: 'raised' },
+        { container: 'checkout', field: 'limits', resource: 'cpu', change: 'added' },
+        { container: 'migrate', field: 'requests', resource: 'cpu', change: 'lowered' },
+        { container: 'log-shipper', field: 'requests', resource: 'memory', change: 'added' },
+      ]),
+    );
+    expect(plan.changes).toHaveLength(6);
+  });
+
+  it('is a no-op (no patch at all) on its own output', () => {
+    const { pod } = mutate(deploymentPod(), CRO);
+    expect(planPodMutation(pod, CRO, {})).toEqual({ patch: [], changes: [] });
+  });
+
+  it('adds the annotations map when the pod has none, keeps extended resources and claims', () => {
+    const pod = deploymentPod({
+      initContainers: null,
+      containers: [container('gpu', { limits: { memory: '2Gi', 'nvidia.com/gpu': '1' }, requests: { memory: '2Gi', 'nvidia.com/gpu': '1' }, claims: [{ name: 'gpu' }] })],
+    });
+    delete pod.metadata.annotations;
+    const { pod: out } = mutate(pod, policySettings({ limitToRequest: { memoryRequestPercent: 25 } }));
+    expect(out.spec.containers[0].resources).toEqual({ limits: { memory: '2Gi', 'nvidia.com/gpu': '1' }, requests: { memory: '512Mi', 'nvidia.com/gpu': '1' }, claims: [{ name: 'gpu' }] });
+    expect(Object.keys(out.metadata.annotations)).toEqual([ORIGINAL_RESOURCES_ANNOTATION]);
+  });
+
+  it('computes from the recorded originals on reinvocation, even after the config changed in between', () => {
+    const first = mutate(deploymentPod(), policySettings({ limitToRequest: { memoryRequestPercent: 50 } })).pod;
+    expect(first.spec.containers[0].resources.requests.memory).toBe('512Mi');
+    // Another webhook ran in between and changed nothing of ours; then we are called again.
+    const again = mutate(first, policySettings({ limitToRequest: { memoryRequestPercent: 50 } }));
+    expect(again.plan.patch).toEqual([]);
+  });
+
+  it('does not trust a recorded entry that our output does not match (edited since, or forged)', () => {
+    const pod = deploymentPod({ initContainers: null, annotations: { [ORIGINAL_RESOURCES_ANNOTATION]: JSON.stringify({ checkout: { limits: { memory: '64Gi' } } }) } });
+    const { pod: out } = mutate(pod, policySettings({ limitToRequest: { memoryRequestPercent: 25 } }));
+    // From the container's real 1Gi limit, not the forged 64Gi.
+    expect(out.spec.containers[0].resources.requests.memory).toBe('256Mi');
+    expect(out.spec.containers[0].resources.limits.memory).toBe('1Gi');
+    expect(JSON.parse(out.metadata.annotations[ORIGINAL_RESOURCES_ANNOTATION])).toEqual({ checkout: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '1Gi' } } });
+  });
+
+  it('removes a stale annotation of ours when nothing is changed any more', () => {
+    const pod = deploymentPod({ annotations: { [ORIGINAL_RESOURCES_ANNOTATION]: 'not json' } });
+    const plan = planPodMutation(pod, policySettings({}), {});
+    expect(plan.patch).toEqual([{ op: 'remove', path: '/metadata/annotations/kube-overcommit.io~1original-resources' }]);
+  });
+
+  it('clamps to the LimitRange', () => {
+    const bounds: ContainerBounds = { cpu: { max: 1500n, min: 200n }, memory: { maxLimitRequestRatio: parseQuantity('1.5') } };
+    const { pod } = mutate(deploymentPod({ initContainers: null }), CRO, bounds);
+    // cpu limit 2000m → max 1500m; cpu request 25% = 375m; memory request 512Mi < 1Gi/1.5 → 683Mi (ceil, in bytes).
+    expect(pod.spec.containers[0].resources.limits.cpu).toBe('1500m');
+    expect(pod.spec.containers[0].resources.requests.cpu).toBe('375m');
+    expect(pod.spec.containers[0].resources.requests.memory).toBe(String((1024n ** 3n * 2n + 2n) / 3n));
+  });
+
+  it('writes quantities the API server reads back to the same amounts', () => {
+    const { pod } = mutate(deploymentPod({ containers: [container('a', { limits: { memory: '1000M' }, requests: { memory: '1000M' } })] }), policySettings({ limitToRequest: { memoryRequestPercent: 33.3, cpuLimitPerGiBPercent: 150, cpuRequestPercent: 10 } }));
+    expect(pod.spec.containers[0].resources.requests).toEqual({ memory: '317Mi', cpu: '139m' });
+    expect(pod.spec.containers[0].resources.limits).toEqual({ memory: '1000M', cpu: '1396m' });
+  });
+});
+
+describe('readOriginals', () => {
+  it('reads only entries of exactly our shape', () => {
+    const read = (value: unknown) => readOriginals({ [ORIGINAL_RESOURCES_ANNOTATION]: JSON.stringify(value) });
+    expect([...read({ a: { requests: { cpu: '1' } }, b: {} }).keys()]).toEqual(['a', 'b']);
+    expect(read({ a: { requests: { cpu: 1 } } }).size).toBe(0);
+    expect(read({ a: { requests: { gpu: '1' } } }).size).toBe(0);
+    expect(read({ a: { other: {} } }).size).toBe(0);
+    expect(read({ a: { limits: { memory: 'lots' } } }).size).toBe(0);
+    expect(read({ a: { limits: { memory: '-1' } } }).size).toBe(0);
+    expect(read([1]).size).toBe(0);
+    expect(readOriginals(undefined).size).toBe(0);
+  });
+});
+
+// ---- idempotence over random pods ------------------------------------------------------------
+
+const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
+const cpuText = fc.oneof(fc.integer({ min: 1, max: 16_000 }).map((m) => `${m}m`), fc.integer({ min: 1, max: 16 }).map(String), fc.constantFrom('0.5', '1.25'));
+const memText = fc.oneof(
+  fc.integer({ min: 1, max: 65_536 }).map((n) => `${n}Mi`),
+  fc.integer({ min: 1, max: 64 }).map((n) => `${n}Gi`),
+  fc.integer({ min: 1, max: 64_000 }).map((n) => `${n}M`),
+  fc.integer({ min: 1_000_000, max: 1 << 30 }).map(String),
+);
+const resourcesArb = fc
+  .record({ cpuReq: maybe(cpuText), cpuLim: maybe(cpuText), memReq: maybe(memText), memLim: maybe(memText) })
+  .map(({ cpuReq, cpuLim, memReq, memLim }) => {
+    // API defaulting: a limit without a request → request = limit. (Request ≤ limit is not enforced here: we must not care.)
+    const requests: Record<string, string> = {};
+    const limits: Record<string, string> = {};
+    if (cpuReq ?? cpuLim) requests.cpu = (cpuReq ?? cpuLim)!;
+    if (memReq ?? memLim) requests.memory = (memReq ?? memLim)!;
+    if (cpuLim) limits.cpu = cpuLim;
+    if (memLim) limits.memory = memLim;
+    return { ...(Object.keys(requests).length ? { requests } : {}), ...(Object.keys(limits).length ? { limits } : {}) };
+  });
+const podArb = fc
+  .record({
+    inits: fc.array(fc.record({ resources: resourcesArb, sidecar: fc.boolean() }), { maxLength: 3 }),
+    containers: fc.array(resourcesArb, { minLength: 1, maxLength: 3 }),
+    annotations: fc.boolean(),
+  })
+  .map(({ inits, containers, annotations }) => {
+    const pod = deploymentPod({
+      initContainers: inits.map((c, i) => (c.sidecar ? nativeSidecar(`side-${i}`, c.resources) : container(`init-${i}`, c.resources))),
+      containers: containers.map((r, i) => container(`app-${i}`, r)),
+    });
+    if (!annotations) delete pod.metadata.annotations;
+    return pod as PodLike;
+  });
+const settingsArb = fc
+  .record({
+    cpu: maybe(cpuText),
+    memory: maybe(memText),
+    memoryRequestPercent: maybe(fc.integer({ min: 1, max: 100 })),
+    cpuLimitPerGiBPercent: maybe(fc.integer({ min: 1, max: 800 })),
+    cpuRequestPercent: maybe(fc.integer({ min: 10, max: 1000 }).map((n) => n / 10)),
+  })
+  .map((s) => policySettings({ defaultRequests: { cpu: s.cpu, memory: s.memory }, limitToRequest: s }));
+const boundsArb = fc
+  .record({ cpuMin: maybe(fc.bigInt({ min: 1n, max: 500n })), memMax: maybe(fc.bigInt({ min: 1n << 20n, max: 1n << 34n })), ratio: maybe(fc.constantFrom('1', '2', '2.5')) })
+  .map(({ cpuMin, memMax, ratio }): ContainerBounds => ({
+    cpu: { ...(cpuMin !== undefined ? { min: cpuMin } : {}), ...(ratio ? { maxLimitRequestRatio: parseQuantity(ratio) } : {}) },
+    memory: memMax !== undefined ? { max: memMax } : {},
+  }));
+
+describe('planPodMutation properties', () => {
+  it('mutate(mutate(x)) = mutate(x), the patch always applies cleanly', () => {
+    fc.assert(
+      fc.property(podArb, settingsArb, boundsArb, (pod, settings, bounds) => {
+        const once = mutate(pod, settings, bounds).pod;
+        const twice = mutate(once, settings, bounds);
+        expect(twice.plan.patch).toEqual([]);
+        expect(twice.pod).toEqual(once);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('the recorded originals are exactly what each changed container held', () => {
+    fc.assert(
+      fc.property(podArb, settingsArb, boundsArb, (pod, settings, bounds) => {
+        const once = mutate(pod, settings, bounds).pod;
+        const recorded = readOriginals(once.metadata?.annotations);
+        for (const kind of ['initContainers', 'containers'] as const) {
+          (pod.spec?.[kind] ?? []).forEach((c, i) => {
+            const entry = recorded.get(c.name);
+            const changed = JSON.stringify(c.resources) !== JSON.stringify(once.spec[kind][i].resources);
+            if (changed) expect(entry?.recorded).toEqual({ ...(c.resources?.requests ? { requests: c.resources.requests } : {}), ...(c.resources?.limits ? { limits: c.resources.limits } : {}) });
+          });
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+});

@@ -1,0 +1,186 @@
+/**
+ * The policy over a whole pod: every container (init, native sidecar, regular) through
+ * applyContainerPolicy, the JSON Patch that writes the result, and the record of originals.
+ *
+ * Idempotence under reinvocation (and for a pod re-created from a dump of one we mutated):
+ * the original cpu/memory requests and limits of every container we change are recorded in
+ * the annotation `kube-overcommit.io/original-resources`, JSON keyed by container name:
+ *
+ *   {"app":{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}},"sidecar":{}}
+ *
+ * A recorded entry is trusted only when applying the policy to it gives exactly what the
+ * container now holds (the object carries our output); then the policy is computed from the
+ * recorded originals, otherwise from what the container holds (someone changed it since, or
+ * the annotation was forged: it then cannot make us write anything we would not write anyway).
+ * So mutate(mutate(x)) = mutate(x).
+ */
+import type { PatchOperation } from '../admission/admission.types.js';
+import { escapeJsonPointer, jsonPointer } from '../common/json-pointer.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../node-oversell/quantity.js';
+import { applyContainerPolicy, sameAmounts, type ContainerAmounts, type PolicyAmounts, type PolicySettings } from './container-policy.js';
+import { POLICY_RESOURCES, type ContainerBounds, type PolicyResource } from './limit-range.js';
+import type { ContainerLike, PodLike, ResourceRequirements } from './pod-resources.js';
+
+export const ORIGINAL_RESOURCES_ANNOTATION = 'kube-overcommit.io/original-resources';
+
+type RecordedList = Partial<Record<PolicyResource, string>>;
+export interface RecordedResources {
+  requests?: RecordedList;
+  limits?: RecordedList;
+}
+
+export type ContainerKind = 'initContainers' | 'containers';
+
+export type Change = 'added' | 'lowered' | 'raised';
+
+export interface ResourceChange {
+  container: string;
+  field: 'requests' | 'limits';
+  resource: PolicyResource;
+  change: Change;
+}
+
+export interface PodMutationPlan {
+  patch: PatchOperation[];
+  /** What changed relative to the object as received (empty when the patch is). */
+  changes: ResourceChange[];
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function readPolicyList(list: unknown): PolicyAmounts {
+  const out: PolicyAmounts = {};
+  if (!isRecord(list)) return out;
+  for (const resource of POLICY_RESOURCES) {
+    const value = list[resource];
+    if (typeof value === 'string' || typeof value === 'number') out[resource] = parseResourceQuantity(resource, value);
+  }
+  return out;
+}
+
+export function readContainerAmounts(resources: ResourceRequirements | undefined): ContainerAmounts {
+  return { requests: readPolicyList(resources?.requests), limits: readPolicyList(resources?.limits) };
+}
+
+function recordList(list: unknown): RecordedList | undefined {
+  if (!isRecord(list)) return undefined;
+  const out: RecordedList = {};
+  for (const resource of POLICY_RESOURCES) {
+    const value = list[resource];
+    if (typeof value === 'string' || typeof value === 'number') out[resource] = String(value);
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+/** The cpu/memory part of a container's resources, as the annotation records it. */
+export function recordResources(resources: ResourceRequirements | undefined): RecordedResources {
+  const requests = recordList(resources?.requests);
+  const limits = recordList(resources?.limits);
+  return { ...(requests ? { requests } : {}), ...(limits ? { limits } : {}) };
+}
+
+/** The annotation, parsed defensively: anything not exactly our shape counts as absent. */
+export function readOriginals(annotations: Readonly<Record<string, string>> | undefined): Map<string, { recorded: RecordedResources; amounts: ContainerAmounts }> {
+  const out = new Map<string, { recorded: RecordedResources; amounts: ContainerAmounts }>();
+  const text = annotations?.[ORIGINAL_RESOURCES_ANNOTATION];
+  if (typeof text !== 'string') return out;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return out;
+  }
+  if (!isRecord(parsed)) return out;
+  for (const [name, entry] of Object.entries(parsed)) {
+    if (!isRecord(entry) || Object.keys(entry).some((key) => key !== 'requests' && key !== 'limits')) continue;
+    const lists = [entry.requests, entry.limits];
+    const valid = lists.every(
+      (list) =>
+        list === undefined ||
+        (isRecord(list) && Object.entries(list).every(([resource, value]) => (POLICY_RESOURCES as readonly string[]).includes(resource) && typeof value === 'string')),
+    );
+    if (!valid) continue;
+    try {
+      const recorded = entry as RecordedResources;
+      const amounts = readContainerAmounts(recorded as ResourceRequirements);
+      if ([...Object.values(amounts.requests), ...Object.values(amounts.limits)].some((amount) => amount! < 0n)) continue;
+      out.set(name, { recorded, amounts });
+    } catch {
+      // An unparsable quantity: the entry is ignored.
+    }
+  }
+  return out;
+}
+
+function changeOf(before: bigint | undefined, after: bigint | undefined): Change | null {
+  if (before === after || after === undefined) return null;
+  if (before === undefined) return 'added';
+  return after < before ? 'lowered' : 'raised';
+}
+
+/** `resources` with the cpu/memory values of `after` written where they differ from `before`. */
+function writeResources(resources: ResourceRequirements | undefined, before: ContainerAmounts, after: ContainerAmounts): ResourceRequirements {
+  const out: ResourceRequirements = { ...(resources ?? {}) };
+  for (const field of ['requests', 'limits'] as const) {
+    const list: Record<string, string | number> = { ...(isRecord(out[field]) ? out[field] : {}) };
+    let changed = false;
+    for (const resource of POLICY_RESOURCES) {
+      const value = after[field][resource];
+      if (value === before[field][resource]) continue;
+      changed = true;
+      if (value === undefined) delete list[resource];
+      else list[resource] = formatResourceQuantity(resource, value);
+    }
+    if (changed) out[field] = list;
+  }
+  return out;
+}
+
+export function planPodMutation(pod: PodLike, settings: PolicySettings, bounds: ContainerBounds): PodMutationPlan {
+  const originals = readOriginals(pod.metadata?.annotations);
+  const record: Record<string, RecordedResources> = {};
+  const patch: PatchOperation[] = [];
+  const changes: ResourceChange[] = [];
+
+  const kinds: ContainerKind[] = ['initContainers', 'containers'];
+  for (const kind of kinds) {
+    const containers: ContainerLike[] = Array.isArray(pod.spec?.[kind]) ? (pod.spec![kind] as ContainerLike[]) : [];
+    containers.forEach((container, index) => {
+      if (!isRecord(container) || typeof container.name !== 'string') return;
+      const current = readContainerAmounts(container.resources);
+      let origin = current;
+      let originRecord = recordResources(container.resources);
+      const entry = originals.get(container.name);
+      if (entry && sameAmounts(applyContainerPolicy(entry.amounts, settings, bounds), current)) {
+        origin = entry.amounts;
+        originRecord = entry.recorded;
+      }
+      const result = applyContainerPolicy(origin, settings, bounds);
+      if (!sameAmounts(result, origin)) record[container.name] = originRecord;
+      if (sameAmounts(result, current)) return;
+      patch.push({ op: 'add', path: jsonPointer(['spec', kind, String(index), 'resources']), value: writeResources(container.resources, current, result) });
+      for (const field of ['requests', 'limits'] as const) {
+        for (const resource of POLICY_RESOURCES) {
+          const change = changeOf(current[field][resource], result[field][resource]);
+          if (change) changes.push({ container: container.name, field, resource, change });
+        }
+      }
+    });
+  }
+
+  const desired = Object.keys(record).length > 0 ? JSON.stringify(record) : null;
+  const annotations = pod.metadata?.annotations;
+  const hasAnnotations = isRecord(annotations);
+  const present = hasAnnotations && Object.prototype.hasOwnProperty.call(annotations, ORIGINAL_RESOURCES_ANNOTATION);
+  const path = `/metadata/annotations/${escapeJsonPointer(ORIGINAL_RESOURCES_ANNOTATION)}`;
+  if (desired === null) {
+    if (present) patch.push({ op: 'remove', path });
+  } else if (!present || annotations[ORIGINAL_RESOURCES_ANNOTATION] !== desired) {
+    if (hasAnnotations) patch.push({ op: present ? 'replace' : 'add', path, value: desired });
+    else if (isRecord(pod.metadata)) patch.push({ op: 'add', path: '/metadata/annotations', value: { [ORIGINAL_RESOURCES_ANNOTATION]: desired } });
+    else patch.push({ op: 'add', path: '/metadata', value: { annotations: { [ORIGINAL_RESOURCES_ANNOTATION]: desired } } });
+  }
+  return { patch, changes };
+}

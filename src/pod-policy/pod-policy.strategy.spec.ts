@@ -1,0 +1,297 @@
+import { Logger } from '@nestjs/common';
+import fastJsonPatch from 'fast-json-patch';
+import { Counter, Registry } from 'prom-client';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { kubeadmNode } from '../../test/fixtures/nodes.js';
+import { bindingReview, container, deploymentPod, mirrorPod, podReview, runningPod } from '../../test/fixtures/pods.js';
+import type { AdmissionRequest } from '../admission/admission.types.js';
+import { parseConfig } from '../config/config.loader.js';
+import type { OvercommitConfig } from '../config/config.schema.js';
+import { planNodeStatus } from '../node-oversell/node-oversell.rules.js';
+import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
+import type { LimitRangeLike } from './limit-range.js';
+import { ORIGINAL_RESOURCES_ANNOTATION } from './pod-mutation.js';
+import { PodsByNode, type FactsCache, type PodFacts } from './pod-facts.js';
+import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
+import { PodPolicyMetrics, PodPolicyStrategy } from './pod-policy.strategy.js';
+import type { PodLike } from './pod-resources.js';
+
+/** The same interface as PodFactsService, over plain objects. */
+class FakeFacts implements PodFacts {
+  available = true;
+  synced: Record<FactsCache, boolean> = { pods: true, nodes: true, limitranges: true };
+  readonly nodes = new Map<string, any>();
+  readonly pods = new Map<string, PodLike>();
+  readonly ranges = new Map<string, LimitRangeLike[]>();
+  readonly index = new PodsByNode();
+
+  addPod(pod: PodLike): void {
+    this.pods.set(`${pod.metadata!.namespace}/${pod.metadata!.name}`, pod);
+    this.index.upsert(pod);
+  }
+  isSynced(cache: FactsCache) {
+    return this.synced[cache];
+  }
+  limitRanges(namespace: string) {
+    return this.ranges.get(namespace) ?? [];
+  }
+  node(name: string) {
+    return this.nodes.get(name);
+  }
+  pod(namespace: string, name: string) {
+    return this.pods.get(`${namespace}/${name}`);
+  }
+  nodeUsage(nodeName: string, exclude?: string) {
+    return this.index.usage(nodeName, exclude);
+  }
+}
+
+function counters(registry: Registry) {
+  const counter = (name: string, labelNames: string[] = []) => new Counter({ name, help: name, labelNames, registers: [registry] });
+  return new PodPolicyMetrics(
+    counter(PODS_MUTATED),
+    counter(REQUESTS_CHANGED, ['resource', 'change']),
+    counter(LIMITS_CHANGED, ['resource', 'change']),
+    counter(CAP_DENIALS, ['resource']),
+    counter(CAP_WARNINGS, ['resource']),
+    counter(CAP_SKIPPED, ['reason']),
+    counter(CACHE_UNSYNCED, ['cache']),
+  );
+}
+
+async function value(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const metric = await registry.getSingleMetric(name)!.get();
+  const found = metric.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
+  return found?.value ?? 0;
+}
+
+function config(yaml: string): OvercommitConfig {
+  const parsed = parseConfig(yaml);
+  if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
+  return parsed.value;
+}
+
+const MUTATE = config(`
+pods:
+  defaultRequests: { cpu: 100m, memory: 128Mi }
+  limitToRequest: { memoryRequestPercent: 50, cpuLimitPerGiBPercent: 200, cpuRequestPercent: 25 }
+`);
+const DENY = config(`
+pods:
+  defaultRequests: { cpu: 100m, memory: 128Mi }
+  cap: { mode: deny }
+`);
+const WARN = config('pods: { cap: { mode: warn } }');
+
+/** A 4-core node stored by node-oversell at ratio cpu 1.5 (allocatable 6, raw 4 in its annotations). */
+function inflatedNode(name: string) {
+  const node = kubeadmNode({ name });
+  const plan = planNodeStatus(node, { pool: null, ratios: { cpu: 1.5 } })!;
+  return fastJsonPatch.applyPatch(structuredClone(node), nodeStatusPatch(node, plan), true, false).newDocument;
+}
+
+const request = (review: any) => review.request as AdmissionRequest;
+
+describe('PodPolicyStrategy', () => {
+  let facts: FakeFacts;
+  let registry: Registry;
+  let labels: Map<string, Record<string, string>>;
+  let metrics: PodPolicyMetrics;
+  let strategy: PodPolicyStrategy;
+  const build = (env: NodeJS.ProcessEnv = {}) => new PodPolicyStrategy(facts, { labels: (ns: string) => labels.get(ns) }, env, metrics);
+
+  beforeAll(() => Logger.overrideLogger(false));
+  afterAll(() => Logger.overrideLogger(['log', 'error', 'warn', 'debug', 'verbose']));
+  beforeEach(() => {
+    facts = new FakeFacts();
+    registry = new Registry();
+    metrics = counters(registry);
+    labels = new Map([['shop', { 'kubernetes.io/metadata.name': 'shop', 'kube-overcommit.io/pod-policy': 'enabled' }]]);
+    strategy = build();
+  });
+
+  describe('scope', () => {
+    it('mutates a pod in a namespace whose labels match the selector', () => {
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE).patch?.length).toBeGreaterThan(0);
+    });
+
+    it('outside a cluster trusts the webhook selector; in a cluster, unknown labels leave the pod alone (counted)', async () => {
+      labels.delete('shop');
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
+      expect(strategy.admit(request(bindingReview('shop', 'x', 'worker-1')), DENY)).toEqual({});
+      expect(await value(registry, CACHE_UNSYNCED, { cache: 'namespaces' })).toBe(2);
+      facts.available = false;
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE).patch?.length).toBeGreaterThan(0);
+    });
+
+    it('honours a custom namespaceSelector', () => {
+      labels.set('shop', { team: 'payments' });
+      const custom = config('pods: { namespaceSelector: { matchExpressions: [{ key: team, operator: In, values: [payments] }] }, defaultRequests: { cpu: 10m } }');
+      expect(strategy.admit(request(podReview(deploymentPod())), custom).patch).toBeDefined();
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
+    });
+
+    it('leaves a namespace that did not opt in untouched', () => {
+      labels.set('shop', { 'kubernetes.io/metadata.name': 'shop' });
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
+    });
+
+    it('never touches the system namespaces or its own, even when they match', () => {
+      for (const namespace of ['kube-system', 'kube-node-lease', 'kube-public', 'kube-overcommit']) {
+        labels.set(namespace, { 'kube-overcommit.io/pod-policy': 'enabled' });
+        expect(strategy.admit(request(podReview(deploymentPod({ namespace }))), MUTATE), namespace).toEqual({});
+      }
+      const custom = build({ POD_NAMESPACE: 'platform' });
+      labels.set('platform', { 'kube-overcommit.io/pod-policy': 'enabled' });
+      expect(custom.admit(request(podReview(deploymentPod({ namespace: 'platform' }))), MUTATE)).toEqual({});
+      expect(custom.admit(request(podReview(deploymentPod({ namespace: 'kube-overcommit' }))), MUTATE).patch).toBeDefined();
+    });
+
+    it('skips mirror pods, in any namespace', () => {
+      expect(strategy.admit(request(podReview(mirrorPod({ namespace: 'shop' }))), MUTATE)).toEqual({});
+      expect(strategy.admit(request(podReview(mirrorPod({ namespace: 'shop' }))), DENY)).toEqual({});
+    });
+
+    it('does nothing with the default config', () => {
+      expect(strategy.admit(request(podReview(deploymentPod())), config(''))).toEqual({});
+    });
+  });
+
+  describe('mutation', () => {
+    it('clamps to the namespace LimitRange from the cache', () => {
+      facts.ranges.set('shop', [{ spec: { limits: [{ type: 'Container', max: { cpu: '1' } }] } }]);
+      const review = podReview(deploymentPod({ initContainers: null }));
+      const patched: any = fastJsonPatch.applyPatch(structuredClone(review.request.object), strategy.admit(request(review), MUTATE).patch!, true, false).newDocument;
+      expect(patched.spec.containers[0].resources).toEqual({ limits: { memory: '1Gi', cpu: '1' }, requests: { cpu: '250m', memory: '512Mi' } });
+    });
+
+    it('leaves the pod alone while the LimitRange cache has not synced, and counts it', async () => {
+      facts.synced.limitranges = false;
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
+      expect(await value(registry, CACHE_UNSYNCED, { cache: 'limitranges' })).toBe(1);
+    });
+
+    it('outside a cluster mutates without LimitRange clamps', () => {
+      facts.available = false;
+      facts.synced.limitranges = false;
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE).patch).toBeDefined();
+    });
+
+    it('counts mutated pods and each changed request and limit, not on reinvocation nor dry runs', async () => {
+      const review = podReview(deploymentPod());
+      const result = strategy.admit(request(review), MUTATE);
+      expect(await value(registry, PODS_MUTATED)).toBe(1);
+      expect(await value(registry, REQUESTS_CHANGED, { resource: 'memory', change: 'added' })).toBe(2);
+      expect(await value(registry, REQUESTS_CHANGED, { resource: 'cpu', change: 'lowered' })).toBe(1);
+      expect(await value(registry, LIMITS_CHANGED, { resource: 'cpu', change: 'added' })).toBe(1);
+      const mutated = fastJsonPatch.applyPatch(structuredClone(review.request.object), result.patch!, true, false).newDocument;
+      expect(strategy.admit(request(podReview(mutated)), MUTATE)).toEqual({});
+      strategy.admit(request(podReview(deploymentPod(), { dryRun: true })), MUTATE);
+      expect(await value(registry, PODS_MUTATED)).toBe(1);
+    });
+  });
+
+  describe('node cap on pods/binding', () => {
+    beforeEach(() => {
+      facts.nodes.set('worker-1', inflatedNode('worker-1'));
+      // 5 cores requested on a node capped at 6 (raw 4 × 1.5).
+      facts.addPod(runningPod('busy-1', 'worker-1', { initContainers: null, containers: [container('app', { requests: { cpu: '3', memory: '1Gi' } })] }));
+      facts.addPod(runningPod('busy-2', 'worker-1', { initContainers: null, containers: [container('app', { requests: { cpu: '2', memory: '1Gi' } })] }));
+    });
+
+    const pending = (name: string, cpu: string) => {
+      const pod = runningPod(name, 'unused', { initContainers: null, containers: [container('app', { requests: { cpu, memory: '128Mi' } })] });
+      delete pod.spec.nodeName;
+      pod.status = { phase: 'Pending' };
+      facts.addPod(pod);
+      return pod;
+    };
+
+    it('admits a pod that fits exactly', () => {
+      pending('fits', '1');
+      expect(strategy.admit(request(bindingReview('shop', 'fits', 'worker-1')), DENY)).toEqual({});
+    });
+
+    it('denies one over the cap in deny mode, naming node, resource, sum and cap', async () => {
+      pending('big', '1001m');
+      const result = strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), DENY);
+      expect(result.deny?.code).toBe(403);
+      expect(result.deny?.message).toBe(
+        'kube-overcommit: pod shop/big would exceed the overcommit cap of node worker-1: ' +
+          'cpu: 6001m requested (5 by 2 pods on the node + 1001m by this pod) > cap 6 (raw allocatable 4 × ratio 1.5)',
+      );
+      expect(await value(registry, CAP_DENIALS, { resource: 'cpu' })).toBe(1);
+    });
+
+    it('warns and admits in warn mode', async () => {
+      pending('big', '2');
+      const result = strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), WARN);
+      expect(result.deny).toBeUndefined();
+      expect(result.warnings).toEqual(['node worker-1 over its overcommit cap for cpu: 7 requested > cap 6']);
+      expect(result.warnings![0].length).toBeLessThanOrEqual(120);
+      expect(await value(registry, CAP_WARNINGS, { resource: 'cpu' })).toBe(1);
+    });
+
+    it('ignores bindings when the cap is off, and in namespaces that did not opt in', () => {
+      pending('big', '8');
+      expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), MUTATE)).toEqual({});
+      labels.set('shop', {});
+      expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), DENY)).toEqual({});
+    });
+
+    it('fails open, counted, when a cache is not synced, the pod or node is unknown, or there is no cluster', async () => {
+      pending('big', '8');
+      const bind = () => strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), DENY);
+      facts.synced.pods = false;
+      expect(bind()).toEqual({});
+      expect(await value(registry, CACHE_UNSYNCED, { cache: 'pods' })).toBe(1);
+      facts.synced.pods = true;
+      facts.synced.nodes = false;
+      expect(bind()).toEqual({});
+      expect(await value(registry, CACHE_UNSYNCED, { cache: 'nodes' })).toBe(1);
+      facts.synced.nodes = true;
+      expect(strategy.admit(request(bindingReview('shop', 'nobody', 'worker-1')), DENY)).toEqual({});
+      expect(await value(registry, CAP_SKIPPED, { reason: 'pod-unknown' })).toBe(1);
+      expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-9')), DENY)).toEqual({});
+      expect(await value(registry, CAP_SKIPPED, { reason: 'node-unknown' })).toBe(1);
+      facts.available = false;
+      expect(bind()).toEqual({});
+      expect(await value(registry, CAP_SKIPPED, { reason: 'no-cluster' })).toBe(1);
+      expect(await value(registry, CAP_DENIALS, { resource: 'cpu' })).toBe(0);
+    });
+
+    it('does not count the pod being bound twice if the cache already has it on the node', () => {
+      const pod = pending('again', '1');
+      facts.addPod({ ...pod, spec: { ...pod.spec, nodeName: 'worker-1' } });
+      expect(strategy.admit(request(bindingReview('shop', 'again', 'worker-1')), DENY)).toEqual({});
+    });
+  });
+
+  describe('node cap on pods created with spec.nodeName', () => {
+    beforeEach(() => {
+      facts.nodes.set('worker-1', inflatedNode('worker-1'));
+      facts.addPod(runningPod('busy', 'worker-1', { initContainers: null, containers: [container('app', { requests: { cpu: '5950m' } })] }));
+    });
+
+    it('counts the requests as mutated: the default request pushes it over', () => {
+      const bare = deploymentPod({ nodeName: 'worker-1', initContainers: null, containers: [container('app')] });
+      const result = strategy.admit(request(podReview(bare)), DENY);
+      expect(result.deny?.message).toMatch(/node worker-1: cpu: 6050m requested \(5950m by 1 pod on the node \+ 100m by this pod\) > cap 6/);
+      expect(result.patch).toBeUndefined();
+      expect(bare.spec.containers[0].resources).toEqual({}); // the request's object is not modified
+    });
+
+    it('admits with its patch when it fits; warns with its patch in warn mode', () => {
+      const small = deploymentPod({ nodeName: 'worker-1', initContainers: null, containers: [container('app', { requests: { cpu: '50m' } })] });
+      const fits = strategy.admit(request(podReview(small)), DENY);
+      expect(fits.deny).toBeUndefined();
+      expect(fits.patch?.some((op) => op.path.endsWith(ORIGINAL_RESOURCES_ANNOTATION.replace('/', '~1')))).toBe(true);
+      const warned = strategy.admit(
+        request(podReview(deploymentPod({ nodeName: 'worker-1', initContainers: null, containers: [container('app')] }))),
+        config('pods: { defaultRequests: { cpu: 100m }, cap: { mode: warn } }'),
+      );
+      expect(warned.patch).toBeDefined();
+      expect(warned.warnings).toEqual(['node worker-1 over its overcommit cap for cpu: 6050m requested > cap 6']);
+    });
+  });
+});

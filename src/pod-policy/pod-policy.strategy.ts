@@ -1,0 +1,213 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectMetric } from '@willsoto/nestjs-prometheus';
+import fastJsonPatch from 'fast-json-patch';
+import type { Counter } from 'prom-client';
+import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
+import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
+import type { OvercommitConfig } from '../config/config.schema.js';
+import { matchesLabelSelector } from '../config/label-selector.js';
+import { KUBE_ENV } from '../kube/kube.env.js';
+import { NamespaceCache } from '../kube/namespace-cache.service.js';
+import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
+import { formatResourceQuantity } from '../node-oversell/quantity.js';
+import { policySettings, type PolicySettings } from './container-policy.js';
+import { containerBounds, type ContainerBounds } from './limit-range.js';
+import { capMessage, capViolations, nodeCap, type CapViolation } from './node-cap.js';
+import { planPodMutation, type ResourceChange } from './pod-mutation.js';
+import { POD_FACTS, type FactsCache, type PodFacts } from './pod-facts.js';
+import { mutatesResources, type CapMode, type PodPolicyConfig } from './pod-policy.config.js';
+import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
+import { effectivePodRequests, isMirrorPod, type PodLike } from './pod-resources.js';
+
+/** Namespaces the pod policies never touch, whatever the selector says (plus the platform's own). */
+export const NEVER_NAMESPACES = ['kube-system', 'kube-node-lease', 'kube-public'] as const;
+export const DEFAULT_PLATFORM_NAMESPACE = 'kube-overcommit';
+
+/** The counters, bundled so the strategy can be built by hand in tests. */
+@Injectable()
+export class PodPolicyMetrics {
+  constructor(
+    @InjectMetric(PODS_MUTATED) readonly podsMutated: Counter<string>,
+    @InjectMetric(REQUESTS_CHANGED) readonly requestsChanged: Counter<string>,
+    @InjectMetric(LIMITS_CHANGED) readonly limitsChanged: Counter<string>,
+    @InjectMetric(CAP_DENIALS) readonly capDenials: Counter<string>,
+    @InjectMetric(CAP_WARNINGS) readonly capWarnings: Counter<string>,
+    @InjectMetric(CAP_SKIPPED) readonly capSkipped: Counter<string>,
+    @InjectMetric(CACHE_UNSYNCED) readonly cacheUnsynced: Counter<string>,
+  ) {}
+}
+
+/** What NamespaceCache offers that the strategy reads. */
+export type NamespaceLabels = Pick<NamespaceCache, 'labels'>;
+
+function isRecord(value: unknown): value is Record<string, any> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Pod policies (issue 5): default requests and request-to-limit percentages on pod CREATE,
+ * and the per-node cap when a pod's node becomes known (pods/binding, or CREATE with
+ * spec.nodeName). Runs at order 20: after node-oversell (0) and sidecar injection (10), so
+ * injected containers get defaults and count toward the cap.
+ */
+@Injectable()
+@AdmissionStrategyProvider({
+  name: 'pod-policy',
+  order: 20,
+  rules: [
+    { resource: 'pods', subResource: '', operations: ['CREATE'] },
+    { resource: 'pods', subResource: 'binding', operations: ['CREATE'] },
+  ],
+})
+export class PodPolicyStrategy implements AdmissionStrategy {
+  private readonly logger = new Logger('PodPolicy');
+  private readonly excluded: ReadonlySet<string>;
+  /** Settings parsed once per config snapshot (snapshots are immutable and replaced whole). */
+  private readonly settings = new WeakMap<PodPolicyConfig, PolicySettings>();
+
+  constructor(
+    @Inject(POD_FACTS) private readonly facts: PodFacts,
+    @Inject(NamespaceCache) private readonly namespaces: NamespaceLabels,
+    @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
+    private readonly metrics: PodPolicyMetrics,
+  ) {
+    this.excluded = new Set([...NEVER_NAMESPACES, env.POD_NAMESPACE || DEFAULT_PLATFORM_NAMESPACE]);
+  }
+
+  admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
+    const policy = config.pods;
+    if (!isRecord(policy)) return {};
+    const mutate = mutatesResources(policy);
+    const cap: CapMode = policy.cap?.mode ?? 'off';
+    if (!mutate && cap === 'off') return {};
+    const object = request.object;
+    if (!isRecord(object)) return {};
+    const namespace = request.namespace || object.metadata?.namespace;
+    if (!namespace || !this.inScope(request, namespace, policy)) return {};
+    if (request.subResource === 'binding') return cap === 'off' ? {} : this.admitBinding(request, namespace, object, cap);
+    return this.admitPod(request, namespace, object as PodLike, policy, mutate, cap);
+  }
+
+  /** Never the system namespaces or our own; else the configured namespaceSelector. */
+  private inScope(request: AdmissionRequest, namespace: string, policy: PodPolicyConfig): boolean {
+    if (this.excluded.has(namespace)) return false;
+    const labels = this.namespaces.labels(namespace);
+    if (labels !== undefined) return matchesLabelSelector(policy.namespaceSelector ?? {}, labels);
+    // Outside a cluster nothing can be known: the webhook's namespaceSelector (evaluated by
+    // whoever sent the request) chose the namespace. In a cluster, /mutate also serves the other
+    // pod webhook entries (sidecars), whose selectors differ: unknown labels (namespace cache not
+    // synced, or a namespace created a moment ago) → leave the pod alone, counted.
+    if (!this.facts.available) return true;
+    this.unsynced(request, 'namespaces');
+    return false;
+  }
+
+  private admitPod(request: AdmissionRequest, namespace: string, pod: PodLike, policy: PodPolicyConfig, mutate: boolean, cap: CapMode): StrategyResult {
+    if (isMirrorPod(pod)) return {};
+    let patch: PatchOperation[] = [];
+    let changes: ResourceChange[] = [];
+    if (mutate) {
+      const bounds = this.bounds(namespace, request);
+      if (bounds !== undefined) ({ patch, changes } = planPodMutation(pod, this.settingsOf(policy), bounds));
+    }
+    let warnings: string[] | undefined;
+    const nodeName = pod.spec?.nodeName;
+    if (cap !== 'off' && typeof nodeName === 'string' && nodeName !== '' && this.capCachesReady(request)) {
+      const mutated: PodLike = patch.length > 0 ? fastJsonPatch.applyPatch(pod, patch, false, false).newDocument : pod;
+      const verdict = this.checkCap(request, podRef(namespace, pod, request.name), nodeName, effectivePodRequests(mutated), pod.metadata?.uid, cap);
+      if (verdict.deny) return verdict;
+      warnings = verdict.warnings;
+    }
+    if (patch.length > 0 && !request.dryRun) this.countMutation(changes);
+    if (patch.length > 0) this.logger.debug(`${podRef(namespace, pod, request.name)}: ${changes.length} resource changes`);
+    return { ...(patch.length > 0 ? { patch } : {}), ...(warnings ? { warnings } : {}) };
+  }
+
+  private admitBinding(request: AdmissionRequest, namespace: string, binding: Record<string, any>, mode: CapMode): StrategyResult {
+    const nodeName = binding.target?.name;
+    const podName = request.name || binding.metadata?.name;
+    if (typeof nodeName !== 'string' || !nodeName || typeof podName !== 'string' || !podName) return {};
+    if (!this.capCachesReady(request)) return {};
+    const pod = this.facts.pod(namespace, podName);
+    if (pod === undefined) return this.skip(request, 'pod-unknown');
+    if (isMirrorPod(pod)) return {};
+    return this.checkCap(request, `${namespace}/${podName}`, nodeName, effectivePodRequests(pod), pod.metadata?.uid, mode);
+  }
+
+  private capCachesReady(request: AdmissionRequest): boolean {
+    if (!this.facts.available) {
+      this.skip(request, 'no-cluster');
+      return false;
+    }
+    for (const cache of ['pods', 'nodes'] as const) {
+      if (!this.facts.isSynced(cache)) {
+        this.unsynced(request, cache);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** Fail open: admit, count. */
+  private skip(request: AdmissionRequest, reason: 'no-cluster' | 'pod-unknown' | 'node-unknown'): StrategyResult {
+    if (!request.dryRun) this.metrics.capSkipped.inc({ reason });
+    return {};
+  }
+
+  private unsynced(request: AdmissionRequest, cache: FactsCache | 'namespaces'): void {
+    if (!request.dryRun) this.metrics.cacheUnsynced.inc({ cache });
+  }
+
+  /** Call only once capCachesReady() said yes. */
+  private checkCap(request: AdmissionRequest, pod: string, nodeName: string, requests: ResourceAmounts, exclude: string | undefined, mode: CapMode): StrategyResult {
+    const node = this.facts.node(nodeName);
+    if (node === undefined) return this.skip(request, 'node-unknown');
+    const usage = this.facts.nodeUsage(nodeName, exclude);
+    const violations = capViolations(nodeCap(node), usage, requests);
+    if (violations.length === 0) return {};
+    const counter = mode === 'deny' ? this.metrics.capDenials : this.metrics.capWarnings;
+    if (!request.dryRun) for (const { resource } of violations) counter.inc({ resource });
+    const message = capMessage(nodeName, pod, violations, usage);
+    if (mode === 'deny') {
+      this.logger.log(message);
+      return { deny: { message, code: 403 } };
+    }
+    this.logger.debug(message);
+    return { warnings: violations.map((v) => shortWarning(nodeName, v)) };
+  }
+
+  /** The namespace's LimitRange bounds; undefined (counted) when the cache has not synced yet. */
+  private bounds(namespace: string, request: AdmissionRequest): ContainerBounds | undefined {
+    if (!this.facts.available) return {};
+    if (!this.facts.isSynced('limitranges')) {
+      // Without the LimitRanges, what we write could make LimitRanger refuse the pod: leave it alone.
+      this.unsynced(request, 'limitranges');
+      return undefined;
+    }
+    return containerBounds(this.facts.limitRanges(namespace));
+  }
+
+  private settingsOf(policy: PodPolicyConfig): PolicySettings {
+    let settings = this.settings.get(policy);
+    if (!settings) this.settings.set(policy, (settings = policySettings(policy)));
+    return settings;
+  }
+
+  private countMutation(changes: readonly ResourceChange[]): void {
+    this.metrics.podsMutated.inc();
+    for (const { field, resource, change } of changes) {
+      (field === 'requests' ? this.metrics.requestsChanged : this.metrics.limitsChanged).inc({ resource, change });
+    }
+  }
+}
+
+function podRef(namespace: string, pod: PodLike, requestName: string | undefined): string {
+  const name = pod.metadata?.name || requestName || (pod.metadata?.generateName ? `${pod.metadata.generateName}*` : '(unnamed)');
+  return `${namespace}/${name}`;
+}
+
+/** Admission warnings should stay within 120 characters. */
+function shortWarning(nodeName: string, v: CapViolation): string {
+  const f = (amount: bigint) => formatResourceQuantity(v.resource, amount);
+  return `node ${nodeName} over its overcommit cap for ${v.resource}: ${f(v.total)} requested > cap ${f(v.cap)}`;
+}

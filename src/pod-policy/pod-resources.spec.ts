@@ -1,0 +1,93 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { container, deploymentPod, mirrorPod, nativeSidecar, runningPod } from '../../test/fixtures/pods.js';
+import { effectivePodRequests, isMirrorPod, isTerminal, type PodLike } from './pod-resources.js';
+
+const Mi = (n: number) => BigInt(n) * 1024n * 1024n;
+
+describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
+  it('sums regular containers and native sidecars; an init container runs with the sidecars before it', () => {
+    const pod = deploymentPod({
+      initContainers: [
+        nativeSidecar('mesh', { requests: { cpu: '100m', memory: '64Mi' } }),
+        container('migrate', { requests: { cpu: '2', memory: '128Mi' } }),
+        nativeSidecar('logs', { requests: { cpu: '50m', memory: '32Mi' } }),
+      ],
+      containers: [container('app', { requests: { cpu: '500m', memory: '1Gi' } })],
+    });
+    // running: 500m + 100m + 50m = 650m, 1Gi + 64Mi + 32Mi; migrate: 2 + 100m (mesh before it) = 2100m, 128Mi + 64Mi.
+    expect(effectivePodRequests(pod)).toEqual({ cpu: 2100n, memory: Mi(1024 + 96), pods: 1n });
+  });
+
+  it('adds the pod overhead (RuntimeClass) and counts ephemeral-storage', () => {
+    const pod = deploymentPod({
+      initContainers: null,
+      containers: [container('app', { requests: { cpu: '1', memory: '1Gi', 'ephemeral-storage': '2Gi', 'nvidia.com/gpu': '1' } })],
+      overhead: { cpu: '250m', memory: '120Mi' },
+    });
+    expect(effectivePodRequests(pod)).toEqual({ cpu: 1250n, memory: Mi(1024 + 120), 'ephemeral-storage': 2n * 1024n ** 3n, pods: 1n });
+  });
+
+  it('takes pod-level requests (PodLevelResources) for the resources they name', () => {
+    const pod = deploymentPod({ initContainers: null, containers: [container('app', { requests: { cpu: '1', memory: '1Gi' } })] });
+    pod.spec.resources = { requests: { cpu: '3' } };
+    expect(effectivePodRequests(pod)).toEqual({ cpu: 3000n, memory: Mi(1024), pods: 1n });
+  });
+
+  it('counts a pod with no requests as one pod', () => {
+    expect(effectivePodRequests({ spec: { containers: [{ name: 'a' }] } })).toEqual({ pods: 1n });
+    expect(effectivePodRequests({})).toEqual({ pods: 1n });
+  });
+
+  it('the default fixture: checkout 250m/512Mi, migrate 500m alone', () => {
+    expect(effectivePodRequests(deploymentPod())).toEqual({ cpu: 500n, memory: Mi(512), pods: 1n });
+  });
+
+  it('equals max(containers + all sidecars, max over init i of (init i + sidecars before i)) + overhead', () => {
+    const amount = fc.option(fc.integer({ min: 0, max: 10_000 }), { nil: undefined });
+    const containerArb = fc.record({ cpu: amount, memory: amount, sidecar: fc.boolean() });
+    fc.assert(
+      fc.property(fc.array(containerArb, { maxLength: 5 }), fc.array(containerArb, { maxLength: 5 }), amount, (inits, regular, overhead) => {
+        const res = (c: { cpu?: number; memory?: number }) => ({
+          requests: { ...(c.cpu !== undefined ? { cpu: `${c.cpu}m` } : {}), ...(c.memory !== undefined ? { memory: `${c.memory}Ki` } : {}) },
+        });
+        const pod: PodLike = {
+          spec: {
+            initContainers: inits.map((c, i) => ({ name: `i${i}`, resources: res(c), ...(c.sidecar ? { restartPolicy: 'Always' } : {}) })),
+            containers: regular.map((c, i) => ({ name: `c${i}`, resources: res(c) })),
+            ...(overhead !== undefined ? { overhead: { cpu: `${overhead}m` } } : {}),
+          },
+        };
+        for (const [resource, unit] of [['cpu', 1n], ['memory', 1024n]] as const) {
+          const of = (c: { cpu?: number; memory?: number }) => BigInt(c[resource] ?? 0) * unit;
+          const sidecars = inits.filter((c) => c.sidecar);
+          const running = [...regular, ...sidecars].reduce((sum, c) => sum + of(c), 0n);
+          let peak = 0n;
+          inits.forEach((c, i) => {
+            if (c.sidecar) return;
+            const before = inits.slice(0, i).filter((s) => s.sidecar).reduce((sum, s) => sum + of(s), 0n);
+            if (of(c) + before > peak) peak = of(c) + before;
+          });
+          const expected = (running > peak ? running : peak) + (resource === 'cpu' ? BigInt(overhead ?? 0) : 0n);
+          const anySet = [...inits, ...regular].some((c) => c[resource] !== undefined) || (resource === 'cpu' && overhead !== undefined);
+          expect(effectivePodRequests(pod)[resource]).toBe(anySet ? expected : undefined);
+        }
+      }),
+    );
+  });
+});
+
+describe('pod predicates', () => {
+  it('recognises mirror pods by the kubelet annotation', () => {
+    expect(isMirrorPod(mirrorPod())).toBe(true);
+    expect(isMirrorPod(deploymentPod())).toBe(false);
+    expect(isMirrorPod(undefined)).toBe(false);
+  });
+
+  it('terminal = Succeeded or Failed', () => {
+    const pod = runningPod('a', 'n');
+    expect(isTerminal(pod)).toBe(false);
+    for (const phase of ['Succeeded', 'Failed']) expect(isTerminal({ ...pod, status: { phase } })).toBe(true);
+    for (const phase of ['Pending', 'Running', 'Unknown']) expect(isTerminal({ ...pod, status: { phase } })).toBe(false);
+  });
+});
