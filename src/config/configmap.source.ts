@@ -1,7 +1,7 @@
 import { Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { CoreV1Api, KubeConfig, type CoreV1Event, type V1ConfigMap } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { platformNamespace } from '../kube/kube.env.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import { ConfigStore } from './config.store.js';
 
@@ -11,21 +11,11 @@ export interface ConfigMapRef {
   key: string;
 }
 
-const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
-
-/** OVERCOMMIT_CONFIGMAP (`namespace/name`), default `<pod namespace>/kube-overcommit-config`. */
+/** OVERCOMMIT_CONFIGMAP (`namespace/name`), default `<platform namespace>/kube-overcommit-config`. */
 export function configMapRef(env: NodeJS.ProcessEnv): ConfigMapRef {
   const [namespace, name] = (env.OVERCOMMIT_CONFIGMAP ?? '').split('/');
   if (namespace && name) return { namespace, name, key: 'config.yaml' };
-  let podNamespace = env.POD_NAMESPACE;
-  if (!podNamespace) {
-    try {
-      podNamespace = readFileSync(SERVICE_ACCOUNT_NAMESPACE, 'utf8').trim();
-    } catch {
-      podNamespace = 'kube-overcommit';
-    }
-  }
-  return { namespace: podNamespace, name: 'kube-overcommit-config', key: 'config.yaml' };
+  return { namespace: platformNamespace(env), name: 'kube-overcommit-config', key: 'config.yaml' };
 }
 
 /**

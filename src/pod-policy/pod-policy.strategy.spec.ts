@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import fastJsonPatch from 'fast-json-patch';
 import { Counter, Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { bindingReview, container, deploymentPod, mirrorPod, podReview, runningPod } from '../../test/fixtures/pods.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
@@ -98,7 +99,13 @@ describe('PodPolicyStrategy', () => {
   let labels: Map<string, Record<string, string>>;
   let metrics: PodPolicyMetrics;
   let strategy: PodPolicyStrategy;
-  const build = (env: NodeJS.ProcessEnv = {}) => new PodPolicyStrategy(facts, { labels: (ns: string) => labels.get(ns) }, env, metrics);
+  /** In a cluster by default, like FakeFacts; the namespace cache is the real one over `labels`. */
+  const build = (env: NodeJS.ProcessEnv = IN_CLUSTER_ENV) => new PodPolicyStrategy(facts, new KnownNamespaces(labels, env), metrics);
+  /** No cluster: no facts, and namespace labels never known. */
+  const outsideCluster = (env: NodeJS.ProcessEnv = {}) => {
+    facts.available = false;
+    return build(env);
+  };
 
   beforeAll(() => Logger.overrideLogger(false));
   afterAll(() => Logger.overrideLogger(['log', 'error', 'warn', 'debug', 'verbose']));
@@ -115,13 +122,19 @@ describe('PodPolicyStrategy', () => {
       expect(strategy.admit(request(podReview(deploymentPod())), MUTATE).patch?.length).toBeGreaterThan(0);
     });
 
-    it('outside a cluster trusts the webhook selector; in a cluster, unknown labels leave the pod alone (counted)', async () => {
+    it('in a cluster, unknown labels leave the pod and the binding alone, counted (not for dry runs)', async () => {
       labels.delete('shop');
       expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
       expect(strategy.admit(request(bindingReview('shop', 'x', 'worker-1')), DENY)).toEqual({});
+      expect(strategy.admit(request(podReview(deploymentPod(), { dryRun: true })), MUTATE)).toEqual({});
       expect(await value(registry, CACHE_UNSYNCED, { cache: 'namespaces' })).toBe(2);
-      facts.available = false;
-      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE).patch?.length).toBeGreaterThan(0);
+      expect(await value(registry, PODS_MUTATED)).toBe(0);
+    });
+
+    it('outside a cluster, unknown labels are in scope: the webhook entry selector decided', async () => {
+      labels.clear();
+      expect(outsideCluster().admit(request(podReview(deploymentPod())), MUTATE).patch?.length).toBeGreaterThan(0);
+      expect(await value(registry, CACHE_UNSYNCED, { cache: 'namespaces' })).toBe(0);
     });
 
     it('honours a custom namespaceSelector', () => {
@@ -136,13 +149,19 @@ describe('PodPolicyStrategy', () => {
       expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
     });
 
-    it('never touches the system namespaces or its own, even when they match', () => {
-      for (const namespace of ['kube-system', 'kube-node-lease', 'kube-public', 'kube-overcommit']) {
-        labels.set(namespace, { 'kube-overcommit.io/pod-policy': 'enabled' });
-        expect(strategy.admit(request(podReview(deploymentPod({ namespace }))), MUTATE), namespace).toEqual({});
+    it('never touches the system namespaces or its own, labels matching or unknown, in a cluster or not (not counted)', async () => {
+      const excluded = ['kube-system', 'kube-node-lease', 'kube-public', 'kube-overcommit'];
+      for (const policy of [build(), outsideCluster()]) {
+        for (const namespace of excluded) labels.set(namespace, { 'kube-overcommit.io/pod-policy': 'enabled' });
+        for (const namespace of excluded) expect(policy.admit(request(podReview(deploymentPod({ namespace }))), MUTATE), namespace).toEqual({});
+        for (const namespace of excluded) labels.delete(namespace);
+        for (const namespace of excluded) expect(policy.admit(request(podReview(deploymentPod({ namespace }))), MUTATE), namespace).toEqual({});
       }
-      const custom = build({ POD_NAMESPACE: 'platform' });
+      expect(await value(registry, CACHE_UNSYNCED, { cache: 'namespaces' })).toBe(0);
+      facts.available = true;
+      const custom = build({ ...IN_CLUSTER_ENV, POD_NAMESPACE: 'platform' });
       labels.set('platform', { 'kube-overcommit.io/pod-policy': 'enabled' });
+      labels.set('kube-overcommit', { 'kube-overcommit.io/pod-policy': 'enabled' });
       expect(custom.admit(request(podReview(deploymentPod({ namespace: 'platform' }))), MUTATE)).toEqual({});
       expect(custom.admit(request(podReview(deploymentPod({ namespace: 'kube-overcommit' }))), MUTATE).patch).toBeDefined();
     });
@@ -172,9 +191,9 @@ describe('PodPolicyStrategy', () => {
     });
 
     it('outside a cluster mutates without LimitRange clamps', () => {
-      facts.available = false;
+      labels.clear();
       facts.synced.limitranges = false;
-      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE).patch).toBeDefined();
+      expect(outsideCluster().admit(request(podReview(deploymentPod())), MUTATE).patch).toBeDefined();
     });
 
     it('counts mutated pods and each changed request and limit, not on reinvocation nor dry runs', async () => {
@@ -254,8 +273,8 @@ describe('PodPolicyStrategy', () => {
       expect(await value(registry, CAP_SKIPPED, { reason: 'pod-unknown' })).toBe(1);
       expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-9')), DENY)).toEqual({});
       expect(await value(registry, CAP_SKIPPED, { reason: 'node-unknown' })).toBe(1);
-      facts.available = false;
-      expect(bind()).toEqual({});
+      labels.clear();
+      expect(outsideCluster().admit(request(bindingReview('shop', 'big', 'worker-1')), DENY)).toEqual({});
       expect(await value(registry, CAP_SKIPPED, { reason: 'no-cluster' })).toBe(1);
       expect(await value(registry, CAP_DENIALS, { resource: 'cpu' })).toBe(0);
     });

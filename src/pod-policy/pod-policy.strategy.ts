@@ -5,9 +5,7 @@ import type { Counter } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
-import { matchesLabelSelector } from '../config/label-selector.js';
-import { KUBE_ENV } from '../kube/kube.env.js';
-import { NamespaceCache } from '../kube/namespace-cache.service.js';
+import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
 import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
 import { formatResourceQuantity } from '../node-oversell/quantity.js';
 import { policySettings, type PolicySettings } from './container-policy.js';
@@ -18,10 +16,6 @@ import { POD_FACTS, type FactsCache, type PodFacts } from './pod-facts.js';
 import { mutatesResources, type CapMode, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
 import { effectivePodRequests, isMirrorPod, type PodLike } from './pod-resources.js';
-
-/** Namespaces the pod policies never touch, whatever the selector says (plus the platform's own). */
-export const NEVER_NAMESPACES = ['kube-system', 'kube-node-lease', 'kube-public'] as const;
-export const DEFAULT_PLATFORM_NAMESPACE = 'kube-overcommit';
 
 /** The counters, bundled so the strategy can be built by hand in tests. */
 @Injectable()
@@ -36,9 +30,6 @@ export class PodPolicyMetrics {
     @InjectMetric(CACHE_UNSYNCED) readonly cacheUnsynced: Counter<string>,
   ) {}
 }
-
-/** What NamespaceCache offers that the strategy reads. */
-export type NamespaceLabels = Pick<NamespaceCache, 'labels'>;
 
 function isRecord(value: unknown): value is Record<string, any> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -61,18 +52,14 @@ function isRecord(value: unknown): value is Record<string, any> {
 })
 export class PodPolicyStrategy implements AdmissionStrategy {
   private readonly logger = new Logger('PodPolicy');
-  private readonly excluded: ReadonlySet<string>;
   /** Settings parsed once per config snapshot (snapshots are immutable and replaced whole). */
   private readonly settings = new WeakMap<PodPolicyConfig, PolicySettings>();
 
   constructor(
     @Inject(POD_FACTS) private readonly facts: PodFacts,
-    @Inject(NamespaceCache) private readonly namespaces: NamespaceLabels,
-    @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
+    @Inject(NamespaceCache) private readonly namespaces: NamespaceScoper,
     private readonly metrics: PodPolicyMetrics,
-  ) {
-    this.excluded = new Set([...NEVER_NAMESPACES, env.POD_NAMESPACE || DEFAULT_PLATFORM_NAMESPACE]);
-  }
+  ) {}
 
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
     const policy = config.pods;
@@ -88,17 +75,14 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     return this.admitPod(request, namespace, object as PodLike, policy, mutate, cap);
   }
 
-  /** Never the system namespaces or our own; else the configured namespaceSelector. */
+  /** NamespaceCache.scope with pods.namespaceSelector; unknown labels (in a cluster) leave the pod alone, counted. */
   private inScope(request: AdmissionRequest, namespace: string, policy: PodPolicyConfig): boolean {
-    if (this.excluded.has(namespace)) return false;
-    const labels = this.namespaces.labels(namespace);
-    if (labels !== undefined) return matchesLabelSelector(policy.namespaceSelector ?? {}, labels);
-    // Outside a cluster nothing can be known: the webhook's namespaceSelector (evaluated by
-    // whoever sent the request) chose the namespace. In a cluster, /mutate also serves the other
-    // pod webhook entries (sidecars), whose selectors differ: unknown labels (namespace cache not
-    // synced, or a namespace created a moment ago) → leave the pod alone, counted.
-    if (!this.facts.available) return true;
-    this.unsynced(request, 'namespaces');
+    const scope = this.namespaces.scope(namespace, policy.namespaceSelector ?? {}, 'pods.namespaceSelector');
+    if (scope.inScope) return true;
+    if (scope.unknown) {
+      this.unsynced(request, 'namespaces');
+      this.logger.debug(`${namespace}: pod policies skipped: ${scope.reason}`);
+    }
     return false;
   }
 

@@ -1,6 +1,7 @@
 import { makeCounterProvider } from '@willsoto/nestjs-prometheus';
 
 export const SIDECAR_INJECTIONS = 'kube_overcommit_sidecar_injections_total';
+export const SIDECAR_CACHE_UNSYNCED = 'kube_overcommit_sidecar_cache_unsynced_total';
 
 /**
  * The `template` label of a request for a template that is not configured. Template names
@@ -17,5 +18,12 @@ export const sidecarMetrics = [
       '(reinvocation, nothing to add), conflict (a different container or volume of the same name; template skipped), ' +
       `unknown_template (template="${UNKNOWN_TEMPLATE_LABEL}"). Dry-run requests are not counted.`,
     labelNames: ['template', 'outcome'],
+  }),
+  makeCounterProvider({
+    name: SIDECAR_CACHE_UNSYNCED,
+    help:
+      'Pods that asked for sidecars and got none because an informer cache had not listed yet, by cache (namespaces: labels ' +
+      'unknown in a cluster, so sidecars.namespaceSelector cannot be evaluated). Dry-run requests are not counted.',
+    labelNames: ['cache'],
   }),
 ];

@@ -1,12 +1,11 @@
 import { Counter, Registry } from 'prom-client';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.js';
 import { deploymentPod, mirrorPod, podReview } from '../../test/fixtures/sidecar-pods.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import { parseConfig } from '../config/config.loader.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
-import type { NamespaceCache } from '../kube/namespace-cache.service.js';
-import { SIDECAR_INJECTIONS } from './sidecar.metrics.js';
-import { platformNamespace, sidecarScope } from './sidecar.scope.js';
+import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS } from './sidecar.metrics.js';
 import { SidecarStrategy } from './sidecar.strategy.js';
 
 const parsed = parseConfig(`
@@ -18,40 +17,23 @@ sidecars:
 if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
 const CONFIG: OvercommitConfig = parsed.value;
 
-function fakeCache(labels: Record<string, Record<string, string>> | undefined): NamespaceCache {
-  return { labels: (ns: string) => labels?.[ns] } as unknown as NamespaceCache;
-}
-
-describe('sidecarScope', () => {
-  const selector = CONFIG.sidecars.namespaceSelector;
-  it('never injects in system namespaces or the platform namespace, whatever their labels', () => {
-    const optedIn = { 'kube-overcommit.io/sidecars': 'enabled' };
-    for (const ns of ['kube-system', 'kube-node-lease', 'kube-public', 'platform']) {
-      expect(sidecarScope(ns, selector, optedIn, 'platform').inScope).toBe(false);
-      expect(sidecarScope(ns, selector, undefined, 'platform').inScope).toBe(false);
-    }
-  });
-  it('follows the selector when labels are known, and the webhook when they are not', () => {
-    expect(sidecarScope('shop', selector, { 'kube-overcommit.io/sidecars': 'enabled' }, 'p')).toEqual({ inScope: true });
-    expect(sidecarScope('shop', selector, { team: 'shop' }, 'p')).toMatchObject({ inScope: false, reason: expect.stringContaining('has not opted in') });
-    expect(sidecarScope('shop', selector, undefined, 'p')).toEqual({ inScope: true });
-  });
-  it('takes the platform namespace from POD_NAMESPACE, default kube-overcommit', () => {
-    expect(platformNamespace({})).toBe('kube-overcommit');
-    expect(platformNamespace({ POD_NAMESPACE: 'platform' })).toBe('platform');
-  });
-});
+const OPTED_IN = { 'kube-overcommit.io/sidecars': 'enabled' };
 
 describe('SidecarStrategy', () => {
   let registry: Registry;
   let counter: Counter<string>;
-  const strategy = (labels?: Record<string, Record<string, string>>, env: NodeJS.ProcessEnv = {}) => new SidecarStrategy(fakeCache(labels), env, counter);
+  let unsynced: Counter<string>;
+  /** Namespace labels known to the cache (none by default); `env` {}: outside a cluster. */
+  const strategy = (labels: Record<string, Record<string, string>> = {}, env: NodeJS.ProcessEnv = {}) =>
+    new SidecarStrategy(new KnownNamespaces(new Map(Object.entries(labels)), env), counter, unsynced);
   const request = (pod: Record<string, any>, options: Parameters<typeof podReview>[1] = {}) => podReview(pod, options).request as AdmissionRequest;
   const count = async (labels: Record<string, string>) => (await counter.get()).values.find((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value ?? 0;
+  const unsyncedCount = async () => (await unsynced.get()).values.find((v) => v.labels.cache === 'namespaces')?.value ?? 0;
 
   beforeEach(() => {
     registry = new Registry();
     counter = new Counter({ name: SIDECAR_INJECTIONS, help: 'h', labelNames: ['template', 'outcome'], registers: [registry] });
+    unsynced = new Counter({ name: SIDECAR_CACHE_UNSYNCED, help: 'h', labelNames: ['cache'], registers: [registry] });
   });
 
   it('leaves a pod without the annotation alone: no patch, no warning', () => {
@@ -78,18 +60,50 @@ describe('SidecarStrategy', () => {
     expect(strategy().admit(request(mirrorPod('logging')), CONFIG)).toEqual({});
   });
 
-  it('warns, without injecting, in a namespace that has not opted in or is excluded', () => {
-    const notOptedIn = strategy({ shop: { team: 'shop' } }).admit(request(deploymentPod({ inject: 'logging' })), CONFIG);
-    expect(notOptedIn).toEqual({ warnings: ['kube-overcommit.io/inject ignored: namespace "shop" has not opted in to sidecar injection (sidecars.namespaceSelector)'] });
-    const own = strategy(undefined, { POD_NAMESPACE: 'platform' }).admit(request(deploymentPod({ namespace: 'platform', inject: 'logging' })), CONFIG);
-    expect(own.patch).toBeUndefined();
-    expect(own.warnings?.[0]).toMatch(/namespace "platform" never gets sidecars/);
-    const system = strategy().admit(request(deploymentPod({ namespace: 'kube-system', inject: 'logging' })), CONFIG);
-    expect(system.patch).toBeUndefined();
+  it('warns, without injecting, in a namespace that has not opted in, in a cluster or not', async () => {
+    for (const env of [{}, IN_CLUSTER_ENV]) {
+      const notOptedIn = strategy({ shop: { team: 'shop' } }, env).admit(request(deploymentPod({ inject: 'logging' })), CONFIG);
+      expect(notOptedIn).toEqual({ warnings: ['kube-overcommit.io/inject ignored: namespace "shop" does not match sidecars.namespaceSelector'] });
+    }
+    expect(await unsyncedCount()).toBe(0);
+    expect((await counter.get()).values).toEqual([]);
+  });
+
+  it('never injects in the system namespaces or its own, even opted in, in a cluster or not', async () => {
+    for (const env of [{}, IN_CLUSTER_ENV]) {
+      for (const namespace of ['kube-system', 'kube-node-lease', 'kube-public', 'kube-overcommit']) {
+        const result = strategy({ [namespace]: OPTED_IN }, env).admit(request(deploymentPod({ namespace, inject: 'logging' })), CONFIG);
+        expect(result.patch, namespace).toBeUndefined();
+        expect(result.warnings?.[0]).toMatch(new RegExp(`^kube-overcommit.io/inject ignored: namespace "${namespace}" is (a system namespace|the platform's own), never in scope$`));
+      }
+    }
+    const custom = (env: NodeJS.ProcessEnv) => strategy({ platform: OPTED_IN, 'kube-overcommit': OPTED_IN }, env);
+    const own = custom({ POD_NAMESPACE: 'platform' }).admit(request(deploymentPod({ namespace: 'platform', inject: 'logging' })), CONFIG);
+    expect(own).toEqual({ warnings: [`kube-overcommit.io/inject ignored: namespace "platform" is the platform's own, never in scope`] });
+    const notOurs = custom({ ...IN_CLUSTER_ENV, POD_NAMESPACE: 'platform' }).admit(request(deploymentPod({ namespace: 'kube-overcommit', inject: 'logging' })), CONFIG);
+    expect(notOurs.patch?.length).toBeGreaterThan(0);
+    expect(await unsyncedCount()).toBe(0);
+  });
+
+  it('outside a cluster, injects where the labels are unknown: the webhook entry selector decided', () => {
+    expect(strategy({}, {}).admit(request(deploymentPod({ inject: 'logging' })), CONFIG).patch?.length).toBeGreaterThan(0);
+  });
+
+  it('in a cluster, does not inject where the labels are unknown (another entry may have called): warns and counts', async () => {
+    const unknown = strategy({ blog: OPTED_IN }, IN_CLUSTER_ENV);
+    const result = unknown.admit(request(deploymentPod({ inject: 'logging' })), CONFIG);
+    expect(result.patch).toBeUndefined();
+    expect(result.warnings).toEqual([expect.stringMatching(/^kube-overcommit.io\/inject ignored: the labels of namespace "shop" are not known yet/)]);
+    expect(await unsyncedCount()).toBe(1);
+    expect((await counter.get()).values).toEqual([]);
+    unknown.admit(request(deploymentPod({ inject: 'logging' }), { dryRun: true }), CONFIG);
+    expect(await unsyncedCount()).toBe(1);
+    // Once known and opted in, injected.
+    expect(strategy({ shop: OPTED_IN }, IN_CLUSTER_ENV).admit(request(deploymentPod({ inject: 'logging' })), CONFIG).patch?.length).toBeGreaterThan(0);
   });
 
   it('injects in an opted-in namespace, and with a config that has no sidecars section', () => {
-    const optedIn = strategy({ shop: { 'kube-overcommit.io/sidecars': 'enabled' } }).admit(request(deploymentPod({ inject: 'logging' })), CONFIG);
+    const optedIn = strategy({ shop: OPTED_IN }).admit(request(deploymentPod({ inject: 'logging' })), CONFIG);
     expect(optedIn.patch?.length).toBeGreaterThan(0);
     const noSection = parseConfig('sidecars:\n');
     if (!noSection.ok) throw new Error(noSection.errors.join());

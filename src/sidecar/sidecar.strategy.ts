@@ -4,13 +4,11 @@ import type { Counter } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
-import { KUBE_ENV } from '../kube/kube.env.js';
-import { NamespaceCache } from '../kube/namespace-cache.service.js';
+import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
 import { isObject } from './kube-objects.js';
-import { SIDECAR_INJECTIONS, UNKNOWN_TEMPLATE_LABEL } from './sidecar.metrics.js';
+import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS, UNKNOWN_TEMPLATE_LABEL } from './sidecar.metrics.js';
 import { INJECT_ANNOTATION, MIRROR_ANNOTATION, parseTemplateList, planInjection, type PodLike } from './sidecar.merge.js';
 import { SidecarConfig } from './sidecar.config.js';
-import { platformNamespace, sidecarScope } from './sidecar.scope.js';
 
 /** Runs before pod-policy (20): injected containers get its default requests and count toward its node cap. */
 export const SIDECAR_STRATEGY_ORDER = 10;
@@ -20,7 +18,8 @@ const NO_SIDECARS = new SidecarConfig();
 /**
  * Injects the sidecar templates a pod asks for (`kube-overcommit.io/inject: "a,b"`) at pod
  * CREATE, in namespaces that opted in. The decision is `planInjection`'s; this class only
- * scopes the request and counts outcomes.
+ * scopes the request (NamespaceCache.scope, the rule shared with the pod policies) and counts
+ * outcomes.
  */
 @Injectable()
 @AdmissionStrategyProvider({
@@ -30,15 +29,12 @@ const NO_SIDECARS = new SidecarConfig();
 })
 export class SidecarStrategy implements AdmissionStrategy {
   private readonly logger = new Logger('Sidecar');
-  private readonly ownNamespace: string;
 
   constructor(
-    private readonly namespaces: NamespaceCache,
-    @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
+    @Inject(NamespaceCache) private readonly namespaces: NamespaceScoper,
     @InjectMetric(SIDECAR_INJECTIONS) private readonly injections: Counter<string>,
-  ) {
-    this.ownNamespace = platformNamespace(env);
-  }
+    @InjectMetric(SIDECAR_CACHE_UNSYNCED) private readonly cacheUnsynced: Counter<string>,
+  ) {}
 
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
     const pod = request.object as PodLike | undefined;
@@ -51,10 +47,15 @@ export class SidecarStrategy implements AdmissionStrategy {
 
     const sidecars = config.sidecars ?? NO_SIDECARS;
     const namespace = request.namespace || pod.metadata.namespace || '';
-    const scope = sidecarScope(namespace, sidecars.namespaceSelector, this.namespaces.labels(namespace), this.ownNamespace);
+    const scope = this.namespaces.scope(namespace, sidecars.namespaceSelector, 'sidecars.namespaceSelector');
     const podName = pod.metadata.name || `${pod.metadata.generateName ?? ''}*`;
     if (!scope.inScope) {
-      this.logger.debug(`${namespace}/${podName}: ${INJECT_ANNOTATION} ignored: ${scope.reason}`);
+      // Unknown labels (in a cluster): the entry that called may be pod-policy's, not ours, so
+      // the pod gets no sidecars; counted, and logged above debug because it asked for them.
+      if (scope.unknown && !request.dryRun) this.cacheUnsynced.inc({ cache: 'namespaces' });
+      const message = `${namespace}/${podName}: ${INJECT_ANNOTATION} ignored: ${scope.reason}`;
+      if (scope.unknown) this.logger.warn(message);
+      else this.logger.debug(message);
       return { warnings: [`${INJECT_ANNOTATION} ignored: ${scope.reason}`] };
     }
 

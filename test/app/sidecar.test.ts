@@ -129,10 +129,13 @@ describe('sidecar injection over HTTPS', () => {
       expect(result.patch).toEqual([]);
       expect(result.warnings).toEqual([]);
     }
-    for (const namespace of ['kube-system', 'kube-overcommit']) {
+    for (const [namespace, why] of [
+      ['kube-system', 'is a system namespace'],
+      ['kube-overcommit', "is the platform's own"],
+    ]) {
       const result = await admit(deploymentPod({ namespace, inject: 'mesh' }));
       expect(result.patch).toEqual([]);
-      expect(result.warnings).toEqual([`kube-overcommit.io/inject ignored: namespace "${namespace}" never gets sidecars`]);
+      expect(result.warnings).toEqual([`kube-overcommit.io/inject ignored: namespace "${namespace}" ${why}, never in scope`]);
     }
   });
 
