@@ -1,0 +1,550 @@
+/**
+ * Admission throughput and latency (issue 4, part 1): `npm run bench:admission`.
+ *
+ * Two servers, each its own child process so that CPU and RSS are measured separately:
+ *   ours      `node dist/main.js`, config `nodes.defaultRatios.cpu: 1.5` (node reviews get a patch), LOG_LEVEL=warn
+ *   baseline  bench/baseline-server.ts: bare Fastify 5 HTTPS, same certificate and body limit, parses
+ *             the body and answers allowed with no patch — the limit of this stack
+ *
+ * For each review size, rounds alternate ours/baseline (the order flips every round, so drift on a
+ * noisy machine hits both alike): autocannon at full speed over HTTPS, `--connections` connections,
+ * pipelining 1. Then the fixed-rate runs on the kubeadm-node review at `--rate` req/s: autocannon's
+ * `overallRate` (which sends each connection's share in a burst at the start of every second) and a
+ * paced open-loop client (one request every 1/rate s, the way API server traffic arrives).
+ *
+ * Every response is checked (ours on node reviews must carry a patch); errors, timeouts, non-2xx and
+ * mismatches are counted and printed, and any makes the exit status 1.
+ * Latencies are taken per response from autocannon's own hrtime figure (its histogram rounds to 1 ms).
+ *
+ * Flags (or env): --duration s (BENCH_DURATION, 10) --rounds n (BENCH_ROUNDS, 3)
+ *   --connections n (BENCH_CONNECTIONS, 24) --warmup s (BENCH_WARMUP, 1) --rate req/s (BENCH_RATE, 1000)
+ *   --rate-duration s (BENCH_RATE_DURATION, 8) --rate-rounds n (BENCH_RATE_ROUNDS, 2)
+ *   --sizes bare-node,kubeadm-node,large-node,pod (BENCH_SIZES) --ours-node-args="--flag ..." (BENCH_OURS_NODE_ARGS: extra
+ *   node flags for ours only, for experiments) --no-build (bench the dist/ there is) --out file
+ * Writes bench/results/admission.json. Default run: about 5.5 minutes.
+ */
+import autocannon, { type Result } from 'autocannon';
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join, relative } from 'node:path';
+import { parseArgs } from 'node:util';
+import {
+  BUILD_DIR,
+  childEnv,
+  destroyAgent,
+  ensureBuilt,
+  freePort,
+  type LatencySummary,
+  machineInfo,
+  median,
+  post,
+  type ProcessWindow,
+  resultsPath,
+  ROOT,
+  round,
+  RUN_DIR,
+  Samples,
+  type ServerProcess,
+  startProcess,
+  statusKiB,
+  table,
+  waitReady,
+  watchProcess,
+  writeTls,
+} from './lib.js';
+import { pacedLoad } from './paced-client.js';
+import { type BenchReview, benchReviews } from './reviews.js';
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+const { values: flags } = parseArgs({
+  options: {
+    duration: { type: 'string' },
+    rounds: { type: 'string' },
+    connections: { type: 'string' },
+    warmup: { type: 'string' },
+    rate: { type: 'string' },
+    'rate-duration': { type: 'string' },
+    'rate-rounds': { type: 'string' },
+    sizes: { type: 'string' },
+    'ours-node-args': { type: 'string' },
+    'no-build': { type: 'boolean' },
+    out: { type: 'string' },
+  },
+});
+
+function numberOption(flag: string | undefined, env: string, fallback: number, min: number): number {
+  const text = flag ?? process.env[env];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (!Number.isFinite(value) || value < min) throw new Error(`--${env.toLowerCase()} / ${env}: expected a number ≥ ${min}, got ${text}`);
+  return value;
+}
+
+const options = {
+  duration: numberOption(flags.duration, 'BENCH_DURATION', 10, 1),
+  rounds: Math.round(numberOption(flags.rounds, 'BENCH_ROUNDS', 3, 1)),
+  connections: Math.round(numberOption(flags.connections, 'BENCH_CONNECTIONS', 24, 1)),
+  pipelining: 1,
+  warmup: numberOption(flags.warmup, 'BENCH_WARMUP', 1, 0),
+  rate: Math.round(numberOption(flags.rate, 'BENCH_RATE', 1000, 1)),
+  rateDuration: numberOption(flags['rate-duration'], 'BENCH_RATE_DURATION', 8, 1),
+  rateRounds: Math.round(numberOption(flags['rate-rounds'], 'BENCH_RATE_ROUNDS', 2, 0)),
+  rateReview: 'kubeadm-node' as const,
+  sizes: (flags.sizes ?? process.env.BENCH_SIZES ?? 'bare-node,kubeadm-node,large-node,pod').split(',').map((s) => s.trim()).filter(Boolean),
+  /** Extra node flags for ours only (e.g. "--max-semi-space-size=8" to see what a V8 setting does to RSS). */
+  oursNodeArgs: (flags['ours-node-args'] ?? process.env.BENCH_OURS_NODE_ARGS ?? '').split(' ').filter(Boolean),
+};
+const outFile = flags.out ?? resultsPath('admission.json');
+const log = (line: string) => process.stdout.write(`${line}\n`);
+
+// ---------------------------------------------------------------------------------------------
+// Checks
+
+type ServerName = 'ours' | 'baseline';
+
+/** Whether a response body is the right answer from this server for this review. */
+function verifier(server: ServerName, review: BenchReview): (body: string) => boolean {
+  if (server === 'ours' && review.expectPatch) return (body) => body.includes('"allowed":true') && body.includes('"patch":"');
+  return (body) => body.includes('"allowed":true');
+}
+
+/** A few requests before any load: the answers must be the right ones, or the figures mean nothing. */
+async function checkAnswers(servers: Record<ServerName, ServerProcess>, reviews: BenchReview[]) {
+  const checks = [];
+  for (const review of reviews) {
+    const uid = JSON.parse(review.body.toString('utf8')).request.uid;
+    for (const name of ['ours', 'baseline'] as const) {
+      let responseBytes = 0;
+      let patchOps: unknown[] = [];
+      for (let i = 0; i < 3; i++) {
+        const reply = await post(servers[name].url, review.body);
+        const fail = (why: string) => new Error(`${name} on ${review.name}: ${why}; HTTP ${reply.status}: ${reply.text.slice(0, 500)}`);
+        if (reply.status !== 200) throw fail('not 200');
+        const json = JSON.parse(reply.text);
+        if (json.apiVersion !== 'admission.k8s.io/v1' || json.kind !== 'AdmissionReview') throw fail('not an AdmissionReview');
+        if (json.response?.uid !== uid) throw fail('uid not echoed');
+        if (json.response?.allowed !== true) throw fail('not allowed');
+        if (!verifier(name, review)(reply.text)) throw fail('the load run would count this answer as a mismatch');
+        if (name === 'ours' && review.expectPatch) {
+          if (json.response.patchType !== 'JSONPatch') throw fail('no JSONPatch');
+          patchOps = JSON.parse(Buffer.from(json.response.patch, 'base64').toString('utf8'));
+          if (!patchOps.some((op: any) => op.op === 'replace' && op.path === '/status/allocatable/cpu')) throw fail('patch does not inflate cpu');
+        } else if (name === 'baseline' && json.response.patch !== undefined) {
+          throw fail('baseline answered with a patch');
+        } else if (json.response.patch !== undefined) {
+          patchOps = JSON.parse(Buffer.from(json.response.patch, 'base64').toString('utf8'));
+        }
+        responseBytes = Buffer.byteLength(reply.text);
+      }
+      checks.push({ review: review.name, server: name, responseBytes, patchOps: patchOps.length });
+    }
+  }
+  return checks;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load runs
+
+interface Errors {
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  mismatches: number;
+  resets: number;
+}
+
+interface RunRecord extends Errors, ProcessWindow {
+  round: number;
+  /** 0 = this server ran first in its round. */
+  position: number;
+  durationS: number;
+  requests: number;
+  reqPerSec: number;
+  latencyMs: LatencySummary;
+  /** Server CPU time per request, µs: the least noise-sensitive figure on a shared machine. */
+  cpuUsPerReq: number;
+  /** Server CPU utilisation over the run (1 = one core). */
+  cpuCores: number;
+  /** The load generator's (this process's) CPU utilisation over the run. */
+  clientCpuCores: number;
+  loadAvg1: number;
+}
+
+function errorsOf(result: Result): Errors {
+  return { errors: result.errors, timeouts: result.timeouts, non2xx: result.non2xx, mismatches: result.mismatches, resets: result.resets };
+}
+
+function finish(
+  roundNo: number,
+  position: number,
+  durationS: number,
+  samples: Samples,
+  errors: Errors,
+  proc: ProcessWindow,
+  clientCpu: NodeJS.CpuUsage,
+): RunRecord {
+  const requests = samples.length;
+  return {
+    round: roundNo,
+    position,
+    durationS,
+    requests,
+    reqPerSec: round(requests / durationS, 1),
+    latencyMs: samples.summary(),
+    ...errors,
+    ...proc,
+    cpuUsPerReq: round((proc.cpuSeconds * 1e6) / Math.max(1, requests), 1),
+    cpuCores: round(proc.cpuSeconds / durationS, 2),
+    clientCpuCores: round((clientCpu.user + clientCpu.system) / 1e6 / durationS, 2),
+    loadAvg1: round(os.loadavg()[0], 2),
+  };
+}
+
+async function autocannonRun(
+  server: ServerProcess,
+  name: ServerName,
+  review: BenchReview,
+  run: { duration: number; round: number; position: number; overallRate?: number },
+): Promise<RunRecord> {
+  const samples = new Samples();
+  const proc = watchProcess(server.pid);
+  const cpu = process.cpuUsage();
+  const instance = autocannon({
+    url: server.url,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: review.body,
+    connections: options.connections,
+    pipelining: options.pipelining,
+    duration: run.duration,
+    timeout: 10,
+    verifyBody: verifier(name, review),
+    ...(run.overallRate ? { overallRate: run.overallRate } : {}),
+  });
+  instance.on('response', (_client: unknown, statusCode: number, _bytes: number, ms: number) => {
+    if (statusCode >= 200 && statusCode < 300) samples.push(ms);
+  });
+  const result = await instance;
+  const window = proc.end();
+  return finish(run.round, run.position, result.duration, samples, errorsOf(result), window, process.cpuUsage(cpu));
+}
+
+/**
+ * Open-loop paced load (bench/paced-client.ts): request i is due at start + i/rate and sent when
+ * due over a pool of `--connections` keep-alive connections, whatever the earlier ones are doing.
+ * latencyMs from send to the end of the response; fromScheduleMs from when it was due (it counts
+ * queueing in the pool and a late client timer too); sendLagMs = send - due.
+ */
+async function pacedRun(
+  server: ServerProcess,
+  name: ServerName,
+  review: BenchReview,
+  run: { duration: number; round: number; position: number; rate: number },
+): Promise<RunRecord & { fromScheduleMs: LatencySummary; sendLagMs: LatencySummary }> {
+  const verify = verifier(name, review);
+  const errors: Errors = { errors: 0, timeouts: 0, non2xx: 0, mismatches: 0, resets: 0 };
+  const samples = new Samples();
+  const fromSchedule = new Samples();
+  const lag = new Samples();
+  const load = (seconds: number, record: boolean) =>
+    pacedLoad({
+      url: server.url,
+      body: review.body,
+      rate: run.rate,
+      seconds,
+      connections: options.connections,
+      onResponse: (r) => {
+        if (!record) return;
+        if (r.status < 200 || r.status >= 300) errors.non2xx++;
+        else {
+          samples.push(r.done - r.sent);
+          fromSchedule.push(r.done - r.due);
+          lag.push(r.sent - r.due);
+          if (!verify(r.body)) errors.mismatches++;
+        }
+      },
+      onError: (kind) => {
+        if (record) errors[kind === 'timeout' ? 'timeouts' : 'errors']++;
+      },
+    });
+
+  await load(1, false); // warms the server and the client; not recorded
+  const proc = watchProcess(server.pid);
+  const cpu = process.cpuUsage();
+  const durationS = await load(run.duration, true);
+  const window = proc.end();
+  const clientCpu = process.cpuUsage(cpu);
+  return { ...finish(run.round, run.position, round(durationS, 2), samples, errors, window, clientCpu), fromScheduleMs: fromSchedule.summary(), sendLagMs: lag.summary() };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summaries
+
+function summarise(runs: RunRecord[]) {
+  const m = (pick: (r: RunRecord) => number, digits: number) => round(median(runs.map(pick)), digits);
+  return {
+    reqPerSec: m((r) => r.reqPerSec, 1),
+    p50Ms: m((r) => r.latencyMs.p50, 3),
+    p99Ms: m((r) => r.latencyMs.p99, 3),
+    maxMs: m((r) => r.latencyMs.max, 3),
+    cpuUsPerReq: m((r) => r.cpuUsPerReq, 1),
+    cpuCores: m((r) => r.cpuCores, 2),
+    peakRssMiB: round(Math.max(...runs.map((r) => r.peakRssMiB)), 1),
+    errors: runs.reduce((sum, r) => sum + r.errors + r.timeouts + r.non2xx + r.mismatches, 0),
+  };
+}
+
+function totalErrors(runs: RunRecord[]): number {
+  return runs.reduce((sum, r) => sum + r.errors + r.timeouts + r.non2xx + r.mismatches, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+async function main(): Promise<number> {
+  const startedAt = new Date();
+  const reviews = benchReviews().filter((r) => options.sizes.includes(r.name));
+  const unknown = options.sizes.filter((s) => !reviews.some((r) => r.name === s));
+  if (unknown.length) throw new Error(`unknown --sizes ${unknown.join(', ')}; known: ${benchReviews().map((r) => r.name).join(', ')}`);
+  const rateReview = reviews.find((r) => r.name === options.rateReview) ?? benchReviews().find((r) => r.name === options.rateReview)!;
+
+  log(`kube-overcommit admission bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(
+    `options: ${options.duration} s × ${options.rounds} rounds per size, ${options.connections} connections, pipelining ${options.pipelining}; ` +
+      `fixed rate ${options.rate} req/s × ${options.rateDuration} s × ${options.rateRounds} rounds`,
+  );
+  if (!flags['no-build']) ensureBuilt(log);
+
+  const dir = join(RUN_DIR, 'admission');
+  const tls = await writeTls(join(dir, 'tls'));
+  const configFile = join(dir, 'config.yaml');
+  writeFileSync(configFile, 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n');
+
+  const [oursPort, oursHttpPort, basePort] = [await freePort(), await freePort(), await freePort()];
+  const servers: Record<ServerName, ServerProcess> = {
+    ours: startProcess(
+      'ours',
+      [...options.oursNodeArgs, join(ROOT, 'dist', 'main.js')],
+      childEnv({
+        OVERCOMMIT_HTTPS_PORT: String(oursPort),
+        OVERCOMMIT_HTTP_PORT: String(oursHttpPort),
+        OVERCOMMIT_CONFIG_FILE: configFile,
+        OVERCOMMIT_TLS_CERT_FILE: tls.certFile,
+        OVERCOMMIT_TLS_KEY_FILE: tls.keyFile,
+        OVERCOMMIT_SHUTDOWN_DELAY_MS: '0',
+        LOG_LEVEL: 'warn',
+      }),
+      oursPort,
+      dir,
+    ),
+    baseline: startProcess(
+      'baseline',
+      [join(BUILD_DIR, 'bench', 'baseline-server.js')],
+      childEnv({ BASELINE_PORT: String(basePort), BASELINE_TLS_CERT_FILE: tls.certFile, BASELINE_TLS_KEY_FILE: tls.keyFile }),
+      basePort,
+      dir,
+    ),
+  };
+
+  try {
+    await Promise.all([waitReady(servers.ours, reviews[0].body), waitReady(servers.baseline, reviews[0].body)]);
+    const idleRssMiB = {
+      ours: round(statusKiB(servers.ours.pid, 'VmRSS') / 1024, 1),
+      baseline: round(statusKiB(servers.baseline.pid, 'VmRSS') / 1024, 1),
+    };
+    log(`servers up: ours pid ${servers.ours.pid} (${idleRssMiB.ours} MiB), baseline pid ${servers.baseline.pid} (${idleRssMiB.baseline} MiB)`);
+
+    const checks = await checkAnswers(servers, reviews);
+    log('\nreviews (request bytes; response bytes and patch operations of ours):');
+    log(
+      table(
+        ['review', 'bytes', 'ours resp', 'patch ops', 'base resp', 'description'],
+        reviews.map((r) => {
+          const ours = checks.find((c) => c.review === r.name && c.server === 'ours')!;
+          const base = checks.find((c) => c.review === r.name && c.server === 'baseline')!;
+          return [r.name, r.body.length, ours.responseBytes, ours.patchOps, base.responseBytes, r.description];
+        }),
+      ),
+    );
+
+    if (options.warmup > 0) {
+      log(`\nwarm-up: ${options.warmup} s per server per review`);
+      for (const review of reviews) {
+        for (const name of ['ours', 'baseline'] as const) await autocannonRun(servers[name], name, review, { duration: options.warmup, round: 0, position: 0 });
+      }
+    }
+
+    // Throughput: alternate, flipping the order each round.
+    const throughput: Record<string, Record<ServerName, RunRecord[]>> = {};
+    for (const review of reviews) {
+      throughput[review.name] = { ours: [], baseline: [] };
+      for (let r = 1; r <= options.rounds; r++) {
+        const order: ServerName[] = r % 2 === 1 ? ['ours', 'baseline'] : ['baseline', 'ours'];
+        for (const [position, name] of order.entries()) {
+          const run = await autocannonRun(servers[name], name, review, { duration: options.duration, round: r, position });
+          throughput[review.name][name].push(run);
+          const bad = totalErrors([run]);
+          log(
+            `${review.name.padEnd(12)} round ${r} ${name.padEnd(8)} ${run.reqPerSec.toFixed(0).padStart(6)} req/s  p50 ${run.latencyMs.p50.toFixed(2)} ms  p99 ${run.latencyMs.p99.toFixed(2)} ms  ` +
+              `cpu ${run.cpuUsPerReq.toFixed(0)} µs/req  rss ${run.peakRssMiB} MiB  load ${run.loadAvg1}${bad ? `  ERRORS ${bad}` : ''}`,
+          );
+        }
+      }
+    }
+
+    // Fixed rate on the kubeadm-node review.
+    const fixed: Record<'autocannon' | 'paced', Record<ServerName, RunRecord[]>> = {
+      autocannon: { ours: [], baseline: [] },
+      paced: { ours: [], baseline: [] },
+    };
+    for (let r = 1; r <= options.rateRounds; r++) {
+      const order: ServerName[] = r % 2 === 1 ? ['ours', 'baseline'] : ['baseline', 'ours'];
+      for (const [position, name] of order.entries()) {
+        const spec = { duration: options.rateDuration, round: r, position };
+        const ac = await autocannonRun(servers[name], name, rateReview, { ...spec, overallRate: options.rate });
+        fixed.autocannon[name].push(ac);
+        const paced = await pacedRun(servers[name], name, rateReview, { ...spec, rate: options.rate });
+        fixed.paced[name].push(paced);
+        for (const [mode, run] of [['autocannon', ac], ['paced', paced]] as const) {
+          const bad = totalErrors([run]);
+          log(
+            `${options.rate} req/s ${mode.padEnd(10)} round ${r} ${name.padEnd(8)} ${run.reqPerSec.toFixed(0).padStart(5)} req/s  p50 ${run.latencyMs.p50.toFixed(2)} ms  ` +
+              `p99 ${run.latencyMs.p99.toFixed(2)} ms  max ${run.latencyMs.max.toFixed(1)} ms  cpu ${run.cpuCores} cores${bad ? `  ERRORS ${bad}` : ''}`,
+          );
+        }
+      }
+    }
+
+    const hwmMiB = {
+      ours: round(statusKiB(servers.ours.pid, 'VmHWM') / 1024, 1),
+      baseline: round(statusKiB(servers.baseline.pid, 'VmHWM') / 1024, 1),
+    };
+
+    // Results
+    const sizes = reviews.map((review) => {
+      const runs = throughput[review.name];
+      const ours = summarise(runs.ours);
+      const baseline = summarise(runs.baseline);
+      return {
+        name: review.name,
+        description: review.description,
+        bytes: review.body.length,
+        ratio: round(ours.reqPerSec / baseline.reqPerSec, 3),
+        // Server CPU per request, baseline ÷ ours: the throughput ratio to expect when each server has a
+        // core to itself; much steadier than `ratio` on a machine where other work takes CPU.
+        cpuRatio: round(baseline.cpuUsPerReq / ours.cpuUsPerReq, 3),
+        ours: { median: ours, rounds: runs.ours },
+        baseline: { median: baseline, rounds: runs.baseline },
+      };
+    });
+    const fixedRate = {
+      review: rateReview.name,
+      bytes: rateReview.body.length,
+      rate: options.rate,
+      autocannon: {
+        note: 'autocannon overallRate: each connection sends its share of the second in a burst at the start of it',
+        ours: { median: summarise(fixed.autocannon.ours), rounds: fixed.autocannon.ours },
+        baseline: { median: summarise(fixed.autocannon.baseline), rounds: fixed.autocannon.baseline },
+      },
+      paced: {
+        note: 'open loop, one request every 1/rate s; latencyMs from send, fromScheduleMs from when it was due',
+        ours: { median: summarise(fixed.paced.ours), rounds: fixed.paced.ours },
+        baseline: { median: summarise(fixed.paced.baseline), rounds: fixed.paced.baseline },
+      },
+    };
+    const allRuns = [
+      ...Object.values(throughput).flatMap((t) => [...t.ours, ...t.baseline]),
+      ...Object.values(fixed).flatMap((t) => [...t.ours, ...t.baseline]),
+    ];
+    const errors = totalErrors(allRuns);
+    const pacedP99 = fixedRate.paced.ours.median.p99Ms;
+    const peakRss = Math.max(hwmMiB.ours, ...sizes.map((s) => s.ours.median.peakRssMiB));
+    const targets = {
+      throughputRatio: { target: '>= 0.85 at every size', value: Math.min(...sizes.map((s) => s.ratio)), pass: sizes.every((s) => s.ratio >= 0.85) },
+      p99AtRate: { target: `<= 2 ms at ${options.rate} req/s, ${rateReview.name} (paced)`, value: pacedP99, pass: options.rateRounds > 0 && pacedP99 <= 2 },
+      rss: { target: '<= 150 MiB', value: peakRss, pass: peakRss <= 150 },
+    };
+
+    const report = {
+      benchmark: 'admission',
+      command: `npm run bench:admission -- ${process.argv.slice(2).join(' ')}`.trim(),
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      machine: { ...machineInfo(), loadAvgAtStart: loadAtStart },
+      options,
+      servers: {
+        ours: { command: ['node', ...options.oursNodeArgs, 'dist/main.js'].join(' '), config: 'nodes.defaultRatios: { cpu: 1.5, memory: 1 }', logLevel: 'warn', idleRssMiB: idleRssMiB.ours, hwmMiB: hwmMiB.ours },
+        baseline: { command: `node ${relative(ROOT, join(BUILD_DIR, 'bench', 'baseline-server.js'))}`, idleRssMiB: idleRssMiB.baseline, hwmMiB: hwmMiB.baseline },
+      },
+      checks,
+      sizes,
+      fixedRate,
+      errors,
+      targets,
+    };
+    writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
+
+    log('\nthroughput (medians over rounds; latency ms; cpu = µs of server CPU per request; cpu ratio = base cpu / ours cpu; rss = peak MiB)');
+    log(
+      table(
+        ['review', 'bytes', 'ours req/s', 'base req/s', 'ratio', 'cpu ratio', 'ours p50', 'base p50', 'ours p99', 'base p99', 'ours max', 'base max', 'ours cpu', 'base cpu', 'ours rss', 'base rss', 'errors'],
+        sizes.map((s) => [
+          s.name,
+          s.bytes,
+          s.ours.median.reqPerSec,
+          s.baseline.median.reqPerSec,
+          s.ratio.toFixed(3),
+          s.cpuRatio.toFixed(3),
+          s.ours.median.p50Ms,
+          s.baseline.median.p50Ms,
+          s.ours.median.p99Ms,
+          s.baseline.median.p99Ms,
+          s.ours.median.maxMs,
+          s.baseline.median.maxMs,
+          s.ours.median.cpuUsPerReq,
+          s.baseline.median.cpuUsPerReq,
+          s.ours.median.peakRssMiB,
+          s.baseline.median.peakRssMiB,
+          s.ours.median.errors + s.baseline.median.errors,
+        ]),
+      ),
+    );
+    if (options.rateRounds > 0) {
+      log(`\nfixed rate ${options.rate} req/s, ${rateReview.name} (${rateReview.body.length} bytes), medians over rounds`);
+      log(
+        table(
+          ['client', 'server', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'cpu cores', 'rss MiB', 'errors'],
+          (['paced', 'autocannon'] as const).flatMap((mode) =>
+            (['ours', 'baseline'] as const).map((name) => {
+              const m = fixedRate[mode][name].median;
+              return [mode, name, m.reqPerSec, m.p50Ms, m.p99Ms, m.maxMs, m.cpuCores, m.peakRssMiB, m.errors];
+            }),
+          ),
+        ),
+      );
+    }
+    log(`\npeak RSS since start (VmHWM): ours ${hwmMiB.ours} MiB, baseline ${hwmMiB.baseline} MiB`);
+    log(
+      `targets: throughput ratio ${targets.throughputRatio.value} (${targets.throughputRatio.target}) ${targets.throughputRatio.pass ? 'PASS' : 'FAIL'}; ` +
+        `p99 ${targets.p99AtRate.value} ms (${targets.p99AtRate.target}) ${targets.p99AtRate.pass ? 'PASS' : 'FAIL'}; ` +
+        `rss ${targets.rss.value} MiB (${targets.rss.target}) ${targets.rss.pass ? 'PASS' : 'FAIL'}`,
+    );
+    log(errors === 0 ? 'errors: none (every response checked)' : `ERRORS: ${errors} failed, non-2xx or wrong responses — these figures are not valid`);
+    log(`wrote ${relative(process.cwd(), outFile)}`);
+    return errors === 0 ? 0 : 1;
+  } finally {
+    destroyAgent();
+    await Promise.all([servers.ours.stop(), servers.baseline.stop()]);
+  }
+}
+
+const loadAtStart = os.loadavg().map((l) => round(l, 2));
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    console.error(error instanceof Error ? error.stack : error);
+    process.exit(1);
+  },
+);

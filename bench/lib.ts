@@ -1,0 +1,333 @@
+/** Helpers shared by the benchmarks: server processes, /proc sampling, HTTPS calls, statistics. */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import net from 'node:net';
+import os from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { generate } from 'selfsigned';
+
+/** The project root (this file runs from bench/.run/build/bench/). */
+export const ROOT = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) || !existsSync(join(dir, 'src'))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error('project root not found');
+    dir = up;
+  }
+  return dir;
+})();
+export const RUN_DIR = join(ROOT, 'bench', '.run');
+export const BUILD_DIR = join(RUN_DIR, 'build');
+
+// ---------------------------------------------------------------------------------------------
+// Build
+
+function newestMtime(dir: string, filter: (name: string) => boolean): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(path, filter));
+    else if (filter(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/** Runs `npm run build` when dist/main.js is missing or older than any non-spec file under src/. */
+export function ensureBuilt(log: (line: string) => void): void {
+  const main = join(ROOT, 'dist', 'main.js');
+  const srcNewest = newestMtime(join(ROOT, 'src'), (name) => name.endsWith('.ts') && !name.endsWith('.spec.ts'));
+  if (existsSync(main) && statSync(main).mtimeMs >= srcNewest) {
+    log('dist/ is up to date');
+    return;
+  }
+  log('dist/ is stale or missing: npm run build');
+  const result = spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' });
+  if (result.status !== 0) throw new Error('npm run build failed (pass --no-build to bench the dist/ there is)');
+}
+
+// ---------------------------------------------------------------------------------------------
+// TLS
+
+export interface TlsFiles {
+  certFile: string;
+  keyFile: string;
+}
+
+/** One self-signed localhost certificate (EC P-256, as the app generates) shared by every server of a run. */
+export async function writeTls(dir: string): Promise<TlsFiles> {
+  mkdirSync(dir, { recursive: true });
+  const now = new Date();
+  const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
+    keyType: 'ec',
+    curve: 'P-256',
+    algorithm: 'sha256',
+    notBeforeDate: now,
+    notAfterDate: new Date(now.getTime() + 24 * 3600 * 1000),
+    extensions: [
+      { name: 'basicConstraints', cA: false },
+      { name: 'keyUsage', digitalSignature: true, critical: true },
+      { name: 'extKeyUsage', serverAuth: true },
+      { name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] },
+    ],
+  });
+  const certFile = join(dir, 'tls.crt');
+  const keyFile = join(dir, 'tls.key');
+  writeFileSync(certFile, pems.cert);
+  writeFileSync(keyFile, pems.private, { mode: 0o600 });
+  return { certFile, keyFile };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server processes
+
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+export interface ServerProcess {
+  name: string;
+  child: ChildProcess;
+  pid: number;
+  url: string;
+  logFile: string;
+  stop(): Promise<number | null>;
+}
+
+/** Environment for a child server: ours must not think it runs in a cluster. */
+export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'production', ...extra };
+  delete env.KUBERNETES_SERVICE_HOST;
+  delete env.KUBERNETES_SERVICE_PORT;
+  delete env.NODE_OPTIONS;
+  return env;
+}
+
+export function startProcess(name: string, args: string[], env: NodeJS.ProcessEnv, port: number, logDir: string): ServerProcess {
+  mkdirSync(logDir, { recursive: true });
+  const logFile = join(logDir, `${name}.log`);
+  const log = createWriteStream(logFile);
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout!.pipe(log);
+  child.stderr!.pipe(log);
+  if (child.pid === undefined) throw new Error(`${name}: spawn failed`);
+  const exited = new Promise<number | null>((resolveExit) => child.once('exit', (code) => resolveExit(code)));
+  return {
+    name,
+    child,
+    pid: child.pid,
+    url: `https://127.0.0.1:${port}/mutate`,
+    logFile,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTPS
+
+export interface Reply {
+  status: number;
+  text: string;
+}
+
+const agent = new https.Agent({ keepAlive: true, maxSockets: 64, rejectUnauthorized: false });
+
+export function post(url: string, body: Buffer, timeoutMs = 5_000): Promise<Reply> {
+  return new Promise((resolveReply, reject) => {
+    const req = https.request(
+      url,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length }, timeout: timeoutMs },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolveReply({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export async function waitReady(server: ServerProcess, body: Buffer, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    if (server.child.exitCode !== null) break;
+    try {
+      const reply = await post(server.url, body, 2_000);
+      if (reply.status === 200) return;
+      last = `HTTP ${reply.status}: ${reply.text.slice(0, 200)}`;
+    } catch (error) {
+      last = error;
+    }
+    await sleep(200);
+  }
+  const tail = existsSync(server.logFile) ? readFileSync(server.logFile, 'utf8').split('\n').slice(-20).join('\n') : '';
+  throw new Error(`${server.name} did not answer within ${timeoutMs} ms (last: ${String(last)}); log ${server.logFile}:\n${tail}`);
+}
+
+export function destroyAgent(): void {
+  agent.destroy();
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolveSleep) => setTimeout(resolveSleep, ms));
+
+// ---------------------------------------------------------------------------------------------
+// /proc sampling
+
+const CLK_TCK = (() => {
+  const out = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+  const value = Number(out.stdout?.trim());
+  return Number.isInteger(value) && value > 0 ? value : 100;
+})();
+
+/** utime + stime of a process, in seconds. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
+/** A field of /proc/<pid>/status in KiB (VmRSS, VmHWM). */
+export function statusKiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match ? Number(match[1]) : NaN;
+}
+
+export interface ProcessWindow {
+  cpuSeconds: number;
+  /** Highest VmRSS sampled during the window (every 100 ms), MiB. */
+  peakRssMiB: number;
+  /** VmHWM at the end of the window: the process's peak RSS since it started, MiB. */
+  hwmMiB: number;
+}
+
+/** Measures a process's CPU time and RSS over a window; `end()` returns the figures. */
+export function watchProcess(pid: number, intervalMs = 100): { end(): ProcessWindow } {
+  const cpuStart = cpuSeconds(pid);
+  let peak = statusKiB(pid, 'VmRSS');
+  const timer = setInterval(() => {
+    try {
+      peak = Math.max(peak, statusKiB(pid, 'VmRSS'));
+    } catch {
+      // the process went away; end() reports what was seen
+    }
+  }, intervalMs);
+  return {
+    end() {
+      clearInterval(timer);
+      peak = Math.max(peak, statusKiB(pid, 'VmRSS'));
+      return { cpuSeconds: round(cpuSeconds(pid) - cpuStart, 2), peakRssMiB: round(peak / 1024, 1), hwmMiB: round(statusKiB(pid, 'VmHWM') / 1024, 1) };
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and output
+
+export function round(value: number, digits: number): number {
+  if (!Number.isFinite(value)) return value;
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+export function median(values: number[]): number {
+  const sorted = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  if (sorted.length === 0) return NaN;
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** Nearest-rank percentile of an ascending array. */
+export function percentile(sorted: Float64Array | number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
+}
+
+/** A growable array of latencies in ms. */
+export class Samples {
+  private data = new Float64Array(1 << 16);
+  length = 0;
+  push(value: number): void {
+    if (this.length === this.data.length) {
+      const grown = new Float64Array(this.data.length * 2);
+      grown.set(this.data);
+      this.data = grown;
+    }
+    this.data[this.length++] = value;
+  }
+  summary(): LatencySummary {
+    const sorted = this.data.slice(0, this.length).sort();
+    let sum = 0;
+    for (const v of sorted) sum += v;
+    return {
+      count: this.length,
+      mean: round(sum / this.length, 3),
+      p50: round(percentile(sorted, 50), 3),
+      p90: round(percentile(sorted, 90), 3),
+      p99: round(percentile(sorted, 99), 3),
+      p999: round(percentile(sorted, 99.9), 3),
+      max: round(sorted[sorted.length - 1], 3),
+    };
+  }
+}
+
+export interface LatencySummary {
+  count: number;
+  mean: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  max: number;
+}
+
+export function table(headers: string[], rows: (string | number)[][]): string {
+  const cells = [headers, ...rows.map((row) => row.map((cell) => (typeof cell === 'number' ? formatNumber(cell) : cell)))];
+  const widths = headers.map((_, i) => Math.max(...cells.map((row) => String(row[i]).length)));
+  const line = (row: (string | number)[]) => row.map((cell, i) => (i === 0 ? String(cell).padEnd(widths[i]) : String(cell).padStart(widths[i]))).join('  ');
+  return [line(cells[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.slice(1).map(line)].join('\n');
+}
+
+function formatNumber(value: number): string {
+  if (!Number.isFinite(value)) return '-';
+  if (Number.isInteger(value)) return String(value);
+  return Math.abs(value) >= 100 ? value.toFixed(0) : Math.abs(value) >= 10 ? value.toFixed(1) : value.toFixed(2);
+}
+
+export function machineInfo() {
+  const cpus = os.cpus();
+  return {
+    cpus: cpus.length,
+    cpuModel: cpus[0]?.model ?? 'unknown',
+    totalMemMiB: Math.round(os.totalmem() / 1024 / 1024),
+    node: process.version,
+    v8: process.versions.v8,
+    openssl: process.versions.openssl,
+    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
+  };
+}
+
+export function resultsPath(name: string): string {
+  const dir = resolve(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  return join(dir, name);
+}

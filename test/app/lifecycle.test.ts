@@ -1,0 +1,91 @@
+import { writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LifecycleService } from '../../src/health/lifecycle.service.js';
+import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
+import { eventually, send, startServer, type TestServer } from './harness.js';
+
+/** A port with nothing listening: connections are refused at once. */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('draining on shutdown', () => {
+  let server: TestServer | undefined;
+  afterAll(async () => {
+    await server?.stop().catch(() => undefined);
+  });
+
+  it('turns unready while still answering admission calls, then closes', async () => {
+    server = await startServer('nodes: { defaultRatios: { cpu: 2 } }');
+    expect((await send(`${server.http}/readyz`)).status).toBe(200);
+    server.running.app.get(LifecycleService).startDraining();
+
+    const ready = await send(`${server.http}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(ready.json().error.lifecycle).toEqual({ status: 'down', message: 'shutting down' });
+    expect((await send(`${server.http}/healthz`)).status).toBe(200);
+    // The API server may still send calls until endpoints drop us: they are answered.
+    const reply = await server.mutate(nodeReview(kubeadmNode()));
+    expect(reply.status).toBe(200);
+    expect(reply.json().response.patch).toBeDefined();
+
+    const { httpsPort } = server.running;
+    await server.running.close();
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(httpsPort, '127.0.0.1');
+      socket.once('connect', () => (socket.destroy(), resolve(false)));
+      socket.once('error', () => resolve(true));
+    });
+    expect(refused).toBe(true);
+    server = undefined;
+  });
+});
+
+describe('an unreachable API server', () => {
+  let server: TestServer | undefined;
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('keeps serving admission with the config in force, unready, naming the problem', async () => {
+    const port = await closedPort();
+    const kubeconfig = join(tmpdir(), `kube-overcommit-unreachable-${port}.kubeconfig`);
+    writeFileSync(
+      kubeconfig,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [{ name: 'gone', cluster: { server: `https://127.0.0.1:${port}`, 'insecure-skip-tls-verify': true } }],
+        users: [{ name: 'sa', user: { token: 'unused' } }],
+        contexts: [{ name: 'gone', context: { cluster: 'gone', user: 'sa' } }],
+        'current-context': 'gone',
+      }),
+    );
+    // No config file: in-cluster mode (KUBECONFIG), the ConfigMap source cannot list.
+    server = await startServer('', { OVERCOMMIT_CONFIG_FILE: '', KUBECONFIG: kubeconfig, POD_NAMESPACE: 'kube-overcommit' });
+
+    const ready = await send(`${server.http}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(ready.json().error.config).toEqual({ status: 'down', message: 'config source not synced yet' });
+    expect((await send(`${server.http}/healthz`)).status).toBe(200);
+
+    // Admission keeps working on the built-in defaults (ratio 1: admitted unchanged).
+    for (let i = 0; i < 3; i++) {
+      const review = nodeReview(kubeadmNode());
+      const reply = await server.mutate(review);
+      expect(reply.status).toBe(200);
+      expect(reply.json().response).toEqual({ uid: review.request.uid, allowed: true });
+    }
+    // Still retrying in the background, still serving.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const again = await eventually(async () => (await send(`${server!.https}/healthz`)).status === 200);
+    expect(again).toBe(true);
+  });
+});
