@@ -1,4 +1,4 @@
-import { type DynamicModule, Module } from '@nestjs/common';
+import { type DynamicModule, Module, RequestMethod } from '@nestjs/common';
 import type { Server as TlsServer } from 'node:tls';
 import { LoggerModule } from 'nestjs-pino';
 import { AdmissionModule } from './admission/admission.module.js';
@@ -19,8 +19,11 @@ export class AppModule {
       module: AppModule,
       imports: [
         LoggerModule.forRoot({
-          // Request logging stays off: the admission pipeline logs one line per decision at debug.
+          // Request logging stays off: the admission pipeline logs one line per decision at
+          // debug, with the request uid. pino-http's per-request middleware is kept off the
+          // admission path too (measured: bench/README.md).
           pinoHttp: { level: env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true },
+          exclude: [{ method: RequestMethod.POST, path: 'mutate' }],
         }),
         MetricsModule.forRoot(),
         KubeModule.forRoot(env),

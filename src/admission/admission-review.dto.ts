@@ -27,8 +27,8 @@ class GroupVersionResourceDto {
 /** The request envelope. `object`/`oldObject` are checked for shape only, never copied. */
 export class AdmissionRequestDto {
   @IsString() @IsNotEmpty() uid: string;
-  @IsDefined() @ValidateNested() @Type(() => GroupVersionKindDto) kind: GroupVersionKindDto;
-  @IsDefined() @ValidateNested() @Type(() => GroupVersionResourceDto) resource: GroupVersionResourceDto;
+  @IsDefined() @IsObject() @ValidateNested() @Type(() => GroupVersionKindDto) kind: GroupVersionKindDto;
+  @IsDefined() @IsObject() @ValidateNested() @Type(() => GroupVersionResourceDto) resource: GroupVersionResourceDto;
   @IsOptional() @IsString() subResource?: string;
   @IsOptional() @IsString() name?: string;
   @IsOptional() @IsString() namespace?: string;
