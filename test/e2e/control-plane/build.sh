@@ -23,7 +23,12 @@ fi
 
 # The Kubernetes version is the one go.mod requires (v1.34.N); the ldflags stamp it into
 # the binaries (what /version and `kubectl version` report), as hack/lib/version.sh does.
-K8S_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "$HERE/go.mod")
+# required_version MODULE GO.MOD: the version a go.mod requires (block or single-line form).
+required_version() {
+  awk -v m="$1" '$1 == "replace" || $2 == "=>" || $1 ~ /^\/\// { next }
+    { for (i = 1; i < NF; i++) if ($i == m) { print $(i + 1); exit } }' "$2"
+}
+K8S_VERSION=$(required_version k8s.io/kubernetes "$HERE/go.mod")
 if [[ ! $K8S_VERSION =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]]; then
   echo "build.sh: cannot read the k8s.io/kubernetes version from $HERE/go.mod" >&2
   exit 1
@@ -56,7 +61,8 @@ start=$(date +%s)
 
 export CGO_ENABLED=0 GOWORK=off GOFLAGS="-buildvcs=false -mod=readonly"
 
-ldflags=""
+# -s -w: no symbol table/DWARF, as Kubernetes' own release builds (hack/lib/golang.sh).
+ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$K8S_MAJOR -X $pkg.gitMinor=$K8S_MINOR"
   ldflags+=" -X $pkg.gitTreeState=clean"
@@ -66,12 +72,12 @@ echo "build.sh: building kube-apiserver, kube-controller-manager, kube-scheduler
 (cd "$HERE" && "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" \
   ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl)
 
-echo "build.sh: building etcd $(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit }' "$HERE/etcd/go.mod")"
-(cd "$HERE/etcd" && "$GO" build -p "$GO_BUILD_P" -trimpath -o "$BIN_DIR/etcd" .)
+echo "build.sh: building etcd $(required_version go.etcd.io/etcd/server/v3 "$HERE/etcd/go.mod")"
+(cd "$HERE/etcd" && "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" .)
 
 echo "build.sh: building kwok $KWOK_VERSION"
 # `go install pkg@version` builds outside any main module, so GOFLAGS' -mod must not be set.
-GOFLAGS=-buildvcs=false GOBIN=$BIN_DIR "$GO" install -p "$GO_BUILD_P" -trimpath \
+GOFLAGS=-buildvcs=false GOBIN=$BIN_DIR "$GO" install -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" \
   "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 
 all_present || { echo "build.sh: a binary is missing from $BIN_DIR after the build" >&2; exit 1; }

@@ -7,7 +7,8 @@
 #                         DIR/env.json and DIR/admin.kubeconfig. On failure it prints the
 #                         tail of the failing log and stops what it started.
 #   cluster.sh down DIR   stops every process with a pid file in DIR/pids/ (SIGTERM, then
-#                         SIGKILL after 10 s). Safe to run at any time, also after a failed up.
+#                         SIGKILL after 10 s), also ones the tests started (kwok, webhooks).
+#                         Safe to run at any time, also after a failed or interrupted up.
 #
 # Environment: BIN_DIR (binaries, default test/e2e/.bin), UP_TIMEOUT (seconds per wait, default 90),
 #              APISERVER_EXTRA_ARGS (extra kube-apiserver flags, split on whitespace).
@@ -28,59 +29,76 @@ log() { echo "cluster.sh: $*" >&2; }
 
 # --- process bookkeeping ---------------------------------------------------------------
 
-# True if the pid in $1 is alive and its command line mentions DIR (guards against pid reuse).
-ours() {
-  local pid=$1
-  [[ -r /proc/$pid/cmdline ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$DIR"
+# Start time of a live, non-zombie process in clock ticks since boot (/proc/PID/stat field 22);
+# fails if there is no such process. "pid:starttime" identifies a process across pid reuse.
+proc_start() {
+  local stat fields
+  { stat=$(<"/proc/$1/stat"); } 2>/dev/null || return 1
+  read -r -a fields <<<"${stat##*) }" # fields[0] is field 3 (state)
+  [[ ${fields[0]} != Z ]] || return 1
+  echo "${fields[19]}"
 }
 
+# True if the pid file's process is still the one that was recorded: its command line mentions
+# DIR, or it started no later than the pid file was written (a reused pid starts afterwards).
+recorded_process() {
+  local file=$1 pid=$2 ticks started written
+  ticks=$(proc_start "$pid") || return 1
+  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "$DIR" && return 0
+  started=$(($(awk '$1 == "btime" { print $2 }' /proc/stat) + ticks / $(getconf CLK_TCK)))
+  written=$(stat -c %Y "$file") || return 1
+  ((started <= written + 1))
+}
+
+# SIGTERMs the process of a pid file; prints "pid:starttime" if it signalled one.
 stop_pid_file() {
   local file=$1 pid
-  pid=$(<"$file") || return 0
-  if [[ $pid =~ ^[0-9]+$ ]] && ours "$pid"; then
+  { pid=$(<"$file"); } 2>/dev/null || return 0
+  [[ $pid =~ ^[0-9]+$ && $pid -gt 1 && $pid -ne $$ ]] || return 0
+  if recorded_process "$file" "$pid"; then
+    echo "$pid:$(proc_start "$pid")"
     kill -TERM "$pid" 2>/dev/null || true
-    echo "$pid"
   fi
 }
 
+# Stops every process with a pid file in DIR/pids: clients first (kwok, webhooks, controllers,
+# scheduler), then the API server, etcd last.
 down() {
   [[ -d $DIR/pids ]] || return 0
-  local f pid pids=() last=()
+  local f procs=() p
   shopt -s nullglob
-  # Clients first (kwok, simulated nodes, controllers), the API server next, etcd last.
   for f in "$DIR"/pids/*.pid; do
     case $(basename "$f") in
       etcd.pid | kube-apiserver.pid) ;;
-      *) pid=$(stop_pid_file "$f") && [[ -n $pid ]] && pids+=("$pid") ;;
+      *) p=$(stop_pid_file "$f") && [[ -n $p ]] && procs+=("$p") ;;
     esac
   done
-  wait_gone "${pids[@]}"
+  wait_gone "${procs[@]}"
   for f in "$DIR/pids/kube-apiserver.pid" "$DIR/pids/etcd.pid"; do
     [[ -f $f ]] || continue
-    pid=$(stop_pid_file "$f")
-    [[ -n $pid ]] && wait_gone "$pid"
+    p=$(stop_pid_file "$f")
+    [[ -n $p ]] && wait_gone "$p"
   done
   rm -f "$DIR"/pids/*.pid
   shopt -u nullglob
 }
 
-# Waits up to 10 s for the pids to exit, then SIGKILLs the rest.
+# wait_gone PID:STARTTIME... : waits up to 10 s for the processes to exit, then SIGKILLs the rest.
 wait_gone() {
-  local pid alive i
+  local p alive i
   [[ $# -gt 0 ]] || return 0
   for ((i = 0; i < 100; i++)); do
     alive=0
-    for pid in "$@"; do
-      if ours "$pid" && ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null; then alive=1; fi
+    for p in "$@"; do
+      [[ $(proc_start "${p%%:*}") == "${p#*:}" ]] && alive=1
     done
     ((alive)) || return 0
     sleep 0.1
   done
-  for pid in "$@"; do
-    if ours "$pid"; then
-      log "pid $pid did not stop after SIGTERM; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
+  for p in "$@"; do
+    if [[ $(proc_start "${p%%:*}") == "${p#*:}" ]]; then
+      log "pid ${p%%:*} did not stop after SIGTERM; sending SIGKILL"
+      kill -KILL "${p%%:*}" 2>/dev/null || true
     fi
   done
 }
@@ -109,6 +127,7 @@ wait_for() {
     fi
     sleep 0.2
   done
+  log "$name: $what ok after $((SECONDS - deadline + UP_TIMEOUT))s"
 }
 
 fail() {
@@ -149,10 +168,11 @@ http_get_contains() {
 
 kubectl_admin() { "$BIN_DIR/kubectl" --kubeconfig="$DIR/admin.kubeconfig" --request-timeout=5s "$@"; }
 
+apiserver_ready() { [[ $(kubectl_admin get --raw /readyz) == ok ]]; }
+
 # healthz of a component serving HTTPS with a self-signed certificate.
 component_healthz() {
-  [[ $("$BIN_DIR/kubectl" --kubeconfig=/dev/null --server="https://127.0.0.1:$1" \
-    --insecure-skip-tls-verify --request-timeout=5s get --raw /healthz) == ok ]]
+  [[ $(curl -sk --max-time 5 "https://127.0.0.1:$1/healthz") == ok ]]
 }
 
 write_kubeconfig() {
@@ -223,7 +243,10 @@ make_tokens() {
 # --- up ----------------------------------------------------------------------------------
 
 up() {
-  local t0=$SECONDS
+  local t0=$SECONDS tool
+  for tool in openssl curl base64; do
+    command -v "$tool" >/dev/null || { log "up needs $tool on PATH"; exit 1; }
+  done
   # Leftovers of an earlier run in the same DIR: stop them and start from scratch.
   down
   rm -rf "$DIR/etcd-data" "$DIR/pki" "$DIR/logs" "$DIR/pids" "$DIR/tokens.csv" \
@@ -279,12 +302,10 @@ up() {
     --allow-privileged=true \
     --profiling=false \
     ${APISERVER_EXTRA_ARGS:-}
-  wait_for kube-apiserver "/readyz" eval '[[ $(kubectl_admin get --raw /readyz) == ok ]]'
+  wait_for kube-apiserver "/readyz" apiserver_ready
 
   start kube-controller-manager kube-controller-manager \
     --kubeconfig="$DIR/kube-controller-manager.kubeconfig" \
-    --authentication-kubeconfig="$DIR/kube-controller-manager.kubeconfig" \
-    --authorization-kubeconfig="$DIR/kube-controller-manager.kubeconfig" \
     --bind-address=127.0.0.1 \
     --secure-port="$KCM_PORT" \
     --leader-elect=false \
@@ -298,8 +319,6 @@ up() {
     --profiling=false
   start kube-scheduler kube-scheduler \
     --kubeconfig="$DIR/kube-scheduler.kubeconfig" \
-    --authentication-kubeconfig="$DIR/kube-scheduler.kubeconfig" \
-    --authorization-kubeconfig="$DIR/kube-scheduler.kubeconfig" \
     --bind-address=127.0.0.1 \
     --secure-port="$SCHEDULER_PORT" \
     --leader-elect=false \
@@ -365,11 +384,16 @@ json_escape() {
 # --- main --------------------------------------------------------------------------------
 
 [[ $# -eq 2 ]] || usage
-CMD=$1
-mkdir -p "$2"
-DIR=$(cd "$2" && pwd)
-case $CMD in
-  up) up ;;
-  down) down ;;
+case $1 in
+  up)
+    mkdir -p "$2"
+    DIR=$(cd "$2" && pwd)
+    up
+    ;;
+  down)
+    [[ -d $2 ]] || exit 0
+    DIR=$(cd "$2" && pwd)
+    down
+    ;;
   *) usage ;;
 esac

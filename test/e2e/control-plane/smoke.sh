@@ -84,17 +84,23 @@ k_node sim-node-0 auth whoami -o jsonpath='{.status.userInfo.username}' | grep -
 node_yaml sim-node-0 | k_node sim-node-0 create -f - >/dev/null || die "sim-node-0 cannot create its Node"
 node_yaml sim-node-1 | k_node sim-node-1 create -f - >/dev/null || die "sim-node-1 cannot create its Node"
 step "sim-node-0 and sim-node-1 created their Nodes with their own tokens"
-k_node sim-node-0 patch node sim-node-0 --subresource=status --type=merge \
-  -p '{"status":{"allocatable":{"cpu":"5"}}}' >/dev/null || die "sim-node-0 cannot patch its own status"
+# Like the kubelet: PATCH nodes/NAME/status with a strategic merge patch, no GET first (the Node
+# authorizer does not let a node GET nodes/status, so `kubectl patch --subresource=status` fails).
+# Prints the HTTP status code, the response body goes to $DIR/patch.out.
+node_patch_status() {
+  curl -sS -o "$DIR/patch.out" -w '%{http_code}' --cacert "$CA_FILE" -H "Authorization: Bearer node-$1" \
+    -X PATCH -H 'Content-Type: application/strategic-merge-patch+json' --data "$3" \
+    "$APISERVER_URL/api/v1/nodes/$2/status"
+}
+code=$(node_patch_status sim-node-0 sim-node-0 '{"status":{"allocatable":{"cpu":"5"}}}')
+[[ $code == 200 ]] || die "sim-node-0 cannot patch its own status: $code $(<"$DIR/patch.out")"
 [[ $(k get node sim-node-0 -o jsonpath='{.status.allocatable.cpu}') == 5 ]] || die "own status patch not applied"
-step "sim-node-0 patched its own status"
-if out=$(k_node sim-node-0 patch node sim-node-1 --subresource=status --type=merge \
-  -p '{"status":{"allocatable":{"cpu":"6"}}}' 2>&1); then
-  die "sim-node-0 was allowed to patch sim-node-1's status"
-fi
-grep -q 'Forbidden\|forbidden' <<<"$out" || die "unexpected error: $out"
-step "sim-node-0 may not patch sim-node-1's status: $(tr '\n' ' ' <<<"$out" | cut -c1-200)"
-if out=$(k_node sim-node-0 get node sim-node-1 2>&1); then die "sim-node-0 could read sim-node-1"; fi
+step "sim-node-0 patched its own status (HTTP $code)"
+code=$(node_patch_status sim-node-0 sim-node-1 '{"status":{"allocatable":{"cpu":"6"}}}')
+[[ $code == 403 ]] || die "sim-node-0 patching sim-node-1's status: HTTP $code $(<"$DIR/patch.out")"
+[[ $(k get node sim-node-1 -o jsonpath='{.status.allocatable.cpu}') == 4 ]] || die "sim-node-1 was modified"
+step "sim-node-0 may not patch sim-node-1's status: HTTP $code $(sed -n 's/^ *"message": *"\(.*\)",$/\1/p' "$DIR/patch.out")"
+if k_node sim-node-0 get node sim-node-1 >/dev/null 2>&1; then die "sim-node-0 could read sim-node-1"; fi
 step "sim-node-0 may not read sim-node-1 either (Node authorizer with selectors)"
 
 # 4. controller-manager: a Deployment gets a Pod. The pod only fits the kwok node (nodeSelector +
@@ -122,7 +128,8 @@ spec:
         resources:
           requests: {cpu: 100m, memory: 64Mi}
 EOF
-poll 60 eval '[[ -n $(k -n "$NS" get pods -l app=web -o name) ]]' || die "the Deployment made no Pod"
+has_web_pod() { [[ -n $(k -n "$NS" get pods -l app=web -o name) ]]; }
+poll 60 has_web_pod || die "the Deployment made no Pod"
 step "Deployment made pod $(k -n "$NS" get pods -l app=web -o name)"
 
 # 5. scheduler + kwok: a fake node, the pod is scheduled there and becomes Running
@@ -150,21 +157,25 @@ EOF
   --kubeconfig="$KUBECONFIG" \
   --manage-all-nodes=false \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-  --manage-nodes-with-label-selector= \
-  --manage-single-node= \
   --node-ip=127.0.0.1 \
   --node-lease-duration-seconds=40 \
-  --cidr=10.244.0.0/16 \
+  --cidr=10.244.0.1/16 \
   </dev/null >"$LOG_DIR/kwok.log" 2>&1 &
 echo $! >"$PID_DIR/kwok.pid"
 step "kwok started (pid $(<"$PID_DIR/kwok.pid"))"
-poll 60 eval '[[ $(k get node "$KWOK_NODE" -o jsonpath="{.status.conditions[?(@.type==\"Ready\")].status}") == True ]]' ||
+node_ready() { [[ $(k get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
+poll 60 node_ready "$KWOK_NODE" ||
   die "$KWOK_NODE did not become Ready (see $LOG_DIR/kwok.log)"
-step "$KWOK_NODE is Ready"
-poll 90 eval '[[ $(k -n "$NS" get pods -l app=web -o jsonpath="{.items[0].status.phase}") == Running ]]' ||
+has_lease() { k -n kube-node-lease get lease "$1"; }
+poll 30 has_lease "$KWOK_NODE" || die "kwok made no Lease for $KWOK_NODE"
+step "$KWOK_NODE is Ready and has a Lease"
+web_running() { [[ $(k -n "$NS" get pods -l app=web -o jsonpath='{.items[0].status.phase}') == Running ]]; }
+poll 90 web_running ||
   die "pod not Running: $(k -n "$NS" get pods -o wide 2>&1)"
 node=$(k -n "$NS" get pods -l app=web -o jsonpath='{.items[0].spec.nodeName}')
 [[ $node == "$KWOK_NODE" ]] || die "pod runs on '$node'"
+[[ $(k get node sim-node-0 -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') != True ]] ||
+  die "kwok took over sim-node-0 (it must manage only nodes annotated kwok.x-k8s.io/node=fake)"
 step "pod Running on $node: $(k -n "$NS" get pods -l app=web -o jsonpath='{.items[0].status.podIP}')"
 
 # 6. down stops everything
