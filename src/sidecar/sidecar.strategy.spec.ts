@@ -1,7 +1,8 @@
 import { Counter, Registry } from 'prom-client';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.js';
-import { deploymentPod, mirrorPod, podReview } from '../../test/fixtures/sidecar-pods.js';
+import { podReview } from '../../test/fixtures/pods.js';
+import { deploymentPod, mirrorPod } from '../../test/fixtures/sidecar-pods.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import { parseConfig } from '../config/config.loader.js';
 import type { OvercommitConfig } from '../config/config.schema.js';

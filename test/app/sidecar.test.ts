@@ -1,6 +1,7 @@
 import fastJsonPatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deploymentPod, mirrorPod, podReview } from '../fixtures/sidecar-pods.js';
+import { podReview } from '../fixtures/pods.js';
+import { deploymentPod, mirrorPod } from '../fixtures/sidecar-pods.js';
 import { eventually, metricValue, startServer, type TestServer } from './harness.js';
 
 const TEMPLATES = `
