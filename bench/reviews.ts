@@ -5,6 +5,7 @@
  * same bytes.
  */
 import { kubeadmNode, kwokNode, nodeReview } from '../test/fixtures/nodes.js';
+import { podReview } from '../test/fixtures/pods.js';
 
 type Json = Record<string, any>;
 
@@ -156,28 +157,7 @@ export function deploymentPodReview(): Json {
     },
     status: { phase: 'Pending', qosClass: 'Burstable' },
   };
-  return {
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: uid(4),
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      resource: { group: '', version: 'v1', resource: 'pods' },
-      requestKind: { group: '', version: 'v1', kind: 'Pod' },
-      requestResource: { group: '', version: 'v1', resource: 'pods' },
-      namespace,
-      operation: 'CREATE',
-      userInfo: {
-        username: 'system:serviceaccount:kube-system:replicaset-controller',
-        uid: '8a7b6c5d-4e3f-4a2b-9c1d-0e9f8a7b6c5d',
-        groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'],
-      },
-      object: pod,
-      oldObject: null,
-      dryRun: false,
-      options: { kind: 'CreateOptions', apiVersion: 'meta.k8s.io/v1' },
-    },
-  };
+  return podReview(pod, { uid: uid(4) });
 }
 
 const encode = (review: Json) => Buffer.from(JSON.stringify(review));
