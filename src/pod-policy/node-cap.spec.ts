@@ -39,6 +39,22 @@ describe('nodeCap', () => {
     expect(nodeCap(bad)).toMatchObject({ source: 'allocatable', cap: { cpu: 4000n } });
   });
 
+  it('an opted-out node is capped at its raw value, whether or not its kubelet has re-reported yet', () => {
+    for (const label of ['kube-overcommit.io/disabled', 'node-oversell/disable']) {
+      const stillInflated = inflatedNode();
+      stillInflated.metadata.labels[label] = 'true';
+      expect(stillInflated.status.allocatable.cpu).toBe('6');
+      const cap = nodeCap(stillInflated);
+      expect(cap.source).toBe('opted-out');
+      expect(cap.cap.cpu).toBe(4000n);
+      expect(cap.ratios).toEqual({});
+
+      const reReported = structuredClone(stillInflated);
+      reReported.status.allocatable.cpu = '4'; // the kubelet's raw value; our annotations stay behind
+      expect(nodeCap(reReported).cap.cpu).toBe(4000n);
+    }
+  });
+
   it('a node with no allocatable has no cap', () => {
     expect(nodeCap({ metadata: { name: 'x' } }).cap).toEqual({});
   });

@@ -10,6 +10,7 @@
  */
 import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
 import {
+  isOptedOut,
   planNodeStatus,
   readAmounts,
   readRecord,
@@ -25,7 +26,8 @@ export interface NodeCap {
   raw: ResourceAmounts;
   /** Ratios ≠ 1 from the node's record. */
   ratios: AppliedRatios;
-  source: 'annotations' | 'allocatable';
+  /** Where the cap came from: our record, the stored allocatable (no record), or the raw value of an opted-out node. */
+  source: 'annotations' | 'allocatable' | 'opted-out';
 }
 
 export interface NodeUsage {
@@ -47,6 +49,13 @@ export interface CapViolation {
 
 /** Throws on an unparsable allocatable (the API server validated it, so this does not happen). */
 export function nodeCap(node: NodeLike): NodeCap {
+  if (isOptedOut(node.metadata?.labels)) {
+    // An opted-out node keeps our last annotations (the webhook no longer sees it) and may
+    // still store an inflated value until its kubelet reports again: its cap is the raw value.
+    const plan = planNodeStatus(node, null);
+    const raw = plan?.raw ?? {};
+    return { cap: raw, raw, ratios: {}, source: 'opted-out' };
+  }
   const record = readRecord(node.metadata?.annotations);
   if (record === null) {
     const allocatable = readAmounts(node.status?.allocatable);
