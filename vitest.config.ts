@@ -18,6 +18,8 @@ export default defineConfig({
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           environment: 'node',
+          // Builds and starts one control plane for the whole run; tests read it with e2eEnv().
+          globalSetup: ['test/e2e/harness/global-setup.ts'],
           setupFiles: ['reflect-metadata'],
           testTimeout: 300_000,
           hookTimeout: 600_000,

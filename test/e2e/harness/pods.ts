@@ -1,0 +1,67 @@
+import type { E2eEnv } from './env.js';
+import { adminClient, KubeApiError, type KubeClient } from './kube-client.js';
+import { waitUntil } from './wait.js';
+
+/**
+ * A namespace (with these labels), ready for pods: the controller-manager has made its
+ * "default" ServiceAccount (the ServiceAccount admission plugin refuses pods before that).
+ */
+export async function createNamespace(env: E2eEnv, name: string, labels: Record<string, string> = {}): Promise<void> {
+  const admin = adminClient(env);
+  try {
+    await admin.post('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
+    await waitUntil(`ServiceAccount ${name}/default`, () => admin.get(`/api/v1/namespaces/${name}/serviceaccounts/default`), { timeoutMs: 30_000 });
+  } finally {
+    admin.close();
+  }
+}
+
+/** Deletes a namespace without waiting for it to go. */
+export async function deleteNamespace(env: E2eEnv, name: string): Promise<void> {
+  const admin = adminClient(env);
+  try {
+    await admin.delete(`/api/v1/namespaces/${name}`).catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
+  } finally {
+    admin.close();
+  }
+}
+
+export interface PodCounts {
+  total: number;
+  /** spec.nodeName set. */
+  bound: number;
+  running: number;
+  /** PodScheduled=False with reason Unschedulable: the scheduler tried and found no node. */
+  unschedulable: number;
+  /** Bound pods per node. */
+  byNode: Record<string, number>;
+}
+
+export async function listPods(client: KubeClient, namespace: string, labelSelector?: string): Promise<any[]> {
+  const list = await client.get(`/api/v1/namespaces/${namespace}/pods`, labelSelector ? { labelSelector } : undefined);
+  return list.items ?? [];
+}
+
+export function countPods(pods: any[]): PodCounts {
+  const counts: PodCounts = { total: pods.length, bound: 0, running: 0, unschedulable: 0, byNode: {} };
+  for (const pod of pods) {
+    const node = pod.spec?.nodeName;
+    if (node) {
+      counts.bound++;
+      counts.byNode[node] = (counts.byNode[node] ?? 0) + 1;
+    }
+    if (pod.status?.phase === 'Running') counts.running++;
+    if ((pod.status?.conditions ?? []).some((c: any) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable')) counts.unschedulable++;
+  }
+  return counts;
+}
+
+/**
+ * Deletes the pods and waits until none is left. Pods on kwok nodes are finished off by kwok
+ * (its pod-delete stage) after their grace period; `force` removes them at once (grace 0).
+ */
+export async function deleteAllPods(client: KubeClient, namespace: string, options: { labelSelector?: string; force?: boolean } = {}): Promise<void> {
+  const { labelSelector, force } = options;
+  await client.delete(`/api/v1/namespaces/${namespace}/pods`, { ...(force ? { gracePeriodSeconds: 0 } : {}), ...(labelSelector ? { labelSelector } : {}) });
+  await waitUntil(`pods in ${namespace} deleted`, async () => (await listPods(client, namespace, labelSelector)).length === 0, { timeoutMs: 60_000 });
+}
