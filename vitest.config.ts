@@ -1,19 +1,19 @@
-import swc from 'unplugin-swc';
 import { defineConfig } from 'vitest/config';
 
-// SWC emits the legacy decorators and design:* metadata that Nest's dependency injection reads.
-const decorators = swc.vite({ module: { type: 'es6' }, jsc: { target: 'es2022' } });
+// Vite's oxc transform emits the legacy decorators and design:* metadata that Nest's
+// dependency injection reads (as tsc does with experimentalDecorators + emitDecoratorMetadata).
+const decorators = { oxc: { decorator: { legacy: true, emitDecoratorMetadata: true } } } as const;
 
 export default defineConfig({
   test: {
     projects: [
-      { plugins: [decorators], test: { name: 'unit', include: ['src/**/*.spec.ts'], environment: 'node', setupFiles: ['reflect-metadata'] } },
+      { ...decorators, test: { name: 'unit', include: ['src/**/*.spec.ts'], environment: 'node', setupFiles: ['reflect-metadata'] } },
       {
-        plugins: [decorators],
+        ...decorators,
         test: { name: 'app', include: ['test/app/**/*.test.ts'], environment: 'node', setupFiles: ['reflect-metadata'], testTimeout: 20_000 },
       },
       {
-        plugins: [decorators],
+        ...decorators,
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
