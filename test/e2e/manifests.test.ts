@@ -1,0 +1,76 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, copyFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { e2eEnv } from './harness/context.js';
+
+type Doc = Record<string, any>;
+
+/** `kubectl kustomize DIR` with the built kubectl (the same kustomize `kubectl apply -k` runs). */
+function kustomize(dir: string): Doc[] {
+  const out = execFileSync(join(e2eEnv().binDir, 'kubectl'), ['kustomize', dir], { encoding: 'utf8' });
+  return parseAllDocuments(out).map((d) => d.toJS() as Doc);
+}
+
+const find = (docs: Doc[], kind: string, name?: string) => docs.find((d) => d.kind === kind && (!name || d.metadata?.name === name));
+
+describe('shipped manifests', () => {
+  it('k8s/ renders the base with cert-manager: certificate into the mounted Secret, CA injected', () => {
+    const docs = kustomize('k8s');
+    const certificate = find(docs, 'Certificate');
+    const deployment = find(docs, 'Deployment', 'kube-overcommit');
+    const webhook = find(docs, 'MutatingWebhookConfiguration', 'kube-overcommit');
+    expect(find(docs, 'Issuer')).toBeDefined();
+    expect(certificate?.spec.dnsNames).toContain('kube-overcommit.kube-overcommit.svc');
+    const secretVolume = deployment?.spec.template.spec.volumes.find((v: Doc) => v.secret);
+    expect(secretVolume.secret.secretName).toBe(certificate?.spec.secretName);
+    expect(webhook?.metadata.annotations['cert-manager.io/inject-ca-from']).toBe(`kube-overcommit/${certificate?.metadata.name}`);
+    for (const entry of webhook?.webhooks ?? []) {
+      expect(entry.clientConfig.caBundle, `${entry.name} caBundle is injected, never hand-written`).toBeUndefined();
+      expect(entry.failurePolicy).toBe('Ignore');
+      expect(entry.timeoutSeconds).toBeLessThanOrEqual(2);
+      expect(entry.sideEffects).toBe('None');
+      expect(entry.clientConfig.service).toMatchObject({ name: 'kube-overcommit', namespace: 'kube-overcommit', path: '/mutate' });
+    }
+  });
+
+  it('the Deployment is hardened and highly available', () => {
+    const docs = kustomize('k8s');
+    const deployment = find(docs, 'Deployment', 'kube-overcommit')!;
+    const pod = deployment.spec.template.spec;
+    const container = pod.containers[0];
+    expect(deployment.spec.replicas).toBeGreaterThanOrEqual(2);
+    expect(pod.topologySpreadConstraints[0].topologyKey).toBe('kubernetes.io/hostname');
+    expect(find(docs, 'PodDisruptionBudget')?.spec.minAvailable).toBe(1);
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(container.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+    expect(container.resources.requests).toBeDefined();
+    expect(container.resources.limits.memory).toBeDefined();
+    expect(container.readinessProbe.httpGet.path).toBe('/readyz');
+    expect(container.livenessProbe.httpGet.path).toBe('/healthz');
+  });
+
+  it('k8s/monitoring adds a ServiceMonitor and PrometheusRule whose rules pass promtool check and unit tests', () => {
+    const docs = kustomize('k8s/monitoring');
+    expect(find(docs, 'ServiceMonitor')?.spec.endpoints[0].port).toBe('http-metrics');
+    const rule = find(docs, 'PrometheusRule')!;
+    const alerts = rule.spec.groups.flatMap((g: Doc) => g.rules.map((r: Doc) => r.alert));
+    expect(alerts).toEqual([
+      'KubeOvercommitWebhookAbsent',
+      'KubeOvercommitAdmissionErrors',
+      'KubeOvercommitAdmissionLatencyHigh',
+      'KubeOvercommitConfigInvalid',
+      'KubeOvercommitNodeOverCap',
+    ]);
+    const dir = mkdtempSync(join(tmpdir(), 'kube-overcommit-rules-'));
+    writeFileSync(join(dir, 'rules.yaml'), JSON.stringify({ groups: rule.spec.groups }));
+    copyFileSync(join('test', 'e2e', 'prometheus', 'alerts.test.yaml'), join(dir, 'alerts.test.yaml'));
+    // promtool (Debian's prometheus package; .ci/run installs it). Non-zero exit throws with its output.
+    const check = execFileSync('promtool', ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
+    expect(check).toMatch(/SUCCESS: 5 rules found/);
+    const unit = execFileSync('promtool', ['test', 'rules', join(dir, 'alerts.test.yaml')], { encoding: 'utf8', cwd: dir });
+    expect(unit).toMatch(/SUCCESS/);
+  });
+});
