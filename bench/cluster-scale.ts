@@ -1,0 +1,506 @@
+/**
+ * Cluster scale (issue 4, part 2): `npm run bench:cluster`.
+ *
+ * One real control plane of the e2e harness (etcd, kube-apiserver, kube-controller-manager,
+ * kube-scheduler v1.34 built from their Go modules; k8s/base applied through the harness's
+ * overlay; the webhook as the image runs it, `node dist/main.js`, with a ServiceAccount token),
+ * and `--nodes` simulated kubelets (bench/fleet.ts: the kubelet's status algorithm at its real
+ * frequencies — update every 10 s, report every 5 min with the kubelet's ±50 % one-time delay,
+ * Lease renewed every 10 s — registration spread over 10 s) in two phases of the same run:
+ *
+ *   inflation  the ConfigMap gives cpu a ratio of `--ratio` (1.5): every kubelet sync sees a
+ *              stored allocatable that differs from its own, so it PATCHes every update period
+ *   baseline   `--baseline ratio-1` (default): the ConfigMap's ratios set to 1, the webhook stays
+ *              registered and called — what an operator does to switch inflation off, and it
+ *              checks that ratio 1 costs nothing; `--baseline no-webhook`: the
+ *              MutatingWebhookConfiguration deleted (no admission call at all)
+ *
+ * Each phase is measured over `--minutes` after a settling time (inflation: `--warmup` s after the
+ * last registration; baseline: `--settle` s, 180 by default, after the switch — the kubelet's
+ * one-time report delay spreads the first reports over 150–450 s after the last changed PATCH, so
+ * a window that starts 150 s + one update period later sees steady-state reports). Per phase:
+ * node-status PATCHes the kubelets sent and the API server counted
+ * (`apiserver_request_total{resource="nodes",subresource="status",verb="PATCH"}`), the API server's
+ * webhook latency (`apiserver_admission_webhook_admission_duration_seconds`, name
+ * nodes.kube-overcommit.io, from bucket deltas), failed and rejected updates, CPU seconds and RSS
+ * of the webhook, the API server, etcd, the controller manager, the scheduler and the load
+ * generator itself (this process: how late its timers fire says whether one process kept up),
+ * etcd puts and bytes received, the Node object's size, and the write amplification.
+ *
+ * Flags: --nodes 1000 --minutes 10 --ratio 1.5 --baseline ratio-1|no-webhook --warmup 30
+ *   --settle 180 --images 0 (status.images entries per node: 0 is the e2e SimKubelet's lean node,
+ *   which this 2-core machine can serve for 1,000 nodes; 50 is a kubelet's default maximum)
+ *   --update-seconds 10 --report-seconds 300 --start-spread 10 --max-sockets <nodes>
+ *   --read lister|get (bench/fleet.ts: how a kubelet's sync reads its Node) --keep (leave the run folder's data) --out FILE
+ * Writes bench/results/cluster-scale.json. Default run: about 25 minutes.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import os from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { nodesWebhookName } from '../test/e2e/harness/apiserver.js';
+import { applyConfig, configYaml } from '../test/e2e/harness/config.js';
+import type { E2eEnv } from '../test/e2e/harness/env.js';
+import { adminClient, KubeApiError } from '../test/e2e/harness/kube-client.js';
+import { not } from '../test/e2e/harness/metrics.js';
+import { claimNodeNames } from '../test/e2e/harness/nodes.js';
+import { baseUnits } from '../test/e2e/harness/quantity.js';
+import { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import {
+  bringUp,
+  type ClusterProcesses,
+  clusterProcesses,
+  counterDelta,
+  histogramDelta,
+  machineBusy,
+  machineCpu,
+  ProcessWatch,
+  scrape,
+  type Scrape,
+} from './cluster.js';
+import { Fleet, type FleetCounters, subtractCounters } from './fleet.js';
+import { machineInfo, resultsPath, round, sleep, table } from './lib.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    nodes: { type: 'string' },
+    minutes: { type: 'string' },
+    ratio: { type: 'string' },
+    baseline: { type: 'string' },
+    warmup: { type: 'string' },
+    settle: { type: 'string' },
+    images: { type: 'string' },
+    'update-seconds': { type: 'string' },
+    'report-seconds': { type: 'string' },
+    'start-spread': { type: 'string' },
+    'max-sockets': { type: 'string' },
+    read: { type: 'string' },
+    keep: { type: 'boolean' },
+    out: { type: 'string' },
+  },
+});
+
+function num(text: string | undefined, fallback: number, min: number, name: string): number {
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (!Number.isFinite(value) || value < min) throw new Error(`--${name}: expected a number ≥ ${min}, got ${text}`);
+  return value;
+}
+
+const options = {
+  nodes: Math.round(num(flags.nodes, 1000, 1, 'nodes')),
+  minutes: num(flags.minutes, 10, 0.1, 'minutes'),
+  ratio: num(flags.ratio, 1.5, 1, 'ratio'),
+  baseline: (flags.baseline ?? 'ratio-1') as 'ratio-1' | 'no-webhook',
+  warmupSeconds: num(flags.warmup, 30, 0, 'warmup'),
+  settleSeconds: num(flags.settle, 180, 0, 'settle'),
+  images: Math.round(num(flags.images, 0, 0, 'images')),
+  updateSeconds: num(flags['update-seconds'], 10, 0.1, 'update-seconds'),
+  reportSeconds: num(flags['report-seconds'], 300, 1, 'report-seconds'),
+  startSpreadSeconds: num(flags['start-spread'], 10, 0, 'start-spread'),
+  /** Default: one per kubelet, as each real kubelet holds its own connection (only as many open as requests are concurrent). */
+  maxSockets: 0,
+  /** How a kubelet's sync reads its Node: `lister` (its last answer from the API server) or `get` (GET ?resourceVersion=0). */
+  read: (flags.read ?? 'lister') as 'lister' | 'get',
+  keep: flags.keep ?? false,
+};
+if (!['lister', 'get'].includes(options.read)) throw new Error('--read: lister or get');
+options.maxSockets = Math.round(num(flags['max-sockets'], options.nodes, 1, 'max-sockets'));
+if (!['ratio-1', 'no-webhook'].includes(options.baseline)) throw new Error('--baseline: ratio-1 or no-webhook');
+const outFile = flags.out ?? resultsPath('cluster-scale.json');
+const t0 = Date.now();
+const log = (line: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] ${line}\n`);
+const loadAvg = () => os.loadavg().map((l) => round(l, 2));
+
+// ---------------------------------------------------------------------------------------------
+
+interface PhaseFigures {
+  name: string;
+  description: string;
+  window: { startedAt: string; seconds: number; loadAvgStart: number[]; loadAvgEnd: number[] };
+  transition?: { seconds: number; sims: FleetCounters };
+  sims: FleetCounters & {
+    writesPerSec: number;
+    /** nodes ÷ mean seconds between two PATCHes of a node: the steady-state rate. */
+    steadyWritesPerSec: number;
+    patchMs: object;
+    patchIntervalS: object;
+    syncMs: object;
+    leaseMs: object;
+  };
+  apiserver: {
+    statusPatches: number;
+    statusPatchesPerSec: number;
+    statusPatchErrors: number;
+    statusPatchMs: object | null;
+    leaseWrites: number;
+    nodeGets: number;
+    allRequests: number;
+    allRequestsPerSec: number;
+    webhook: {
+      calls200: number;
+      callsNot200: number;
+      failOpen: number;
+      rejections: number;
+      admissionMs: object | null;
+    };
+  };
+  webhookSelf: { requests: Record<string, number>; durationMs: object | null } | null;
+  etcd: { puts: number; putsPerSec: number; receivedBytes: number; receivedBytesPerSec: number; dbSizeMiB: number };
+  cpu: Record<string, object>;
+  machine: { busyShare: number; busyCores: number; stealShare: number };
+  loadGenerator: { tickLateMs: object; eventLoopDelayMs: { p50: number; p99: number; max: number }; keptUp: boolean };
+  webhookCpuMsPerCall: number;
+  nodeObject: { json: number; protobuf: number; patchBodyMeanBytes: number };
+  /** At the end of the window: how many nodes store the phase's allocatable cpu (others: by value). */
+  check: { nodes: number; expectedCpu: string; matching: number; others: Record<string, number> };
+}
+
+async function nodeSizes(env: E2eEnv, name: string): Promise<{ json: number; protobuf: number }> {
+  // The API server stores objects in etcd as protobuf (after a 4-byte "k8s\0" magic): the
+  // protobuf answer is about the size of each write.
+  const get = (accept: string) =>
+    new Promise<number>((resolve, reject) => {
+      const agent = new https.Agent({ ca: readFileSync(env.caFile) });
+      const req = https.get(new URL(`/api/v1/nodes/${name}`, env.apiserverUrl), { agent, headers: { authorization: `Bearer ${env.adminToken}`, accept } }, (res) => {
+        let bytes = 0;
+        res.on('data', (c: Buffer) => (bytes += c.length));
+        res.on('end', () => {
+          agent.destroy();
+          if (res.statusCode === 200) resolve(bytes);
+          else reject(new Error(`GET node ${name} (${accept}): HTTP ${res.statusCode}`));
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+    });
+  return { json: await get('application/json'), protobuf: await get('application/vnd.kubernetes.protobuf') };
+}
+
+/** Every fleet node's stored allocatable cpu against the expected value (one LIST). */
+async function checkNodes(env: E2eEnv, names: string[], expectedCpu: string): Promise<{ nodes: number; expectedCpu: string; matching: number; others: Record<string, number> }> {
+  const admin = adminClient(env);
+  try {
+    const list = await admin.get('/api/v1/nodes', { labelSelector: 'bench.kube-overcommit.io/fleet=true' });
+    const want = baseUnits('cpu', expectedCpu);
+    const mine = new Set(names);
+    let matching = 0;
+    const others: Record<string, number> = {};
+    for (const node of list.items ?? []) {
+      if (!mine.has(node.metadata.name)) continue;
+      const cpu = node.status?.allocatable?.cpu;
+      if (cpu !== undefined && baseUnits('cpu', cpu) === want) matching++;
+      else others[String(cpu)] = (others[String(cpu)] ?? 0) + 1;
+    }
+    return { nodes: mine.size, expectedCpu, matching, others };
+  } finally {
+    admin.close();
+  }
+}
+
+function inflate(cpu: string, ratio: number): string {
+  const milli = (baseUnits('cpu', cpu) * BigInt(Math.round(ratio * 1_000_000))) / 1_000_000n;
+  return milli % 1000n === 0n ? String(milli / 1000n) : `${milli}m`;
+}
+
+async function measure(
+  name: string,
+  description: string,
+  env: E2eEnv,
+  processes: ClusterProcesses,
+  webhook: WebhookProcess,
+  fleet: Fleet,
+  names: string[],
+  seconds: number,
+  expectedCpu: string,
+  transition?: { seconds: number; sims: FleetCounters },
+): Promise<PhaseFigures> {
+  const nodesEntry = nodesWebhookName(env);
+  const loadStart = loadAvg();
+  const pids: Record<string, number> = {
+    webhook: webhook.pid!,
+    apiserver: processes.pids.apiserver,
+    etcd: processes.pids.etcd,
+    controllerManager: processes.pids.controllerManager,
+    scheduler: processes.pids.scheduler,
+    loadGenerator: process.pid,
+  };
+  const startedAt = new Date().toISOString();
+  const before: Scrape = await scrape(env, processes, webhook);
+  const watch = new ProcessWatch(pids);
+  const cpuBefore = machineCpu();
+  const simsBefore = fleet.snapshot();
+  fleet.newWindow();
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
+  const windowStart = Date.now();
+  const end = windowStart + seconds * 1000;
+  while (Date.now() < end) {
+    await sleep(Math.min(60_000, end - Date.now()));
+    const so = subtractCounters(fleet.snapshot(), simsBefore);
+    const elapsed = (Date.now() - windowStart) / 1000;
+    log(
+      `  ${name}: ${elapsed.toFixed(0)} s, ${so.patchOk} PATCHes (${(so.patchOk / elapsed).toFixed(2)}/s), ${so.patchFailures} failed, ` +
+        `${so.skipped} syncs skipped, timers late p99 ${fleet.window.tickLateMs.summary().p99} ms, load ${loadAvg().join(' ')}`,
+    );
+  }
+  loop.disable();
+  const cpu = watch.end();
+  const machine = machineBusy(cpuBefore, machineCpu());
+  const windowSeconds = (Date.now() - windowStart) / 1000;
+  const sims = subtractCounters(fleet.snapshot(), simsBefore);
+  const samples = fleet.newWindow();
+  const after = await scrape(env, processes, webhook);
+  const sizes = await nodeSizes(env, names[0]!);
+  const check = await checkNodes(env, names, expectedCpu);
+
+  const statusPatch = { resource: 'nodes', subresource: 'status', verb: 'PATCH' };
+  const statusPatches = counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', statusPatch);
+  const statusPatchErrors = counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', { ...statusPatch, code: (c) => c !== undefined && !c.startsWith('2') });
+  const calls200 = counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', { name: nodesEntry, type: 'admit', code: '200' });
+  const callsNot200 = counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', { name: nodesEntry, type: 'admit', code: not('200') });
+  const summary = (s: { summary(): object }) => s.summary();
+  const patchInterval = samples.patchIntervalS.summary();
+  const tickLate = samples.tickLateMs.summary();
+  const webhookRequests: Record<string, number> = {};
+  for (const outcome of ['patched', 'unchanged', 'denied', 'error']) {
+    webhookRequests[outcome] = counterDelta(before.webhook, after.webhook, 'kube_overcommit_admission_requests_total', { resource: 'nodes/status', outcome });
+  }
+  const updatePeriodS = options.updateSeconds * 1.02;
+  return {
+    name,
+    description,
+    window: { startedAt, seconds: round(windowSeconds, 1), loadAvgStart: loadStart, loadAvgEnd: loadAvg() },
+    ...(transition ? { transition } : {}),
+    sims: {
+      ...sims,
+      writesPerSec: round(sims.patchOk / windowSeconds, 3),
+      steadyWritesPerSec: round(names.length / patchInterval.mean, 3),
+      patchMs: samples.patchMs.summary(),
+      patchIntervalS: patchInterval,
+      syncMs: summary(samples.syncMs),
+      leaseMs: summary(samples.leaseMs),
+    },
+    apiserver: {
+      statusPatches,
+      statusPatchesPerSec: round(statusPatches / windowSeconds, 3),
+      statusPatchErrors,
+      statusPatchMs: histogramDelta(before.apiserver, after.apiserver, 'apiserver_request_duration_seconds', statusPatch, 1000),
+      leaseWrites: counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', { resource: 'leases', verb: 'PUT' }),
+      nodeGets: counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', { resource: 'nodes', verb: 'GET' }),
+      allRequests: counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total'),
+      allRequestsPerSec: round(counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total') / windowSeconds, 1),
+      webhook: {
+        calls200,
+        callsNot200,
+        failOpen: counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_fail_open_count', { name: nodesEntry, type: 'admit' }),
+        rejections: counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_rejection_count', { name: nodesEntry, type: 'admit' }),
+        admissionMs: histogramDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_admission_duration_seconds', { name: nodesEntry, type: 'admit', operation: 'UPDATE' }, 1000),
+      },
+    },
+    webhookSelf: before.webhook
+      ? { requests: webhookRequests, durationMs: histogramDelta(before.webhook, after.webhook, 'kube_overcommit_admission_duration_seconds', { resource: 'nodes/status' }, 1000) }
+      : null,
+    etcd: {
+      puts: counterDelta(before.etcd, after.etcd, 'etcd_mvcc_put_total'),
+      putsPerSec: round(counterDelta(before.etcd, after.etcd, 'etcd_mvcc_put_total') / windowSeconds, 2),
+      receivedBytes: counterDelta(before.etcd, after.etcd, 'etcd_network_client_grpc_received_bytes_total'),
+      receivedBytesPerSec: round(counterDelta(before.etcd, after.etcd, 'etcd_network_client_grpc_received_bytes_total') / windowSeconds, 0),
+      dbSizeMiB: round(after.etcd.sum('etcd_mvcc_db_total_size_in_bytes') / 1024 / 1024, 1),
+    },
+    cpu,
+    machine,
+    loadGenerator: {
+      tickLateMs: tickLate,
+      eventLoopDelayMs: { p50: round(loop.percentile(50) / 1e6, 2), p99: round(loop.percentile(99) / 1e6, 2), max: round(loop.max / 1e6, 2) },
+      // Kept up: timers fire < 1 s late at p99 and the inflation phase's PATCH interval is within 10 % of the update period.
+      keptUp: tickLate.p99 < 1000 && (name !== 'inflation' || patchInterval.mean < updatePeriodS * 1.1),
+    },
+    webhookCpuMsPerCall: round(((cpu.webhook as { cpuSeconds: number }).cpuSeconds * 1000) / Math.max(1, calls200 + callsNot200), 3),
+    nodeObject: { ...sizes, patchBodyMeanBytes: round(sims.patchBodyBytes / Math.max(1, sims.patchAttempts), 0) },
+    check,
+  };
+}
+
+async function main(): Promise<number> {
+  log(
+    `kube-overcommit cluster-scale bench — ${options.nodes} kubelets, ${options.minutes} min per phase, cpu ratio ${options.ratio}, ` +
+      `baseline ${options.baseline}; ${os.cpus().length} cpus, load ${loadAvg().join(' ')}`,
+  );
+  const stage = await bringUp('bench-cluster', log, options.keep);
+  const { env } = stage;
+  let exitCode = 0;
+  try {
+    const processes = clusterProcesses(env);
+    const webhook = new WebhookProcess(env, { logLevel: 'info' });
+    await webhook.start();
+    stage.onTearDown(() => webhook.stop());
+    log(`webhook pid ${webhook.pid} on ${env.webhook.url}; API server pid ${processes.pids.apiserver}, etcd pid ${processes.pids.etcd}`);
+    await webhook.waitForConfig(await applyConfig(env, configYaml({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 } } })));
+    log(`ConfigMap: cpu ratio ${options.ratio}`);
+
+    const names = claimNodeNames(env, 'sim-node', options.nodes);
+    const fleet = new Fleet(env, {
+      names,
+      images: options.images,
+      read: options.read,
+      updateFrequencyMs: options.updateSeconds * 1000,
+      reportFrequencyMs: options.reportSeconds * 1000,
+      leaseDurationSeconds: 40,
+      startSpreadMs: options.startSpreadSeconds * 1000,
+      maxSockets: options.maxSockets,
+    });
+    stage.onTearDown(() => fleet.stop());
+    const registering = Date.now();
+    await fleet.start();
+    log(`${fleet.counters.registered} nodes registered in ${((Date.now() - registering) / 1000).toFixed(1)} s (${fleet.counters.registerFailures} failures)`);
+    if (fleet.counters.registered < options.nodes) throw new Error(`only ${fleet.counters.registered} of ${options.nodes} nodes registered:\n  ${fleet.errors.slice(0, 10).join('\n  ')}`);
+    await sleep(options.warmupSeconds * 1000);
+    const capacityCpu = fleet.rawAllocatable.cpu!;
+
+    const phases: PhaseFigures[] = [];
+    log(`phase inflation: measuring ${options.minutes} min`);
+    phases.push(
+      await measure('inflation', `cpu ratio ${options.ratio} in the ConfigMap`, env, processes, webhook, fleet, names, options.minutes * 60, inflate(capacityCpu, options.ratio)),
+    );
+
+    // Switch inflation off.
+    const switchedAt = Date.now();
+    const beforeSwitch = fleet.snapshot();
+    let baselineDescription: string;
+    if (options.baseline === 'ratio-1') {
+      await webhook.waitForConfig(await applyConfig(env, configYaml({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } })));
+      baselineDescription = 'every ratio 1 in the ConfigMap; the webhook stays registered';
+    } else {
+      const admin = adminClient(env);
+      try {
+        await admin.delete(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`).catch((e) => {
+          if (!(e instanceof KubeApiError && e.status === 404)) throw e;
+        });
+      } finally {
+        admin.close();
+      }
+      baselineDescription = 'MutatingWebhookConfiguration deleted (no admission call)';
+    }
+    log(`phase baseline (${baselineDescription}): settling ${options.settleSeconds} s`);
+    await sleep(options.settleSeconds * 1000);
+    const transition = { seconds: round((Date.now() - switchedAt) / 1000, 1), sims: subtractCounters(fleet.snapshot(), beforeSwitch) };
+    log(`  transition: ${transition.sims.patchChanged} changed PATCHes, ${transition.sims.patchReport} reports, ${transition.sims.patchFailures} failed`);
+    log(`phase baseline: measuring ${options.minutes} min`);
+    phases.push(await measure('baseline', baselineDescription, env, processes, webhook, fleet, names, options.minutes * 60, capacityCpu, transition));
+
+    const [a, b] = phases as [PhaseFigures, PhaseFigures];
+    const ratio = (x: number, y: number) => round(x / y, 1);
+    const failures = a.sims.patchFailures + b.sims.patchFailures + a.apiserver.statusPatchErrors + b.apiserver.statusPatchErrors + a.apiserver.webhook.rejections + a.apiserver.webhook.failOpen;
+    // The webhook's CPU per call: the inflation phase's CPU over its calls (which also carries the
+    // idle cost: informers, metrics, GC), and the marginal cost between the two phases (with
+    // --baseline no-webhook the baseline has no calls: its CPU is the idle cost).
+    const callsOf = (p: PhaseFigures) => p.apiserver.webhook.calls200 + p.apiserver.webhook.callsNot200;
+    const cpuOf = (p: PhaseFigures) => (p.cpu.webhook as { cpuSeconds: number }).cpuSeconds;
+    const webhookCpu = {
+      perCallMs: a.webhookCpuMsPerCall,
+      marginalPerCallMs: round(((cpuOf(a) - (cpuOf(b) * a.window.seconds) / b.window.seconds) * 1000) / Math.max(1, callsOf(a) - (callsOf(b) * a.window.seconds) / b.window.seconds), 3),
+      baselineCores: (b.cpu.webhook as { cores: number }).cores,
+    };
+    const webhookCpuMsPerCall = webhookCpu.perCallMs;
+    const perNode = {
+      statusWritesPerNodePerSec: { inflation: round(a.sims.steadyWritesPerSec / options.nodes, 5), baseline: round(b.sims.steadyWritesPerSec / options.nodes, 5) },
+      protobufBytesPerWrite: a.nodeObject.protobuf,
+    };
+    const extrapolate = (n: number) => {
+      const writes = n * perNode.statusWritesPerNodePerSec.inflation;
+      const writesBase = n * perNode.statusWritesPerNodePerSec.baseline;
+      return {
+        nodes: n,
+        statusWritesPerSec: { inflation: round(writes, 1), baseline: round(writesBase, 1) },
+        webhookCallsPerSec: round(writes, 1),
+        webhookCores: round((writes * webhookCpuMsPerCall) / 1000, 3),
+        etcdWriteBytesPerSec: { inflation: round(writes * perNode.protobufBytesPerWrite, 0), baseline: round(writesBase * perNode.protobufBytesPerWrite, 0) },
+      };
+    };
+    const report = {
+      benchmark: 'cluster-scale',
+      command: `npm run bench:cluster -- ${process.argv.slice(2).join(' ')}`.trim(),
+      startedAt: new Date(t0).toISOString(),
+      finishedAt: new Date().toISOString(),
+      machine: { ...machineInfo(), loadAvgAtStart: phases[0]!.window.loadAvgStart },
+      cluster: { kubernetes: env.k8sVersion, processes: 'etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (idle), webhook, load generator — all on this machine' },
+      options,
+      fleet: {
+        model: `bench/fleet.ts: kubelet v1.34 status loop (lister read: ${options.read === 'lister' ? 'the last Node the API server answered' : 'GET ?resourceVersion=0'}; strategic merge PATCH of what differs; report with the ±50 % one-time delay), Lease PUT every 10 s; one shared keep-alive agent`,
+        registerBodyBytes: fleet.sizes.registerBodyBytes,
+        errors: fleet.errors,
+      },
+      phases,
+      amplification: {
+        measured: ratio(a.sims.writesPerSec, b.sims.writesPerSec),
+        apiserver: ratio(a.apiserver.statusPatchesPerSec, b.apiserver.statusPatchesPerSec),
+        steadyState: ratio(a.sims.steadyWritesPerSec, b.sims.steadyWritesPerSec),
+        expected: ratio(options.reportSeconds, options.updateSeconds),
+      },
+      failures: { total: failures, target: 0, pass: failures === 0 },
+      webhookCpu,
+      perNode,
+      extrapolation: [extrapolate(options.nodes), extrapolate(5000)],
+    };
+    writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
+
+    const row = (label: string, f: (p: PhaseFigures) => string | number, r?: (x: PhaseFigures, y: PhaseFigures) => string | number) => [label, f(a), f(b), r ? r(a, b) : ''];
+    const num2 = (v: number) => round(v, 2);
+    const ms = (h: any) => (h ? `${h.p50} / ${h.p99}` : '-');
+    const cores = (p: PhaseFigures, k: string) => (p.cpu[k] as any).cores;
+    console.log(
+      `\n${table(
+        ['', 'inflation', 'baseline', 'inflation ÷ baseline'],
+        [
+          row('window s', (p) => p.window.seconds),
+          row('status PATCHes sent (ok)', (p) => p.sims.patchOk),
+          row('status writes/s (sims)', (p) => num2(p.sims.writesPerSec), (x, y) => ratio(x.sims.writesPerSec, y.sims.writesPerSec)),
+          row('status writes/s (API server)', (p) => num2(p.apiserver.statusPatchesPerSec), (x, y) => ratio(x.apiserver.statusPatchesPerSec, y.apiserver.statusPatchesPerSec)),
+          row('steady writes/s (nodes ÷ mean interval)', (p) => num2(p.sims.steadyWritesPerSec), (x, y) => ratio(x.sims.steadyWritesPerSec, y.sims.steadyWritesPerSec)),
+          row('mean s between a node’s PATCHes', (p) => (p.sims.patchIntervalS as any).mean),
+          row('failed PATCHes (sims / API non-2xx)', (p) => `${p.sims.patchFailures} / ${p.apiserver.statusPatchErrors}`),
+          row('webhook calls 200 / other / fail-open / rejected', (p) => `${p.apiserver.webhook.calls200} / ${p.apiserver.webhook.callsNot200} / ${p.apiserver.webhook.failOpen} / ${p.apiserver.webhook.rejections}`),
+          row('API server webhook latency p50 / p99 ms', (p) => ms(p.apiserver.webhook.admissionMs)),
+          row('webhook’s own time p50 / p99 ms', (p) => ms(p.webhookSelf?.durationMs)),
+          row('PATCH round trip p50 / p99 ms (sims)', (p) => ms(p.sims.patchMs)),
+          row('PATCH in API server p50 / p99 ms', (p) => ms(p.apiserver.statusPatchMs)),
+          row('webhook CPU s (cores)', (p) => `${(p.cpu.webhook as any).cpuSeconds} (${cores(p, 'webhook')})`),
+          row('webhook CPU ms per call', (p) => p.webhookCpuMsPerCall, () => `marginal ${webhookCpu.marginalPerCallMs}`),
+          row('webhook peak RSS MiB', (p) => (p.cpu.webhook as any).peakRssMiB),
+          row('API server cores', (p) => cores(p, 'apiserver'), (x, y) => ratio(cores(x, 'apiserver'), cores(y, 'apiserver'))),
+          row('etcd cores', (p) => cores(p, 'etcd')),
+          row('controller-manager + scheduler cores', (p) => num2(cores(p, 'controllerManager') + cores(p, 'scheduler'))),
+          row('load generator cores', (p) => cores(p, 'loadGenerator')),
+          row('machine busy cores (of 2) / CPU stolen by the host', (p) => `${p.machine.busyCores} / ${round(p.machine.stealShare * 100, 1)} %`),
+          row('etcd puts/s', (p) => p.etcd.putsPerSec),
+          row('etcd KiB/s received', (p) => round(p.etcd.receivedBytesPerSec / 1024, 1)),
+          row('Node JSON / protobuf bytes', (p) => `${p.nodeObject.json} / ${p.nodeObject.protobuf}`),
+          row('timers late p50 / p99 ms (load gen)', (p) => `${(p.loadGenerator.tickLateMs as any).p50} / ${(p.loadGenerator.tickLateMs as any).p99}`),
+          row('load generator kept up', (p) => String(p.loadGenerator.keptUp)),
+          row('nodes storing the expected allocatable cpu at the end', (p) => `${p.check.matching}/${p.check.nodes} = ${p.check.expectedCpu}`),
+          row('load average (start → end)', (p) => `${p.window.loadAvgStart[0]} → ${p.window.loadAvgEnd[0]}`),
+        ],
+      )}\n`,
+    );
+    console.log(`write amplification: ${report.amplification.measured} (API server count ${report.amplification.apiserver}, steady state ${report.amplification.steadyState}, expected ≈ ${report.amplification.expected})`);
+    console.log(`failed or rejected status updates: ${failures} (target 0)`);
+    console.log(`wrote ${outFile}`);
+    if (failures > 0) exitCode = 1;
+  } catch (error) {
+    log(`FAILED: ${(error as Error).stack ?? error}`);
+    exitCode = 1;
+  } finally {
+    await stage.tearDown();
+  }
+  return exitCode;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,263 @@
+/**
+ * Helpers of the benchmarks that run on the e2e harness's control plane (bench:cluster,
+ * bench:config): bringing it up and down from a script, the control plane's processes and their
+ * CPU and RSS, and Prometheus histograms read as deltas between two scrapes.
+ */
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import os from 'node:os';
+import { join } from 'node:path';
+import type { E2eEnv } from '../test/e2e/harness/env.js';
+import { adminClient } from '../test/e2e/harness/kube-client.js';
+import { Metrics, type LabelMatch } from '../test/e2e/harness/metrics.js';
+import { setUpE2e, tearDownE2e } from '../test/e2e/harness/setup.js';
+import type { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import { cpuSeconds, round, statusKiB } from './lib.js';
+
+export type Log = (line: string) => void;
+
+/** What cluster.sh wrote to runDir/env.json that E2eEnv does not carry (pids, etcd). */
+export interface ClusterProcesses {
+  etcdUrl: string;
+  pids: { etcd: number; apiserver: number; controllerManager: number; scheduler: number };
+}
+
+export function clusterProcesses(env: E2eEnv): ClusterProcesses {
+  const c = JSON.parse(readFileSync(join(env.runDir, 'env.json'), 'utf8'));
+  return {
+    etcdUrl: c.ETCD_URL,
+    pids: { etcd: Number(c.ETCD_PID), apiserver: Number(c.APISERVER_PID), controllerManager: Number(c.KCM_PID), scheduler: Number(c.SCHEDULER_PID) },
+  };
+}
+
+/**
+ * Brings up the e2e control plane (build if needed, cluster.sh up, kwok, k8s/base through the
+ * overlay, webhook certificate and token) and registers a teardown for exit and signals.
+ */
+export interface Stage {
+  env: E2eEnv;
+  /** Registers something to stop before the control plane goes (run in reverse order). */
+  onTearDown(cleanup: () => Promise<void> | void): void;
+  /** Stops what was registered, then the control plane (`cluster.sh down`); idempotent. */
+  tearDown(): Promise<void>;
+}
+
+export async function bringUp(name: string, log: Log, keep: boolean): Promise<Stage> {
+  let runDir: string | undefined;
+  let done: Promise<void> | undefined;
+  const cleanups: Array<() => Promise<void> | void> = [];
+  const tearDown = () => {
+    done ??= (async () => {
+      for (const cleanup of cleanups.reverse()) await Promise.resolve().then(cleanup).catch((e) => log(`cleanup: ${e}`));
+      if (runDir) await tearDownE2e({ runDir }, { remove: keep ? 'nothing' : 'bulky', log });
+    })();
+    return done;
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`${signal}: stopping everything`);
+      void tearDown().finally(() => process.exit(130));
+    });
+  }
+  try {
+    const env = await setUpE2e({ name, build: 'if-needed', log: (l) => log(`  ${l}`), onRunDir: (dir) => (runDir = dir) });
+    return { env, tearDown, onTearDown: (cleanup) => void cleanups.push(cleanup) };
+  } catch (error) {
+    runDir = undefined; // setUpE2e cleans up after itself
+    throw error;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+export interface ProcessFigures {
+  cpuSeconds: number;
+  /** CPU seconds ÷ wall seconds. */
+  cores: number;
+  /** Highest VmRSS sampled (every second) during the window, MiB. */
+  peakRssMiB: number;
+  /** VmHWM at the end: peak RSS since the process started, MiB. */
+  hwmMiB: number;
+}
+
+/** CPU and RSS of several processes over a window; RSS sampled every second. */
+export class ProcessWatch {
+  private readonly start = new Map<string, number>();
+  private readonly peak = new Map<string, number>();
+  private readonly t0 = performance.now();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly pids: Record<string, number>) {
+    for (const [name, pid] of Object.entries(pids)) {
+      this.start.set(name, safe(() => cpuSeconds(pid)));
+      this.peak.set(name, safe(() => statusKiB(pid, 'VmRSS')));
+    }
+    this.timer = setInterval(() => this.sample(), 1_000);
+  }
+
+  private sample(): void {
+    for (const [name, pid] of Object.entries(this.pids)) this.peak.set(name, Math.max(this.peak.get(name) ?? 0, safe(() => statusKiB(pid, 'VmRSS'))));
+  }
+
+  end(): Record<string, ProcessFigures> {
+    clearInterval(this.timer);
+    this.sample();
+    const wall = (performance.now() - this.t0) / 1000;
+    const out: Record<string, ProcessFigures> = {};
+    for (const [name, pid] of Object.entries(this.pids)) {
+      const cpu = safe(() => cpuSeconds(pid)) - (this.start.get(name) ?? NaN);
+      out[name] = {
+        cpuSeconds: round(cpu, 2),
+        cores: round(cpu / wall, 3),
+        peakRssMiB: round((this.peak.get(name) ?? NaN) / 1024, 1),
+        hwmMiB: round(safe(() => statusKiB(pid, 'VmHWM')) / 1024, 1),
+      };
+    }
+    return out;
+  }
+}
+
+function safe(f: () => number): number {
+  try {
+    return f();
+  } catch {
+    return NaN;
+  }
+}
+
+export interface CpuReading {
+  busy: number;
+  steal: number;
+  total: number;
+}
+
+/** Machine-wide CPU from /proc/stat: busy (without steal), stolen (by the hypervisor) and total jiffies. */
+export function machineCpu(): CpuReading {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
+  const v = line.trim().split(/\s+/).slice(1).map(Number);
+  const idle = (v[3] ?? 0) + (v[4] ?? 0);
+  const steal = v[7] ?? 0;
+  const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+  return { busy: total - idle - steal, steal, total };
+}
+
+/** Shares of the machine's CPU time that were busy and stolen between two readings, and busy cores. */
+export function machineBusy(before: CpuReading, after: CpuReading) {
+  const total = Math.max(1, after.total - before.total);
+  const share = (after.busy - before.busy) / total;
+  return { busyShare: round(share, 3), busyCores: round(share * os.cpus().length, 2), stealShare: round((after.steal - before.steal) / total, 3) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+
+export function httpText(url: string, timeoutMs = 10_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const get = url.startsWith('https:') ? https.get : http.get;
+    const req = get(url, { timeout: timeoutMs }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`GET ${url}: HTTP ${res.statusCode}`))));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`GET ${url}: timeout`)));
+    req.on('error', reject);
+  });
+}
+
+export interface Scrape {
+  at: number;
+  apiserver: Metrics;
+  etcd: Metrics;
+  webhook?: Metrics;
+}
+
+/** The API server's, etcd's and (when running) the webhook's /metrics, at one moment. */
+export async function scrape(env: E2eEnv, processes: ClusterProcesses, webhook?: WebhookProcess): Promise<Scrape> {
+  const admin = adminClient(env);
+  try {
+    const [apiserverText, etcdText, webhookMetrics] = await Promise.all([
+      admin.text('/metrics'),
+      httpText(`${processes.etcdUrl}/metrics`),
+      webhook?.running ? webhook.metrics() : Promise.resolve(undefined),
+    ]);
+    return { at: Date.now(), apiserver: Metrics.parse(apiserverText), etcd: Metrics.parse(etcdText), webhook: webhookMetrics };
+  } finally {
+    admin.close();
+  }
+}
+
+export function counterDelta(before: Metrics | undefined, after: Metrics | undefined, name: string, labels: LabelMatch = {}): number {
+  if (!before || !after) return NaN;
+  return after.sum(name, labels) - before.sum(name, labels);
+}
+
+/** Cumulative bucket counts by upper bound, summed over every series matching `labels`. */
+function buckets(metrics: Metrics, name: string, labels: LabelMatch): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const s of metrics.find(`${name}_bucket`, labels)) {
+    const le = s.labels.le === '+Inf' ? Infinity : Number(s.labels.le);
+    out.set(le, (out.get(le) ?? 0) + s.value);
+  }
+  return out;
+}
+
+export interface HistogramSummary {
+  count: number;
+  /** Mean from _sum/_count, in the metric's unit × `scale`. */
+  mean: number;
+  /** Quantiles interpolated linearly inside their bucket, as Prometheus' histogram_quantile does. */
+  p50: number;
+  p90: number;
+  p99: number;
+  /** The bucket each quantile fell in: [lower, upper]. */
+  p50Bucket: [number, number];
+  p99Bucket: [number, number];
+  /** Share of observations at or under each bound. */
+  cumulative: Record<string, number>;
+}
+
+/** A histogram's observations between two scrapes (`scale` 1000 turns seconds into ms). */
+export function histogramDelta(before: Metrics | undefined, after: Metrics | undefined, name: string, labels: LabelMatch = {}, scale = 1): HistogramSummary | null {
+  if (!before || !after) return null;
+  const b = buckets(before, name, labels);
+  const a = buckets(after, name, labels);
+  const bounds = [...a.keys()].sort((x, y) => x - y);
+  const cum = bounds.map((le) => (a.get(le) ?? 0) - (b.get(le) ?? 0));
+  const count = cum.at(-1) ?? 0;
+  const sum = after.sum(`${name}_sum`, labels) - before.sum(`${name}_sum`, labels);
+  const quantile = (q: number): { value: number; bucket: [number, number] } => {
+    if (count === 0) return { value: NaN, bucket: [NaN, NaN] };
+    const rank = q * count;
+    for (let i = 0; i < bounds.length; i++) {
+      if (cum[i]! >= rank) {
+        const lower = i === 0 ? 0 : bounds[i - 1]!;
+        const upper = bounds[i]!;
+        if (upper === Infinity) return { value: lower * scale, bucket: [lower * scale, Infinity] };
+        const below = i === 0 ? 0 : cum[i - 1]!;
+        const inBucket = cum[i]! - below;
+        const value = lower + (upper - lower) * (inBucket === 0 ? 0 : (rank - below) / inBucket);
+        return { value: value * scale, bucket: [lower * scale, upper * scale] };
+      }
+    }
+    return { value: NaN, bucket: [NaN, NaN] };
+  };
+  const p50 = quantile(0.5);
+  const p99 = quantile(0.99);
+  const cumulative: Record<string, number> = {};
+  bounds.forEach((le, i) => {
+    if (le !== Infinity) cumulative[`<=${round(le * scale, 4)}`] = count === 0 ? NaN : round(cum[i]! / count, 4);
+  });
+  return {
+    count,
+    mean: count === 0 ? NaN : round((sum / count) * scale, 3),
+    p50: round(p50.value, 3),
+    p90: round(quantile(0.9).value, 3),
+    p99: round(p99.value, 3),
+    p50Bucket: p50.bucket,
+    p99Bucket: p99.bucket,
+    cumulative,
+  };
+}
