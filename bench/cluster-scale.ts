@@ -34,8 +34,7 @@
  *   --read lister|get (bench/fleet.ts: how a kubelet's sync reads its Node) --keep (leave the run folder's data) --out FILE
  * Writes bench/results/cluster-scale.json. Default run: about 25 minutes.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
+import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -55,6 +54,7 @@ import {
   histogramDelta,
   machineBusy,
   machineCpu,
+  nodeSizes,
   ProcessWatch,
   scrape,
   type Scrape,
@@ -155,27 +155,6 @@ interface PhaseFigures {
   nodeObject: { json: number; protobuf: number; patchBodyMeanBytes: number };
   /** At the end of the window: how many nodes store the phase's allocatable cpu (others: by value). */
   check: { nodes: number; expectedCpu: string; matching: number; others: Record<string, number> };
-}
-
-async function nodeSizes(env: E2eEnv, name: string): Promise<{ json: number; protobuf: number }> {
-  // The API server stores objects in etcd as protobuf (after a 4-byte "k8s\0" magic): the
-  // protobuf answer is about the size of each write.
-  const get = (accept: string) =>
-    new Promise<number>((resolve, reject) => {
-      const agent = new https.Agent({ ca: readFileSync(env.caFile) });
-      const req = https.get(new URL(`/api/v1/nodes/${name}`, env.apiserverUrl), { agent, headers: { authorization: `Bearer ${env.adminToken}`, accept } }, (res) => {
-        let bytes = 0;
-        res.on('data', (c: Buffer) => (bytes += c.length));
-        res.on('end', () => {
-          agent.destroy();
-          if (res.statusCode === 200) resolve(bytes);
-          else reject(new Error(`GET node ${name} (${accept}): HTTP ${res.statusCode}`));
-        });
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-    });
-  return { json: await get('application/json'), protobuf: await get('application/vnd.kubernetes.protobuf') };
 }
 
 /** Every fleet node's stored allocatable cpu against the expected value (one LIST). */

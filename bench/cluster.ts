@@ -261,3 +261,25 @@ export function histogramDelta(before: Metrics | undefined, after: Metrics | und
     cumulative,
   };
 }
+
+/** A Node's size as JSON and as protobuf, as the admin reads it. */
+export async function nodeSizes(env: E2eEnv, name: string): Promise<{ json: number; protobuf: number }> {
+  // The API server stores objects in etcd as protobuf (after a 4-byte "k8s\0" magic): the
+  // protobuf answer is about the size of each write.
+  const get = (accept: string) =>
+    new Promise<number>((resolve, reject) => {
+      const agent = new https.Agent({ ca: readFileSync(env.caFile) });
+      const req = https.get(new URL(`/api/v1/nodes/${name}`, env.apiserverUrl), { agent, headers: { authorization: `Bearer ${env.adminToken}`, accept } }, (res) => {
+        let bytes = 0;
+        res.on('data', (c: Buffer) => (bytes += c.length));
+        res.on('end', () => {
+          agent.destroy();
+          if (res.statusCode === 200) resolve(bytes);
+          else reject(new Error(`GET node ${name} (${accept}): HTTP ${res.statusCode}`));
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+    });
+  return { json: await get('application/json'), protobuf: await get('application/vnd.kubernetes.protobuf') };
+}

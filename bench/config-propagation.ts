@@ -36,7 +36,7 @@ import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
-import { bringUp } from './cluster.js';
+import { bringUp, nodeSizes } from './cluster.js';
 import { Fleet } from './fleet.js';
 import { machineInfo, median, percentile, resultsPath, round, sleep, table } from './lib.js';
 
@@ -81,6 +81,7 @@ const outFile = flags.out ?? resultsPath('config-propagation.json');
 const t0 = Date.now();
 const log = (line: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] ${line}\n`);
 const loadAvg = () => os.loadavg().map((l) => round(l, 2));
+const loadAvgAtStart = loadAvg();
 
 /** The ratios the rounds set, in turn: never 1, never the one before (the run starts at 1.5). */
 const RATIOS = [2, 1.25, 2.5, 1.5, 3, 1.75];
@@ -294,6 +295,7 @@ async function main(): Promise<number> {
     const q = (values: number[], p: number) => round(percentile([...values].sort((a, b) => a - b), p), 1);
     const stat = (values: number[]) => ({ p50: q(values, 50), p99: q(values, 99), max: q(values, 100), min: q(values, 0) });
     const metrics = await webhook.metrics();
+    const nodeObject = { images: options.images, ...(await nodeSizes(env, names[0]!)) };
     const summary = {
       serveMs: stat(rounds.map((r) => r.serveMs)),
       readyzMs: stat(rounds.map((r) => r.readyzMs)),
@@ -307,7 +309,7 @@ async function main(): Promise<number> {
       command: `npm run bench:config -- ${process.argv.slice(2).join(' ')}`.trim(),
       startedAt: new Date(t0).toISOString(),
       finishedAt: new Date().toISOString(),
-      machine: { ...machineInfo(), loadAvgAtStart: loadAvg() },
+      machine: { ...machineInfo(), loadAvgAtStart, loadAvgAtEnd: loadAvg() },
       cluster: { kubernetes: env.k8sVersion },
       options,
       method: {
@@ -322,6 +324,7 @@ async function main(): Promise<number> {
       afterQuiet: quiet ?? null,
       webhook: { configGeneration: metrics.value('kube_overcommit_config_generation'), reloads: metrics.sum('kube_overcommit_config_reloads_total', { result: 'success' }) },
       fleetFailures: failures,
+      nodeObject,
       targets: {
         serveP99: { target: '<= 1000 ms', value: summary.serveMs.p99, pass: summary.serveMs.p99 <= 1000 },
         allNodesBound: {
