@@ -471,7 +471,7 @@ async function main(): Promise<number> {
     log(`FAILED: ${(error as Error).stack ?? error}`);
     exitCode = 1;
   } finally {
-    await stage.tearDown();
+    await stage.tearDown(exitCode === 0);
   }
   return exitCode;
 }

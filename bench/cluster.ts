@@ -39,18 +39,22 @@ export interface Stage {
   env: E2eEnv;
   /** Registers something to stop before the control plane goes (run in reverse order). */
   onTearDown(cleanup: () => Promise<void> | void): void;
-  /** Stops what was registered, then the control plane (`cluster.sh down`); idempotent. */
-  tearDown(): Promise<void>;
+  /**
+   * Stops what was registered, then the control plane (`cluster.sh down`); idempotent. Removes
+   * the run folder after a success (unless --keep), only its bulky parts (etcd data, the app
+   * copy) after a failure, so that its logs stay.
+   */
+  tearDown(success?: boolean): Promise<void>;
 }
 
 export async function bringUp(name: string, log: Log, keep: boolean): Promise<Stage> {
   let runDir: string | undefined;
   let done: Promise<void> | undefined;
   const cleanups: Array<() => Promise<void> | void> = [];
-  const tearDown = () => {
+  const tearDown = (success = false) => {
     done ??= (async () => {
       for (const cleanup of cleanups.reverse()) await Promise.resolve().then(cleanup).catch((e) => log(`cleanup: ${e}`));
-      if (runDir) await tearDownE2e({ runDir }, { remove: keep ? 'nothing' : 'bulky', log });
+      if (runDir) await tearDownE2e({ runDir }, { remove: keep ? 'nothing' : success ? 'all' : 'bulky', log });
     })();
     return done;
   };
