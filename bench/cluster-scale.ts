@@ -58,6 +58,7 @@ import {
   ProcessWatch,
   scrape,
   type Scrape,
+  num,
 } from './cluster.js';
 import { Fleet, type FleetCounters, subtractCounters } from './fleet.js';
 import { machineInfo, resultsPath, round, sleep, table } from './lib.js';
@@ -80,13 +81,6 @@ const { values: flags } = parseArgs({
     out: { type: 'string' },
   },
 });
-
-function num(text: string | undefined, fallback: number, min: number, name: string): number {
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isFinite(value) || value < min) throw new Error(`--${name}: expected a number ≥ ${min}, got ${text}`);
-  return value;
-}
 
 const options = {
   nodes: Math.round(num(flags.nodes, 1000, 1, 'nodes')),

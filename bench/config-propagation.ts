@@ -36,7 +36,7 @@ import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
-import { bringUp, nodeSizes } from './cluster.js';
+import { bringUp, nodeSizes, num } from './cluster.js';
 import { Fleet } from './fleet.js';
 import { machineInfo, median, percentile, resultsPath, round, sleep, table } from './lib.js';
 
@@ -54,13 +54,6 @@ const { values: flags } = parseArgs({
     out: { type: 'string' },
   },
 });
-
-function num(text: string | undefined, fallback: number, min: number, name: string): number {
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isFinite(value) || value < min) throw new Error(`--${name}: expected a number ≥ ${min}, got ${text}`);
-  return value;
-}
 
 const options = {
   nodes: Math.round(num(flags.nodes, 50, 1, 'nodes')),
