@@ -4,6 +4,9 @@ import { Logger } from 'nestjs-pino';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { AdmissionPipeline } from './admission/admission.pipeline.js';
+import { createAdmissionServer, isAdmissionTarget } from './admission/admission.server.js';
 import { AppModule } from './app.module.js';
 import { loadInitialTls } from './tls/tls-material.js';
 
@@ -34,8 +37,9 @@ function keepAlive(server: http.Server): void {
 }
 
 /**
- * One Fastify instance behind two servers: HTTPS serves everything, plain HTTP serves the
- * ops endpoints and answers 404 for /mutate (admission is never accepted without TLS).
+ * Two servers: HTTPS serves /mutate (the admission Fastify instance, admission.server.ts) and
+ * the ops endpoints (Nest's Fastify instance); plain HTTP serves the ops endpoints only and
+ * answers 404 for /mutate (admission is never accepted without TLS).
  */
 export async function createApp(options: AppOptions): Promise<RunningApp> {
   const env = options.env ?? process.env;
@@ -44,12 +48,16 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   const tls = await loadInitialTls(env, bootLog);
   let httpsServer!: https.Server;
   let httpServer!: http.Server;
+  // Set before the servers listen, so every request finds it.
+  let admission!: FastifyInstance;
   const adapter = new FastifyAdapter({
     bodyLimit: MAX_BODY_BYTES,
     serverFactory: (handler: http.RequestListener) => {
-      httpsServer = https.createServer({ key: tls.key, cert: tls.cert }, handler);
+      httpsServer = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) =>
+        isAdmissionTarget(req.url) ? admission.routing(req, res) : handler(req, res),
+      );
       httpServer = http.createServer((req, res) => {
-        if (req.url === '/mutate' || req.url?.startsWith('/mutate?')) {
+        if (isAdmissionTarget(req.url)) {
           res.writeHead(404, { 'content-type': 'application/json' });
           res.end(JSON.stringify({ statusCode: 404, error: 'Not Found', message: '/mutate is served over HTTPS only' }));
           return;
@@ -66,6 +74,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   });
   app.useLogger(app.get(Logger));
   app.flushLogs();
+  admission = await createAdmissionServer(app.get(AdmissionPipeline), { bodyLimit: MAX_BODY_BYTES });
   await app.listen(options.httpsPort, host);
   await new Promise<void>((resolve, reject) => {
     httpServer.once('error', reject);
@@ -80,6 +89,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
     async close() {
       httpServer.closeIdleConnections();
       await Promise.all([new Promise((resolve) => httpServer.close(resolve)), app.close()]);
+      await admission.close();
     },
   };
 }

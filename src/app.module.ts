@@ -1,4 +1,4 @@
-import { type DynamicModule, Module, RequestMethod } from '@nestjs/common';
+import { type DynamicModule, Module } from '@nestjs/common';
 import type { Server as TlsServer } from 'node:tls';
 import { LoggerModule } from 'nestjs-pino';
 import { AdmissionModule } from './admission/admission.module.js';
@@ -20,10 +20,8 @@ export class AppModule {
       imports: [
         LoggerModule.forRoot({
           // Request logging stays off: the admission pipeline logs one line per decision at
-          // debug, with the request uid. pino-http's per-request middleware is kept off the
-          // admission path too (measured: bench/README.md).
+          // debug, with the request uid (and /mutate is not served by Nest: admission.server.ts).
           pinoHttp: { level: env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true },
-          exclude: [{ method: RequestMethod.POST, path: 'mutate' }],
         }),
         MetricsModule.forRoot(),
         KubeModule.forRoot(env),

@@ -1,13 +1,15 @@
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { AdmissionController } from './admission.controller.js';
 import { admissionMetrics } from './admission.metrics.js';
 import { AdmissionPipeline } from './admission.pipeline.js';
 
-/** Owns the webhook endpoint and the pipeline; strategies come from feature modules by discovery. */
+/**
+ * Owns the admission pipeline; strategies come from feature modules by discovery. The endpoint
+ * that feeds it is admission.server.ts, started beside Nest's HTTP layer by app.factory.ts.
+ */
 @Module({
   imports: [DiscoveryModule],
-  controllers: [AdmissionController],
   providers: [...admissionMetrics, AdmissionPipeline],
+  exports: [AdmissionPipeline],
 })
 export class AdmissionModule {}

@@ -16,6 +16,10 @@ import {
 } from './node-oversell.rules.js';
 import { baseAmountToNumber, formatResourceQuantity } from './quantity.js';
 
+// The only paths a node patch touches, escaped once (the patch is built at every heartbeat).
+const ALLOCATABLE_PATH = Object.fromEntries(MANAGED_RESOURCES.map((resource) => [resource, jsonPointer(['status', 'allocatable', resource])]));
+const ANNOTATION_PATH = Object.fromEntries(NODE_ANNOTATIONS.map((key) => [key, jsonPointer(['metadata', 'annotations', key])]));
+
 /**
  * RFC 6902 operations that turn `node` into what `plan` wants: a `replace` per managed
  * allocatable whose value changes (compared by value, so "4000m" vs "4" is no change), and
@@ -27,7 +31,7 @@ export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOper
   for (const resource of MANAGED_RESOURCES) {
     const desired = plan.allocatable[resource];
     if (desired === undefined || desired === plan.incoming[resource]) continue;
-    ops.push({ op: 'replace', path: jsonPointer(['status', 'allocatable', resource]), value: formatResourceQuantity(resource, desired) });
+    ops.push({ op: 'replace', path: ALLOCATABLE_PATH[resource], value: formatResourceQuantity(resource, desired) });
   }
 
   const current = node.metadata?.annotations;
@@ -36,10 +40,10 @@ export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOper
     const desired = plan.annotations[key];
     const present = current !== undefined && current !== null && Object.prototype.hasOwnProperty.call(current, key);
     if (desired === null) {
-      if (present) ops.push({ op: 'remove', path: jsonPointer(['metadata', 'annotations', key]) });
+      if (present) ops.push({ op: 'remove', path: ANNOTATION_PATH[key] });
     } else if (!present || current[key] !== desired) {
       if (current === undefined || current === null) added[key] = desired;
-      else ops.push({ op: present ? 'replace' : 'add', path: jsonPointer(['metadata', 'annotations', key]), value: desired });
+      else ops.push({ op: present ? 'replace' : 'add', path: ANNOTATION_PATH[key], value: desired });
     }
   }
   if (Object.keys(added).length > 0) {

@@ -1,0 +1,45 @@
+import { Logger } from '@nestjs/common';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { InvalidAdmissionReview } from './admission-review.decoder.js';
+import type { AdmissionPipeline } from './admission.pipeline.js';
+
+export const ADMISSION_PATH = '/mutate';
+
+/** Whether a request target is the webhook endpoint (with or without a query string). */
+export function isAdmissionTarget(url: string | undefined): boolean {
+  return url === ADMISSION_PATH || (url?.startsWith(`${ADMISSION_PATH}?`) ?? false);
+}
+
+export interface AdmissionServerOptions {
+  /** DESIGN's body limit: a larger body gets 413. */
+  bodyLimit: number;
+}
+
+/**
+ * The webhook endpoint as its own minimal Fastify instance, beside Nest's (which serves the
+ * ops endpoints on the same sockets; see app.factory.ts), in the way controller-runtime keeps
+ * its webhook server apart from metrics and probes. Nest's per-request layer (its router,
+ * middleware matching and seven request hooks) has nothing to add here — the pipeline decodes,
+ * counts and answers — and it measured about a third of a small node's call
+ * (docs/performance.md). Fastify still does the HTTP work: body limit (413), content type
+ * (415), JSON parsing with prototype-poisoning protection (400).
+ */
+export async function createAdmissionServer(pipeline: AdmissionPipeline, options: AdmissionServerOptions): Promise<FastifyInstance> {
+  const logger = new Logger('Admission');
+  const server = Fastify({ bodyLimit: options.bodyLimit });
+  server.post(ADMISSION_PATH, (request, reply) => {
+    try {
+      return pipeline.review(request.body);
+    } catch (error) {
+      if (!(error instanceof InvalidAdmissionReview)) throw error;
+      return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: error.message, problems: error.problems });
+    }
+  });
+  server.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) => {
+    const statusCode = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
+    if (statusCode >= 500) logger.error({ err: error }, 'admission request failed');
+    return reply.code(statusCode).send({ statusCode, error: statusCode >= 500 ? 'Internal Server Error' : 'Bad Request', message: error.message });
+  });
+  await server.ready();
+  return server;
+}
