@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { InvalidAdmissionReview } from './admission-review.decoder.js';
 import type { AdmissionPipeline } from './admission.pipeline.js';
@@ -38,7 +39,7 @@ export async function createAdmissionServer(pipeline: AdmissionPipeline, options
   server.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) => {
     const statusCode = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (statusCode >= 500) logger.error({ err: error }, 'admission request failed');
-    return reply.code(statusCode).send({ statusCode, error: statusCode >= 500 ? 'Internal Server Error' : 'Bad Request', message: error.message });
+    return reply.code(statusCode).send({ statusCode, error: STATUS_CODES[statusCode], message: error.message });
   });
   await server.ready();
   return server;

@@ -138,6 +138,20 @@ describe('POST /mutate over HTTPS', () => {
       }
     });
 
+    it('400 for a JSON body that tries prototype poisoning', async () => {
+      const reply = await send(`${server.https}/mutate`, { body: '{"apiVersion":"admission.k8s.io/v1","__proto__":{"allowed":false}}' });
+      expect(reply.status).toBe(400);
+      expect(reply.json().message).toMatch(/not valid JSON/i);
+    });
+
+    it('415 for a body that is not declared JSON, and 404 for GET /mutate', async () => {
+      const review = JSON.stringify(nodeReview(kubeadmNode()));
+      const reply = await send(`${server.https}/mutate`, { body: review, headers: { 'content-type': 'application/yaml' } });
+      expect(reply.status).toBe(415);
+      expect(reply.json()).toMatchObject({ statusCode: 415, error: 'Unsupported Media Type' });
+      expect((await send(`${server.https}/mutate`)).status).toBe(404);
+    });
+
     it('413 for a body over 3 MiB', async () => {
       const node = kubeadmNode({ images: 12_000 });
       const body = JSON.stringify(nodeReview(node));
