@@ -23,6 +23,7 @@ export class ConfigStore {
   private readonly logger = new Logger('Config');
   private current: ConfigSnapshot = { config: DEFAULT_CONFIG, generation: 0, origin: 'defaults' };
   private loaded = false;
+  private readonly listeners: Array<(snapshot: ConfigSnapshot) => void> = [];
 
   constructor(
     @InjectMetric(CONFIG_RELOADS) private readonly reloads: Counter<string>,
@@ -33,6 +34,11 @@ export class ConfigStore {
 
   snapshot(): ConfigSnapshot {
     return this.current;
+  }
+
+  /** Called with each snapshot that comes into force (not for rejected configs). */
+  onChange(listener: (snapshot: ConfigSnapshot) => void): void {
+    this.listeners.push(listener);
   }
 
   /** True once the source has delivered its first state (valid or not); readiness waits for it. */
@@ -62,6 +68,7 @@ export class ConfigStore {
     this.reloads.inc({ result: 'success' });
     this.generationGauge.set(this.current.generation);
     this.logger.log(`config generation ${this.current.generation} in force from ${origin}`);
+    for (const listener of this.listeners) listener(this.current);
     return { ok: true, value: this.current };
   }
 }

@@ -6,6 +6,8 @@ export interface InformerOptions {
   description: string;
   labelSelector?: string;
   fieldSelector?: string;
+  /** Called after every successful list (the first one makes the cache synced). */
+  onListed?: () => void;
 }
 
 const FIRST_RESTART_DELAY_MS = 1_000;
@@ -35,6 +37,7 @@ export class ResilientInformer<T extends KubernetesObject> {
       const result = await list();
       this.synced = true;
       this.restartDelayMs = FIRST_RESTART_DELAY_MS;
+      options.onListed?.();
       return result;
     };
     this.cache = new ListWatch(path, new Watch(kube), listAndMark, false, options.labelSelector, options.fieldSelector);

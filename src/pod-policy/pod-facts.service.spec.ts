@@ -5,7 +5,30 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { container, runningPod } from '../../test/fixtures/pods.js';
+import { Counter, Gauge } from 'prom-client';
+import { ConfigStore } from '../config/config.store.js';
 import { NON_TERMINAL_PODS, PodFactsService } from './pod-facts.service.js';
+
+const CAP_AND_DEFAULTS = 'pods:\n  cap: { mode: deny }\n  defaultRequests: { cpu: 100m }\n';
+const CAP_ONLY = 'pods:\n  cap: { mode: warn }\n';
+const NO_POD_POLICY = 'nodes:\n  defaultRatios: { cpu: 1.5 }\n';
+
+function configStore(text?: string): ConfigStore {
+  const store = new ConfigStore(
+    new Counter({ name: 'reloads', help: 'test', labelNames: ['result'], registers: [] }),
+    new Gauge({ name: 'generation', help: 'test', registers: [] }),
+  );
+  if (text !== undefined) expect(store.apply(text, 'test').ok).toBe(true);
+  return store;
+}
+
+function syncedGauge(): Gauge<string> {
+  return new Gauge({ name: 'synced', help: 'test', labelNames: ['cache'], registers: [] });
+}
+
+async function gaugeValues(gauge: Gauge<string>): Promise<Record<string, number>> {
+  return Object.fromEntries((await gauge.get()).values.map((v) => [String(v.labels.cache), v.value]));
+}
 
 /**
  * A minimal API server: list and watch for pods, nodes and limitranges. Lists answer from
@@ -71,8 +94,8 @@ describe('PodFactsService', () => {
   afterAll(() => Logger.overrideLogger(['log', 'error', 'warn', 'debug', 'verbose']));
 
   it('outside a cluster: no caches, nothing synced, nothing known', async () => {
-    const facts = new PodFactsService(new KubeConfig(), {});
-    await facts.onModuleInit();
+    const facts = new PodFactsService(new KubeConfig(), {}, configStore(CAP_AND_DEFAULTS), syncedGauge());
+    facts.onModuleInit();
     expect(facts.available).toBe(false);
     expect(facts.isSynced('pods')).toBe(false);
     expect(facts.node('worker-1')).toBeUndefined();
@@ -90,6 +113,49 @@ describe('PodFactsService', () => {
       await api?.stop();
     });
 
+    function kubeFor(server: FakeApiServer): KubeConfig {
+      const kube = new KubeConfig();
+      kube.loadFromOptions({
+        clusters: [{ name: 'fake', server: server.url, skipTLSVerify: true }],
+        users: [{ name: 'webhook', token: 'not-used' }],
+        contexts: [{ name: 'fake', cluster: 'fake', user: 'webhook' }],
+        currentContext: 'fake',
+      });
+      return kube;
+    }
+
+    it('runs only the caches the pod policy in force reads, following config changes', async () => {
+      api = new FakeApiServer();
+      await api.start();
+      api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
+      const store = configStore(NO_POD_POLICY);
+      const gauge = syncedGauge();
+      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, store, gauge);
+      facts.onModuleInit();
+      await new Promise((r) => setTimeout(r, 100));
+      // No pod policy: nothing listed or watched (every Node write would come back as an event).
+      expect(api.requests).toEqual([]);
+      expect(await gaugeValues(gauge)).toEqual({});
+
+      // The cap reads pods and nodes; no mutation, so no LimitRanges.
+      store.apply(CAP_ONLY, 'test');
+      await until(() => facts.isSynced('pods') && facts.isSynced('nodes'));
+      expect(facts.node('worker-1')?.metadata?.name).toBe('worker-1');
+      expect(facts.isSynced('limitranges')).toBe(false);
+      expect(api.requests.some((u) => u.pathname === '/api/v1/limitranges')).toBe(false);
+      expect(await gaugeValues(gauge)).toEqual({ pods: 1, nodes: 1 });
+
+      // Policy removed: caches stopped and forgotten.
+      store.apply(NO_POD_POLICY, 'test');
+      expect(facts.isSynced('nodes')).toBe(false);
+      expect(facts.node('worker-1')).toBeUndefined();
+      expect(await gaugeValues(gauge)).toEqual({});
+      // A stopped cache takes no more events.
+      api.emit('nodes', 'ADDED', kubeadmNode({ name: 'worker-2' }));
+      await new Promise((r) => setTimeout(r, 100));
+      expect(facts.node('worker-2')).toBeUndefined();
+    });
+
     it('lists and watches non-terminal pods, nodes and LimitRanges, and keeps pods indexed by node', async () => {
       api = new FakeApiServer();
       await api.start();
@@ -99,18 +165,11 @@ describe('PodFactsService', () => {
       api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
       api.objects.limitranges.push({ metadata: { name: 'defaults', namespace: 'shop' }, spec: { limits: [{ type: 'Container', max: { cpu: '2' } }] } });
 
-      const kube = new KubeConfig();
-      kube.loadFromOptions({
-        clusters: [{ name: 'fake', server: api.url, skipTLSVerify: true }],
-        users: [{ name: 'webhook', token: 'not-used' }],
-        contexts: [{ name: 'fake', cluster: 'fake', user: 'webhook' }],
-        currentContext: 'fake',
-      });
-      facts = new PodFactsService(kube, { KUBECONFIG: '/dev/null' });
-      await facts.onModuleInit();
+      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_AND_DEFAULTS), syncedGauge());
+      facts.onModuleInit();
 
       expect(facts.available).toBe(true);
-      for (const cache of ['pods', 'nodes', 'limitranges'] as const) expect(facts.isSynced(cache)).toBe(true);
+      await until(() => (['pods', 'nodes', 'limitranges'] as const).every((cache) => facts.isSynced(cache)));
       expect(facts.node('worker-1')?.metadata?.name).toBe('worker-1');
       expect(facts.pod('shop', 'one')?.metadata?.uid).toBe(one.metadata.uid);
       expect(facts.limitRanges('shop')).toHaveLength(1);

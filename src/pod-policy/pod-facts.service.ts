@@ -1,5 +1,8 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { InjectMetric } from '@willsoto/nestjs-prometheus';
+import type { Gauge } from 'prom-client';
 import { CoreV1Api, KubeConfig, type V1LimitRange, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { ConfigStore } from '../config/config.store.js';
 import { KUBE_ENV, inCluster } from '../kube/kube.env.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import type { NodeLike } from '../node-oversell/node-oversell.rules.js';
@@ -7,6 +10,8 @@ import type { LimitRangeLike } from './limit-range.js';
 import type { NodeUsage } from './node-cap.js';
 import { PodsByNode, type FactsCache, type PodFacts } from './pod-facts.js';
 import type { PodLike } from './pod-resources.js';
+import { mutatesResources, type PodPolicyConfig } from './pod-policy.config.js';
+import { CACHE_SYNCED } from './pod-policy.metrics.js';
 
 /**
  * Terminal pods hold nothing on their node: the scheduler's own pod informer leaves them out
@@ -14,72 +19,127 @@ import type { PodLike } from './pod-resources.js';
  */
 export const NON_TERMINAL_PODS = 'status.phase!=Succeeded,status.phase!=Failed';
 
+type CacheInformers = {
+  pods: ResilientInformer<V1Pod>;
+  nodes: ResilientInformer<V1Node>;
+  limitranges: ResilientInformer<V1LimitRange>;
+};
+
+/** Which caches a pod policy reads: pods and nodes for the node cap, LimitRanges for mutations. */
+export function cachesNeeded(policy: PodPolicyConfig | undefined): FactsCache[] {
+  if (!policy) return [];
+  const needed: FactsCache[] = [];
+  if ((policy.cap?.mode ?? 'off') !== 'off') needed.push('pods', 'nodes');
+  if (mutatesResources(policy)) needed.push('limitranges');
+  return needed;
+}
+
 /**
  * Informer caches of pods (non-terminal, all namespaces; indexed by node on every event),
  * nodes and LimitRanges, kept warm in the background. Created only in a cluster; outside one
  * `available` is false and the strategy fails open (counted).
+ *
+ * A cache runs only while the pod policy in force needs it (cachesNeeded), started and
+ * stopped as the config changes. The Node cache is the costly one: with inflation every
+ * node-status write comes back to each replica as a watch event, and every Node is held
+ * whole. Until a started cache has listed, the strategy leaves pods alone (counted).
  *
  * RBAC: list and watch on pods, nodes and limitranges, cluster-wide (a ListWatch never GETs).
  */
 @Injectable()
 export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('PodPolicy');
-  private pods?: ResilientInformer<V1Pod>;
-  private nodes?: ResilientInformer<V1Node>;
-  private limitRangeCache?: ResilientInformer<V1LimitRange>;
-  private readonly index = new PodsByNode();
+  private readonly informers: Partial<CacheInformers> = {};
+  private index = new PodsByNode();
   readonly available: boolean;
 
   constructor(
     private readonly kube: KubeConfig,
     @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
+    private readonly config: ConfigStore,
+    @InjectMetric(CACHE_SYNCED) private readonly syncedGauge: Gauge<string>,
   ) {
     this.available = inCluster(env);
   }
 
-  async onModuleInit(): Promise<void> {
+  onModuleInit(): void {
     if (!this.available) {
       this.logger.log('not in a cluster: pod-policy caches off (the node cap fails open; no LimitRange clamps)');
       return;
     }
-    const core = this.kube.makeApiClient(CoreV1Api);
-    this.pods = new ResilientInformer(this.kube, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: NON_TERMINAL_PODS }), {
-      description: 'pods (non-terminal)',
-      fieldSelector: NON_TERMINAL_PODS,
-    });
-    this.nodes = new ResilientInformer(this.kube, '/api/v1/nodes', () => core.listNode(), { description: 'nodes' });
-    this.limitRangeCache = new ResilientInformer(this.kube, '/api/v1/limitranges', () => core.listLimitRangeForAllNamespaces(), {
-      description: 'limitranges',
-    });
-    const upsert = (pod: V1Pod) => this.index.upsert(pod as PodLike);
-    this.pods.cache.on('add', upsert);
-    this.pods.cache.on('update', upsert);
-    this.pods.cache.on('delete', (pod) => this.index.remove(pod as PodLike));
-    await Promise.all([this.pods.start(), this.nodes.start(), this.limitRangeCache.start()]);
+    this.config.onChange(({ config }) => this.follow(config.pods));
+    this.follow(this.config.snapshot().config.pods);
   }
 
   async onApplicationShutdown(): Promise<void> {
-    await Promise.all([this.pods?.stop(), this.nodes?.stop(), this.limitRangeCache?.stop()]);
+    await Promise.all(CACHES.map((cache) => this.informers[cache]?.stop()));
+  }
+
+  /** Starts the caches `policy` needs and stops (and forgets) the others. */
+  private follow(policy: PodPolicyConfig | undefined): void {
+    const needed = cachesNeeded(policy);
+    for (const cache of CACHES) {
+      const running = this.informers[cache];
+      if (needed.includes(cache) && !running) this.start(cache);
+      if (!needed.includes(cache) && running) {
+        delete this.informers[cache];
+        if (cache === 'pods') this.index = new PodsByNode();
+        this.syncedGauge.remove({ cache });
+        void running.stop();
+        this.logger.log(`${cache} cache stopped: the pod policy in force does not read it`);
+      }
+    }
+  }
+
+  private start(cache: FactsCache): void {
+    const core = this.kube.makeApiClient(CoreV1Api);
+    const onListed = () => this.syncedGauge.set({ cache }, 1);
+    this.syncedGauge.set({ cache }, 0);
+    if (cache === 'pods') {
+      const pods = new ResilientInformer<V1Pod>(
+        this.kube,
+        '/api/v1/pods',
+        () => core.listPodForAllNamespaces({ fieldSelector: NON_TERMINAL_PODS }),
+        { description: 'pods (non-terminal)', fieldSelector: NON_TERMINAL_PODS, onListed },
+      );
+      const upsert = (pod: V1Pod) => this.index.upsert(pod as PodLike);
+      pods.cache.on('add', upsert);
+      pods.cache.on('update', upsert);
+      pods.cache.on('delete', (pod) => this.index.remove(pod as PodLike));
+      this.informers.pods = pods;
+    } else if (cache === 'nodes') {
+      this.informers.nodes = new ResilientInformer<V1Node>(this.kube, '/api/v1/nodes', () => core.listNode(), { description: 'nodes', onListed });
+    } else {
+      this.informers.limitranges = new ResilientInformer<V1LimitRange>(
+        this.kube,
+        '/api/v1/limitranges',
+        () => core.listLimitRangeForAllNamespaces(),
+        { description: 'limitranges', onListed },
+      );
+    }
+    this.logger.log(`${cache} cache started: the pod policy in force reads it`);
+    void this.informers[cache]!.start();
   }
 
   isSynced(cache: FactsCache): boolean {
-    const informer = cache === 'pods' ? this.pods : cache === 'nodes' ? this.nodes : this.limitRangeCache;
-    return informer?.isSynced() ?? false;
+    return this.informers[cache]?.isSynced() ?? false;
   }
 
   limitRanges(namespace: string): readonly LimitRangeLike[] {
-    return (this.limitRangeCache?.cache.list(namespace) ?? []) as readonly LimitRangeLike[];
+    return (this.informers.limitranges?.cache.list(namespace) ?? []) as readonly LimitRangeLike[];
   }
 
   node(name: string): NodeLike | undefined {
-    return this.nodes?.cache.get(name) as NodeLike | undefined;
+    return this.informers.nodes?.cache.get(name) as NodeLike | undefined;
   }
 
   pod(namespace: string, name: string): PodLike | undefined {
-    return this.pods?.cache.get(name, namespace) as PodLike | undefined;
+    return this.informers.pods?.cache.get(name, namespace) as PodLike | undefined;
   }
 
   nodeUsage(nodeName: string, exclude?: string): NodeUsage {
     return this.index.usage(nodeName, exclude);
   }
 }
+
+const CACHES: readonly FactsCache[] = ['pods', 'nodes', 'limitranges'];

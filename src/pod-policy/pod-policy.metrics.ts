@@ -1,4 +1,4 @@
-import { makeCounterProvider } from '@willsoto/nestjs-prometheus';
+import { makeCounterProvider, makeGaugeProvider } from '@willsoto/nestjs-prometheus';
 
 export const PODS_MUTATED = 'kube_overcommit_pod_policy_pods_mutated_total';
 export const REQUESTS_CHANGED = 'kube_overcommit_pod_policy_requests_changed_total';
@@ -7,6 +7,7 @@ export const CAP_DENIALS = 'kube_overcommit_pod_policy_cap_denials_total';
 export const CAP_WARNINGS = 'kube_overcommit_pod_policy_cap_warnings_total';
 export const CAP_SKIPPED = 'kube_overcommit_pod_policy_cap_skipped_total';
 export const CACHE_UNSYNCED = 'kube_overcommit_pod_policy_cache_unsynced_total';
+export const CACHE_SYNCED = 'kube_overcommit_pod_policy_cache_synced';
 
 export const podPolicyMetrics = [
   makeCounterProvider({
@@ -41,6 +42,11 @@ export const podPolicyMetrics = [
   makeCounterProvider({
     name: CACHE_UNSYNCED,
     help: 'Pod-policy decisions skipped (the pod admitted unchanged) because an informer cache had not listed yet, by cache (namespaces: labels unknown, so the namespaceSelector cannot be evaluated; limitranges: no mutation; pods, nodes: no cap check).',
+    labelNames: ['cache'],
+  }),
+  makeGaugeProvider({
+    name: CACHE_SYNCED,
+    help: 'Pod-policy informer caches running, by cache (pods, nodes, limitranges): 1 once it has listed, 0 until then. A cache runs only while the pod policy in force needs it (pods and nodes for the cap, limitranges for mutations); no series while it is off.',
     labelNames: ['cache'],
   }),
 ];

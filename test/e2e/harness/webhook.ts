@@ -154,7 +154,10 @@ export class WebhookProcess {
     return Metrics.parse(body);
   }
 
-  /** Waits until the config in force came from the ConfigMap at this resourceVersion. */
+  /**
+   * Waits until the config in force came from the ConfigMap at this resourceVersion, and the
+   * pod-policy caches it started have listed (they start and stop with the config).
+   */
   async waitForConfig(resourceVersion: string, timeoutMs = 15_000): Promise<void> {
     await waitUntil(
       `the webhook to load ConfigMap resourceVersion ${resourceVersion}`,
@@ -163,6 +166,11 @@ export class WebhookProcess {
         return String(ready?.details?.config?.origin ?? '').endsWith(`@${resourceVersion}`);
       },
       { timeoutMs, intervalMs: 100, describe: async () => (await this.readyz())?.details?.config },
+    );
+    await waitUntil(
+      'the pod-policy caches the config needs to list',
+      async () => (await this.metrics()).find('kube_overcommit_pod_policy_cache_synced').every((sample) => sample.value === 1),
+      { timeoutMs, intervalMs: 100, describe: async () => (await this.metrics()).find('kube_overcommit_pod_policy_cache_synced') },
     );
   }
 
