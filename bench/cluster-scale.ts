@@ -39,7 +39,6 @@ import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { nodesWebhookName } from '../test/e2e/harness/apiserver.js';
-import { applyConfig, configYaml } from '../test/e2e/harness/config.js';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
 import { adminClient, KubeApiError } from '../test/e2e/harness/kube-client.js';
 import { not } from '../test/e2e/harness/metrics.js';
@@ -47,7 +46,7 @@ import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import {
-  bringUp,
+  runOnStage,
   type ClusterProcesses,
   clusterProcesses,
   counterDelta,
@@ -296,21 +295,19 @@ async function measure(
   };
 }
 
-async function main(): Promise<number> {
+function main(): void {
   log(
     `kube-overcommit cluster-scale bench — ${options.nodes} kubelets, ${options.minutes} min per phase, cpu ratio ${options.ratio}, ` +
       `baseline ${options.baseline}; ${os.cpus().length} cpus, load ${loadAvg().join(' ')}`,
   );
-  const stage = await bringUp('bench-cluster', log, options.keep);
-  const { env } = stage;
-  let exitCode = 0;
-  try {
+  runOnStage('bench-cluster', log, options.keep, async (stage) => {
+    const { env } = stage;
     const processes = clusterProcesses(env);
     const webhook = new WebhookProcess(env, { logLevel: 'info' });
     await webhook.start();
     stage.onTearDown(() => webhook.stop());
     log(`webhook pid ${webhook.pid} on ${env.webhook.url}; API server pid ${processes.pids.apiserver}, etcd pid ${processes.pids.etcd}`);
-    await webhook.waitForConfig(await applyConfig(env, configYaml({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 } } })));
+    await webhook.useConfig({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 } } });
     log(`ConfigMap: cpu ratio ${options.ratio}`);
 
     const names = claimNodeNames(env, 'sim-node', options.nodes);
@@ -343,7 +340,7 @@ async function main(): Promise<number> {
     const beforeSwitch = fleet.snapshot();
     let baselineDescription: string;
     if (options.baseline === 'ratio-1') {
-      await webhook.waitForConfig(await applyConfig(env, configYaml({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } })));
+      await webhook.useConfig({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } });
       baselineDescription = 'every ratio 1 in the ConfigMap; the webhook stays registered';
     } else {
       const admin = adminClient(env);
@@ -460,20 +457,8 @@ async function main(): Promise<number> {
     console.log(`write amplification: ${report.amplification.measured} (API server count ${report.amplification.apiserver}, steady state ${report.amplification.steadyState}, expected ≈ ${report.amplification.expected})`);
     console.log(`failed or rejected status updates: ${failures} (target 0)`);
     console.log(`wrote ${outFile}`);
-    if (failures > 0) exitCode = 1;
-  } catch (error) {
-    log(`FAILED: ${(error as Error).stack ?? error}`);
-    exitCode = 1;
-  } finally {
-    await stage.tearDown(exitCode === 0);
-  }
-  return exitCode;
+    return failures === 0;
+  });
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+main();

@@ -73,6 +73,32 @@ export async function bringUp(name: string, log: Log, keep: boolean): Promise<St
   }
 }
 
+/**
+ * A cluster benchmark's whole run: brings a stage up, runs `bench` on it (true: every check
+ * passed; a throw is logged as a failure), tears the stage down and exits with 0 or 1.
+ */
+export function runOnStage(name: string, log: Log, keep: boolean, bench: (stage: Stage) => Promise<boolean>): void {
+  const run = async () => {
+    const stage = await bringUp(name, log, keep);
+    let passed = false;
+    try {
+      passed = await bench(stage);
+    } catch (error) {
+      log(`FAILED: ${(error as Error).stack ?? error}`);
+    } finally {
+      await stage.tearDown(passed);
+    }
+    return passed ? 0 : 1;
+  };
+  run().then(
+    (code) => process.exit(code),
+    (error) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Processes
 

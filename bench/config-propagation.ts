@@ -36,7 +36,7 @@ import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
-import { bringUp, nodeSizes, num } from './cluster.js';
+import { nodeSizes, num, runOnStage } from './cluster.js';
 import { Fleet } from './fleet.js';
 import { machineInfo, median, percentile, resultsPath, round, sleep, table } from './lib.js';
 
@@ -140,12 +140,10 @@ interface Round {
   afterQuietSeconds?: number;
 }
 
-async function main(): Promise<number> {
+function main(): void {
   log(`kube-overcommit config-propagation bench — ${options.nodes} kubelets updating every ${options.updateSeconds} s, ${options.rounds} rounds, edit by ${options.edit}; load ${loadAvg().join(' ')}`);
-  const stage = await bringUp('bench-config', log, options.keep);
-  const { env } = stage;
-  let exitCode = 0;
-  try {
+  runOnStage('bench-config', log, options.keep, async (stage) => {
+    const { env } = stage;
     const webhook = new WebhookProcess(env, { logLevel: 'info' });
     await webhook.start();
     stage.onTearDown(() => webhook.stop());
@@ -343,20 +341,8 @@ async function main(): Promise<number> {
     if (quiet) console.log(`after ${quiet.afterQuietSeconds} s without an edit: served after ${quiet.serveMs} ms (readyz ${quiet.readyzMs} ms), every node after ${quiet.allNodesMs} ms`);
     console.log(`target: serving p99 ${summary.serveMs.p99} ms ≤ 1000 ms: ${report.targets.serveP99.pass ? 'pass' : 'FAIL'}; fleet failures ${failures}; config generation ${report.webhook.configGeneration}`);
     console.log(`wrote ${outFile}`);
-    if (!report.targets.serveP99.pass || failures > 0) exitCode = 1;
-  } catch (error) {
-    log(`FAILED: ${(error as Error).stack ?? error}`);
-    exitCode = 1;
-  } finally {
-    await stage.tearDown(exitCode === 0);
-  }
-  return exitCode;
+    return report.targets.serveP99.pass && failures === 0;
+  });
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+main();

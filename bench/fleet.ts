@@ -32,9 +32,8 @@
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { nodeStatusHasChanged } from '../test/e2e/harness/sim-kubelet.js';
+import { kubeletStatus, nodeStatusHasChanged } from '../test/e2e/harness/sim-kubelet.js';
 import { diffObject } from '../test/e2e/harness/strategic-merge.js';
-import { sameQuantity } from '../test/e2e/harness/quantity.js';
 import { kubeadmNode } from '../test/fixtures/nodes.js';
 import { Samples, type LatencySummary } from './lib.js';
 
@@ -140,17 +139,8 @@ interface Reply {
   bytes: number;
 }
 
-/** RFC 3339 without fractions (metav1.Time). */
-const time = (date = new Date()) => date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 /** metav1.MicroTime. */
 const microTime = (date = new Date()) => date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
-
-const CONDITIONS = [
-  { type: 'MemoryPressure', status: 'False', reason: 'KubeletHasSufficientMemory', message: 'kubelet has sufficient memory available' },
-  { type: 'DiskPressure', status: 'False', reason: 'KubeletHasNoDiskPressure', message: 'kubelet has no disk pressure' },
-  { type: 'PIDPressure', status: 'False', reason: 'KubeletHasSufficientPID', message: 'kubelet has sufficient PID available' },
-  { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status' },
-];
 
 class Sim {
   readonly auth: string;
@@ -326,36 +316,8 @@ export class Fleet {
     });
   }
 
-  /** The kubelet's setters applied to a copy of the stored status (fields it does not own are kept). */
   private desiredStatus(original: any, name: string): any {
-    const now = time();
-    const status = structuredClone(original ?? {});
-    // Keep the stored spelling of equal quantities, as a Go resource.Quantity round trip would.
-    const merge = (stored: Record<string, string> | undefined, real: Record<string, string>) => {
-      const out: Record<string, string> = { ...(stored ?? {}) };
-      for (const [k, v] of Object.entries(real)) out[k] = stored?.[k] !== undefined && sameQuantity(k, stored[k], v) ? stored[k] : v;
-      return out;
-    };
-    status.capacity = merge(original?.capacity, this.capacity);
-    status.allocatable = merge(original?.allocatable, this.allocatable);
-    const conditions: any[] = [...(original?.conditions ?? [])];
-    for (const want of CONDITIONS) {
-      const i = conditions.findIndex((c) => c.type === want.type);
-      const before = i >= 0 ? conditions[i] : undefined;
-      const transition = before && before.status === want.status ? before.lastTransitionTime : now;
-      const next = { ...want, lastHeartbeatTime: now, lastTransitionTime: transition };
-      if (i >= 0) conditions[i] = { ...before, ...next };
-      else conditions.push(next);
-    }
-    status.conditions = conditions;
-    status.addresses = [
-      { type: 'InternalIP', address: '127.0.0.1' },
-      { type: 'Hostname', address: name },
-    ];
-    status.daemonEndpoints = { kubeletEndpoint: { Port: 10250 } };
-    status.nodeInfo = { ...this.nodeInfo, ...(original?.nodeInfo?.swap ? { swap: original.nodeInfo.swap } : {}) };
-    if (this.images.length > 0) status.images = this.images;
-    return status;
+    return kubeletStatus(original, { name, capacity: this.capacity, allocatable: this.allocatable, nodeInfo: this.nodeInfo, images: this.images });
   }
 
   private async register(sim: Sim): Promise<boolean> {

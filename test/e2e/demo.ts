@@ -5,7 +5,6 @@
  * and how many 1-CPU pods kube-scheduler places with cpu ratio 1, then with cpu ratio 1.5.
  * Stops everything it started, also on failure or Ctrl-C.
  */
-import { applyConfig, configYaml } from './harness/config.js';
 import type { E2eEnv } from './harness/env.js';
 import { adminClient, type KubeClient } from './harness/kube-client.js';
 import { claimNodeNames, getNode } from './harness/nodes.js';
@@ -59,8 +58,7 @@ interface Phase {
 }
 
 async function phase(env: E2eEnv, namespace: string, ratio: number): Promise<Phase> {
-  const rv = await applyConfig(env, configYaml({ nodes: { defaultRatios: { cpu: ratio, memory: 1 } } }));
-  await webhook!.waitForConfig(rv);
+  await webhook!.useConfig({ nodes: { defaultRatios: { cpu: ratio, memory: 1 } } });
   say(`kubectl apply: ConfigMap ${env.webhook.namespace}/${env.webhook.configMap} with cpu ratio ${ratio}`);
   const expected = (baseUnits('cpu', CAPACITY.cpu) * BigInt(Math.round(ratio * 1000))) / 1000n;
   const allocatable: Record<string, bigint> = {};
@@ -126,8 +124,7 @@ async function main(): Promise<void> {
   say(`kube-overcommit running (node dist/main.js, pid ${webhook.pid}) on ${env.webhook.url}, Kubernetes ${env.k8sVersion}`);
 
   // Start on ratio 1: nothing inflated.
-  const rv = await applyConfig(env, configYaml({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } }));
-  await webhook.waitForConfig(rv);
+  await webhook.useConfig({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } });
   for (const name of claimNodeNames(env, 'kwok-node', NODES)) {
     kubelets.push(await SimKubelet.start(env, { name, kwok: true, capacity: CAPACITY, updateFrequencyMs: 2_000, reportFrequencyMs: REPORT_MS }));
   }

@@ -17,7 +17,6 @@ import {
   applyConfig,
   claimNodeNames,
   configMapEvents,
-  configYaml,
   countPods,
   createNamespace,
   deleteAllPods,
@@ -69,12 +68,6 @@ let env: E2eEnv;
 let admin: KubeClient;
 let webhook: WebhookProcess;
 let kubelets: SimKubelet[] = [];
-
-async function useConfig(config: unknown): Promise<string> {
-  const rv = await applyConfig(env, configYaml(config));
-  await webhook.waitForConfig(rv);
-  return rv;
-}
 
 async function startKubelet(options: Omit<SimKubeletOptions, 'capacity'> & Partial<Pick<SimKubeletOptions, 'capacity'>>): Promise<SimKubelet> {
   const kubelet = await SimKubelet.start(env, {
@@ -176,7 +169,7 @@ describe('node oversell against a real control plane', () => {
   });
 
   it('1. nodes register and heartbeat: allocatable inflated by the ratios, capacity untouched, annotations record raw, capacity and ratios', async () => {
-    await useConfig(CONFIG);
+    await webhook.useConfig(CONFIG);
     const [a, b, c] = claimNodeNames(env, 'sim-node', 3);
     const worker = await startKubelet({ name: a! });
     const big = await startKubelet({ name: b!, capacity: { cpu: '16', memory: '64Gi', pods: '250', 'ephemeral-storage': '200Gi' } });
@@ -218,7 +211,7 @@ describe('node oversell against a real control plane', () => {
   });
 
   it('2. third parties writing nodes/status with the stored allocatable (conditions only) do not compound it', async () => {
-    await useConfig(CONFIG);
+    await webhook.useConfig(CONFIG);
     const [name] = claimNodeNames(env, 'sim-node', 1);
     const kubelet = await startKubelet({ name: name! });
     await kubelet.waitForPatches(1);
@@ -266,13 +259,13 @@ describe('node oversell against a real control plane', () => {
   });
 
   it('3. a ConfigMap edit (kubectl apply) reaches every node at its next kubelet update; an invalid edit changes nothing, with a Warning Event and the failure metric', async () => {
-    await useConfig(CONFIG);
+    await webhook.useConfig(CONFIG);
     const names = claimNodeNames(env, 'sim-node', 3);
     const nodes = await Promise.all(names.map((name, i) => startKubelet({ name, ...(i === 2 ? { capacity: { cpu: '7', memory: '30Gi', pods: '110' } } : {}) })));
     await Promise.all(nodes.map((k) => waitInflated(k, RATIOS)));
 
     const edited = { cpu: 2, memory: 1.1, pods: 1.5 };
-    await useConfig({ nodes: { defaultRatios: edited } });
+    await webhook.useConfig({ nodes: { defaultRatios: edited } });
     const loadedAt = Date.now();
     await Promise.all(nodes.map((k) => waitInflated(k, edited)));
     for (const kubelet of nodes) {
@@ -313,7 +306,7 @@ describe('node oversell against a real control plane', () => {
   });
 
   it('4. the opt-out label brings the raw allocatable back at the next kubelet update; removing it inflates again', async () => {
-    await useConfig(CONFIG);
+    await webhook.useConfig(CONFIG);
     const [a, b] = claimNodeNames(env, 'sim-node', 2);
     const kubelet = await startKubelet({ name: a! });
     const legacy = await startKubelet({ name: b! });
@@ -349,7 +342,7 @@ describe('node oversell against a real control plane', () => {
     const group = `sched-${Date.now().toString(36)}`;
     const names = claimNodeNames(env, 'kwok-node', 2);
     const capacity = { cpu: '4', memory: '32Gi', pods: '110' };
-    await useConfig({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } });
+    await webhook.useConfig({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } });
     const nodes = await Promise.all(names.map((name) => startKubelet({ name, kwok: true, capacity, labels: { 'e2e.kube-overcommit.io/group': group } })));
     // kwok has taken them over (it keeps their Leases).
     await Promise.all(names.map((name) => waitUntil(`kwok's Lease for ${name}`, () => admin.get(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${name}`))));
@@ -384,7 +377,7 @@ describe('node oversell against a real control plane', () => {
       const withoutOversell = await place(8);
       await deleteAllPods(admin, namespace);
 
-      await useConfig({ nodes: { defaultRatios: { cpu: 1.5, memory: 1 } } });
+      await webhook.useConfig({ nodes: { defaultRatios: { cpu: 1.5, memory: 1 } } });
       await Promise.all(nodes.map((k) => waitInflated(k, { cpu: 1.5 }, REPORT_MS * 2 + 10_000)));
       const withOversell = await place(12);
 
@@ -400,7 +393,7 @@ describe('node oversell against a real control plane', () => {
   });
 
   it('6. webhook down: heartbeats keep succeeding and nodes stay Ready with raw values; back up: inflation resumes from the fresh raw values, without compounding', async () => {
-    await useConfig(CONFIG);
+    await webhook.useConfig(CONFIG);
     const names = claimNodeNames(env, 'sim-node', 2);
     const [hotAdd, steady] = await Promise.all(names.map((name) => startKubelet({ name })));
     await Promise.all([hotAdd!, steady!].map((k) => waitInflated(k, RATIOS)));
@@ -448,7 +441,7 @@ describe('node oversell against a real control plane', () => {
   });
 
   it('7. TLS files rotated while kubelets keep updating: no admission call fails, the webhook reloads', async () => {
-    await useConfig(CONFIG);
+    await webhook.useConfig(CONFIG);
     const names = claimNodeNames(env, 'sim-node', 3);
     const nodes = await Promise.all(names.map((name) => startKubelet({ name })));
     await Promise.all(nodes.map((k) => waitInflated(k, RATIOS)));

@@ -18,9 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   adminClient,
   apiserverMetrics,
-  applyConfig,
   claimNodeNames,
-  configYaml,
   createNamespace,
   deleteNamespace,
   e2eEnv,
@@ -77,11 +75,6 @@ let webhook: WebhookProcess;
 let general: SimKubelet;
 const namespaces: string[] = [];
 
-async function useConfig(config: unknown): Promise<void> {
-  const rv = await applyConfig(env, configYaml(config));
-  await webhook.waitForConfig(rv);
-}
-
 async function newNamespace(prefix: string, labels: Record<string, string>): Promise<string> {
   const name = `${prefix}-${suffix()}`;
   await createNamespace(env, name, labels);
@@ -134,7 +127,7 @@ beforeAll(async () => {
   admin = adminClient(env);
   webhook = new WebhookProcess(env);
   await webhook.start();
-  await useConfig(POLICY_CONFIG);
+  await webhook.useConfig(POLICY_CONFIG);
   const [name] = claimNodeNames(env, 'kwok-node', 1);
   general = await startKwokNode(env, admin, { name: name!, capacity: { cpu: '8', memory: '32Gi', pods: '110' } });
 });
@@ -153,7 +146,7 @@ afterAll(async () => {
 
 describe('pod policies against a real control plane', () => {
   it('(a) a Deployment in an opted-in namespace: the pods its ReplicaSet creates get default requests and request-to-limit percentages, with the originals recorded', async () => {
-    await useConfig(POLICY_CONFIG);
+    await webhook.useConfig(POLICY_CONFIG);
     const ns = await newNamespace('e2e-policy', { [POD_POLICY_LABEL]: 'enabled' });
     await waitForPolicyScope(ns);
     const before = policyCounters(await webhook.metrics());
@@ -188,7 +181,7 @@ describe('pod policies against a real control plane', () => {
   });
 
   it('(b) namespaces that did not opt in: the same Deployment is untouched — not sent (plain namespace), and left alone by the strategy when /mutate is called for the sidecars entry', async () => {
-    await useConfig(POLICY_CONFIG);
+    await webhook.useConfig(POLICY_CONFIG);
     const plain = await newNamespace('e2e-plain', {});
     // Opted in for sidecars only: the sidecars entry calls /mutate, where every pod strategy runs;
     // the pod policies must find from their own namespace cache that this one is not theirs.
@@ -248,7 +241,7 @@ describe('pod policies against a real control plane', () => {
    * binding of `late`: 4 CPUs requested > cap 3.
    */
   async function capScenario(mode: 'deny' | 'warn') {
-    await useConfig({ nodes: NODES, pods: { defaultRequests: DEFAULT_REQUESTS, cap: { mode } } });
+    await webhook.useConfig({ nodes: NODES, pods: { defaultRequests: DEFAULT_REQUESTS, cap: { mode } } });
     const [nodeName] = claimNodeNames(env, 'kwok-node', 1);
     const kubelet = await startKwokNode(env, admin, { name: nodeName!, capacity: { cpu: '2', memory: '8Gi', pods: '110' } });
     const id = suffix();

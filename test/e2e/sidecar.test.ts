@@ -14,9 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   adminClient,
   apiserverMetrics,
-  applyConfig,
   claimNodeNames,
-  configYaml,
   createNamespace,
   deleteNamespace,
   e2eEnv,
@@ -79,11 +77,6 @@ let webhook: WebhookProcess;
 let node: SimKubelet;
 let ns: string;
 
-async function useConfig(value: unknown): Promise<void> {
-  const rv = await applyConfig(env, configYaml(value));
-  await webhook.waitForConfig(rv);
-}
-
 function injections(m: Metrics, outcome = 'injected'): number {
   return m.sum('kube_overcommit_sidecar_injections_total', { template: 'mesh', outcome });
 }
@@ -95,7 +88,7 @@ beforeAll(async () => {
   admin = adminClient(env);
   webhook = new WebhookProcess(env);
   await webhook.start();
-  await useConfig(config('1.0.0'));
+  await webhook.useConfig(config('1.0.0'));
   const [name] = claimNodeNames(env, 'kwok-node', 1);
   node = await startKwokNode(env, admin, { name: name!, capacity: { cpu: '8', memory: '32Gi', pods: '110' } });
   ns = `e2e-sidecars-${suffix()}`;
@@ -117,7 +110,7 @@ afterAll(async () => {
 
 describe('sidecar injection against a real control plane', () => {
   it('(a) a Deployment\'s pods asking for a template come up with the native sidecar, the sidecar container, the volume and env, and the injected annotation; kwok runs them', async () => {
-    await useConfig(config('1.0.0'));
+    await webhook.useConfig(config('1.0.0'));
     const before = injections(await webhook.metrics());
     await admin.post(
       `/apis/apps/v1/namespaces/${ns}/deployments`,
@@ -167,7 +160,7 @@ describe('sidecar injection against a real control plane', () => {
   });
 
   it('(b) a pod without the annotation is untouched (the shipped matchCondition keeps it from being sent)', async () => {
-    await useConfig(config('1.0.0'));
+    await webhook.useConfig(config('1.0.0'));
     const sidecarsEntry = env.webhook.entries.find((e) => e.startsWith('sidecars.'))!;
     const exclusions = (m: Metrics) => m.sum('apiserver_admission_match_condition_exclusions_total', { name: sidecarsEntry });
     const calls = (m: Metrics) => m.sum('apiserver_admission_webhook_request_total', { name: sidecarsEntry });
@@ -203,14 +196,14 @@ describe('sidecar injection against a real control plane', () => {
   });
 
   it('(c) a template edit in the ConfigMap applies to the next pod created, not to the pods that exist', async () => {
-    await useConfig(config('1.0.0'));
+    await webhook.useConfig(config('1.0.0'));
     const dep = deployment('edit', 1, { annotations: { [INJECT_ANNOTATION]: 'mesh' }, spec: { ...onKwokNode(env, node.name), containers: [{ name: 'app', image: PAUSE_IMAGE }] } });
     await admin.post(`/apis/apps/v1/namespaces/${ns}/deployments`, dep);
     const [first] = await waitForDeploymentPods(admin, ns, 'edit', 1);
     expect(first.spec.initContainers[0].image).toBe('registry.example.com/mesh/proxy:1.0.0');
 
     // kubectl apply of the edited ConfigMap; the webhook runs with it once /readyz names its resourceVersion.
-    await useConfig(config('1.1.0'));
+    await webhook.useConfig(config('1.1.0'));
     const before = injections(await webhook.metrics());
     // The ReplicaSet is unchanged (same pod template): only the next pod it creates sees the edit.
     await admin.patch(`/apis/apps/v1/namespaces/${ns}/deployments/edit`, { spec: { replicas: 2 } }, 'merge');

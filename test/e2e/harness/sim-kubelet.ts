@@ -108,6 +108,52 @@ function time(date = new Date()): string {
   return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
+/** What a kubelet reports of its node (kubeletStatus). */
+export interface KubeletNodeFacts {
+  name: string;
+  capacity: Record<string, string>;
+  allocatable: Record<string, string>;
+  nodeInfo: Record<string, string>;
+  images?: unknown[];
+}
+
+/**
+ * The kubelet's setters applied to a copy of the stored status (fields it does not own are
+ * kept): capacity, allocatable, the four standard conditions (heartbeat now, transition time
+ * kept while the status is unchanged), addresses, daemon endpoints, nodeInfo and images.
+ */
+export function kubeletStatus(original: any, node: KubeletNodeFacts): any {
+  const now = time();
+  const status = structuredClone(original ?? {});
+  // Keep the stored spelling of equal quantities (the API server canonicalises), as a Go
+  // resource.Quantity would serialise the same value the same way.
+  const merge = (stored: Record<string, string> | undefined, real: Record<string, string>) => {
+    const out: Record<string, string> = { ...(stored ?? {}) };
+    for (const [k, v] of Object.entries(real)) out[k] = stored?.[k] !== undefined && sameQuantity(k, stored[k], v) ? stored[k] : v;
+    return out;
+  };
+  status.capacity = merge(original?.capacity, node.capacity);
+  status.allocatable = merge(original?.allocatable, node.allocatable);
+  const conditions: any[] = [...(original?.conditions ?? [])];
+  for (const want of STANDARD_CONDITIONS) {
+    const i = conditions.findIndex((c) => c.type === want.type);
+    const before = i >= 0 ? conditions[i] : undefined;
+    const transition = before && before.status === want.status ? before.lastTransitionTime : now;
+    const next = { ...want, lastHeartbeatTime: now, lastTransitionTime: transition };
+    if (i >= 0) conditions[i] = { ...before, ...next };
+    else conditions.push(next);
+  }
+  status.conditions = conditions;
+  status.addresses = [
+    { type: 'InternalIP', address: '127.0.0.1' },
+    { type: 'Hostname', address: node.name },
+  ];
+  status.daemonEndpoints = { kubeletEndpoint: { Port: 10250 } };
+  status.nodeInfo = { ...node.nodeInfo, ...(original?.nodeInfo?.swap ? { swap: original.nodeInfo.swap } : {}) };
+  if (node.images?.length) status.images = node.images;
+  return status;
+}
+
 /**
  * A simulated kubelet: authenticates as `system:node:<name>` (group system:nodes) with its
  * static token, registers its Node (POST /api/v1/nodes), then runs the kubelet's status loop
@@ -291,48 +337,24 @@ export class SimKubelet {
     return [{ key: 'e2e.kube-overcommit.io/no-kubelet', value: 'true', effect: 'NoSchedule' }];
   }
 
-  /** The kubelet's setters applied to a copy of the stored status (fields it does not own are kept). */
   private desiredStatus(original: any): any {
-    const now = time();
-    const status = structuredClone(original ?? {});
-    // Keep the stored spelling of equal quantities (the API server canonicalises), as a Go
-    // resource.Quantity would serialise the same value the same way.
-    const merge = (stored: Record<string, string> | undefined, real: Record<string, string>) => {
-      const out: Record<string, string> = { ...(stored ?? {}) };
-      for (const [k, v] of Object.entries(real)) out[k] = stored?.[k] !== undefined && sameQuantity(k, stored[k], v) ? stored[k] : v;
-      return out;
-    };
-    status.capacity = merge(original?.capacity, this.capacity);
-    status.allocatable = merge(original?.allocatable, this.allocatable);
-    const conditions: any[] = [...(original?.conditions ?? [])];
-    for (const want of STANDARD_CONDITIONS) {
-      const i = conditions.findIndex((c) => c.type === want.type);
-      const before = i >= 0 ? conditions[i] : undefined;
-      const transition = before && before.status === want.status ? before.lastTransitionTime : now;
-      const next = { ...want, lastHeartbeatTime: now, lastTransitionTime: transition };
-      if (i >= 0) conditions[i] = { ...before, ...next };
-      else conditions.push(next);
-    }
-    status.conditions = conditions;
-    status.addresses = [
-      { type: 'InternalIP', address: '127.0.0.1' },
-      { type: 'Hostname', address: this.name },
-    ];
-    status.daemonEndpoints = { kubeletEndpoint: { Port: 10250 } };
-    status.nodeInfo = {
-      machineID: '',
-      systemUUID: '',
-      bootID: '',
-      kernelVersion: '6.1.0-e2e',
-      osImage: 'kube-overcommit e2e simulated kubelet',
-      containerRuntimeVersion: 'containerd://1.7.24',
-      kubeletVersion: this.env.k8sVersion,
-      kubeProxyVersion: '',
-      operatingSystem: 'linux',
-      architecture: 'amd64',
-      ...(original?.nodeInfo?.swap ? { swap: original.nodeInfo.swap } : {}),
-    };
-    return status;
+    return kubeletStatus(original, {
+      name: this.name,
+      capacity: this.capacity,
+      allocatable: this.allocatable,
+      nodeInfo: {
+        machineID: '',
+        systemUUID: '',
+        bootID: '',
+        kernelVersion: '6.1.0-e2e',
+        osImage: 'kube-overcommit e2e simulated kubelet',
+        containerRuntimeVersion: 'containerd://1.7.24',
+        kubeletVersion: this.env.k8sVersion,
+        kubeProxyVersion: '',
+        operatingSystem: 'linux',
+        architecture: 'amd64',
+      },
+    });
   }
 
   private async register(): Promise<void> {

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
+import { applyConfig, configYaml } from './config.js';
 import type { E2eEnv } from './env.js';
 import { Metrics } from './metrics.js';
 import { alive } from './process.js';
@@ -152,6 +153,13 @@ export class WebhookProcess {
     const { status, body } = await this.get('/metrics');
     if (status !== 200) throw new Error(`webhook /metrics: HTTP ${status}`);
     return Metrics.parse(body);
+  }
+
+  /** Applies `config` (an object, as config.yaml) to the ConfigMap and waits until it is in force; its resourceVersion. */
+  async useConfig(config: unknown): Promise<string> {
+    const rv = await applyConfig(this.env, configYaml(config));
+    await this.waitForConfig(rv);
+    return rv;
   }
 
   /**
