@@ -52,6 +52,7 @@ const dist = (path: string) => import(pathToFileURL(join(ROOT, 'dist', path)).hr
 async function main(): Promise<void> {
   if (!flags['no-build']) ensureBuilt(log);
   const { decodeAdmissionReview } = await dist('admission/admission-review.decoder.js');
+  const { mayHoldPoisonedKey } = await dist('admission/admission.server.js');
   const { parseConfig } = await dist('config/config.loader.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
@@ -69,6 +70,7 @@ async function main(): Promise<void> {
 
     step('JSON.parse (body)', () => JSON.parse(text));
     step("secure-json-parse, Fastify's default (proto/constructor: error)", () => sjson.parse(text, null, { protoAction: 'error', constructorAction: 'error' }));
+    step('ours: mayHoldPoisonedKey, then JSON.parse', () => (mayHoldPoisonedKey(text) ? sjson.parse(text) : JSON.parse(text)));
     step('body Buffer → string (utf8)', () => review.body.toString('utf8'));
     step('decodeAdmissionReview (class-transformer + class-validator)', () => decodeAdmissionReview(body));
     if (review.expectPatch) {
