@@ -20,7 +20,8 @@
  *   --connections n (BENCH_CONNECTIONS, 24) --warmup s (BENCH_WARMUP, 1) --rate req/s (BENCH_RATE, 1000)
  *   --rate-duration s (BENCH_RATE_DURATION, 8) --rate-rounds n (BENCH_RATE_ROUNDS, 2)
  *   --sizes bare-node,kubeadm-node,large-node,pod (BENCH_SIZES) --ours-node-args="--flag ..." (BENCH_OURS_NODE_ARGS: extra
- *   node flags for ours only, for experiments) --no-build (bench the dist/ there is) --out file
+ *   node flags for ours only, for experiments) --memory-limit MiB (BENCH_MEMORY_LIMIT, 512: each server in a
+ *   memory cgroup at the Deployment's limit, as in its pod; 0 for none) --no-build (bench the dist/ there is) --out file
  * Writes bench/results/admission.json. Default run: about 5.5 minutes.
  */
 import autocannon, { type Result } from 'autocannon';
@@ -45,6 +46,7 @@ import {
   RUN_DIR,
   Samples,
   type ServerProcess,
+  createMemoryCgroup,
   startProcess,
   statusKiB,
   table,
@@ -69,6 +71,7 @@ const { values: flags } = parseArgs({
     'rate-rounds': { type: 'string' },
     sizes: { type: 'string' },
     'ours-node-args': { type: 'string' },
+    'memory-limit': { type: 'string' },
     'no-build': { type: 'boolean' },
     out: { type: 'string' },
   },
@@ -95,6 +98,8 @@ const options = {
   sizes: (flags.sizes ?? process.env.BENCH_SIZES ?? 'bare-node,kubeadm-node,large-node,pod').split(',').map((s) => s.trim()).filter(Boolean),
   /** Extra node flags for ours only (e.g. "--max-semi-space-size=8" to see what a V8 setting does to RSS). */
   oursNodeArgs: (flags['ours-node-args'] ?? process.env.BENCH_OURS_NODE_ARGS ?? '').split(' ').filter(Boolean),
+  /** Each server in a memory cgroup at this limit (MiB; 0: none): k8s/base/deployment.yaml's 512Mi. */
+  memoryLimitMiB: Math.round(numberOption(flags['memory-limit'], 'BENCH_MEMORY_LIMIT', 512, 0)),
 };
 const outFile = flags.out ?? resultsPath('admission.json');
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -323,6 +328,13 @@ async function main(): Promise<number> {
   writeFileSync(configFile, 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n');
 
   const [oursPort, oursHttpPort, basePort] = [await freePort(), await freePort(), await freePort()];
+  const cgroupFor = (server: ServerName) => {
+    if (options.memoryLimitMiB === 0) return undefined;
+    const cgroup = createMemoryCgroup(`kube-overcommit-bench-${server}-${process.pid}`, options.memoryLimitMiB);
+    if (!cgroup) log(`${server}: no writable memory cgroup here (root and a memory controller are needed): running without a memory limit`);
+    return cgroup ?? undefined;
+  };
+  const cgroups = { ours: cgroupFor('ours'), baseline: cgroupFor('baseline') };
   const servers: Record<ServerName, ServerProcess> = {
     ours: startProcess(
       'ours',
@@ -338,6 +350,7 @@ async function main(): Promise<number> {
       }),
       oursPort,
       dir,
+      cgroups.ours,
     ),
     baseline: startProcess(
       'baseline',
@@ -345,6 +358,7 @@ async function main(): Promise<number> {
       childEnv({ BASELINE_PORT: String(basePort), BASELINE_TLS_CERT_FILE: tls.certFile, BASELINE_TLS_KEY_FILE: tls.keyFile }),
       basePort,
       dir,
+      cgroups.baseline,
     ),
   };
 
@@ -354,7 +368,10 @@ async function main(): Promise<number> {
       ours: round(statusKiB(servers.ours.pid, 'VmRSS') / 1024, 1),
       baseline: round(statusKiB(servers.baseline.pid, 'VmRSS') / 1024, 1),
     };
-    log(`servers up: ours pid ${servers.ours.pid} (${idleRssMiB.ours} MiB), baseline pid ${servers.baseline.pid} (${idleRssMiB.baseline} MiB)`);
+    log(
+      `servers up: ours pid ${servers.ours.pid} (${idleRssMiB.ours} MiB), baseline pid ${servers.baseline.pid} (${idleRssMiB.baseline} MiB); ` +
+        `memory limit ${cgroups.ours ? `${cgroups.ours.limitMiB} MiB each` : 'none'}`,
+    );
 
     const checks = await checkAnswers(servers, reviews);
     log('\nreviews (request bytes; response bytes and patch operations of ours):');
@@ -475,8 +492,8 @@ async function main(): Promise<number> {
       machine: { ...machineInfo(), loadAvgAtStart: loadAtStart },
       options,
       servers: {
-        ours: { command: ['node', ...options.oursNodeArgs, 'dist/main.js'].join(' '), config: 'nodes.defaultRatios: { cpu: 1.5, memory: 1 }', logLevel: 'warn', idleRssMiB: idleRssMiB.ours, hwmMiB: hwmMiB.ours },
-        baseline: { command: `node ${relative(ROOT, join(BUILD_DIR, 'bench', 'baseline-server.js'))}`, idleRssMiB: idleRssMiB.baseline, hwmMiB: hwmMiB.baseline },
+        ours: { command: ['node', ...options.oursNodeArgs, 'dist/main.js'].join(' '), config: 'nodes.defaultRatios: { cpu: 1.5, memory: 1 }', logLevel: 'warn', memoryLimitMiB: cgroups.ours?.limitMiB ?? null, idleRssMiB: idleRssMiB.ours, hwmMiB: hwmMiB.ours },
+        baseline: { command: `node ${relative(ROOT, join(BUILD_DIR, 'bench', 'baseline-server.js'))}`, memoryLimitMiB: cgroups.baseline?.limitMiB ?? null, idleRssMiB: idleRssMiB.baseline, hwmMiB: hwmMiB.baseline },
       },
       checks,
       sizes,
