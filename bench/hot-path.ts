@@ -52,7 +52,7 @@ const dist = (path: string) => import(pathToFileURL(join(ROOT, 'dist', path)).hr
 async function main(): Promise<void> {
   if (!flags['no-build']) ensureBuilt(log);
   const { decodeAdmissionReview } = await dist('admission/admission-review.decoder.js');
-  const { mayHoldPoisonedKey } = await dist('admission/admission.server.js');
+  const { admissionJsonParser } = await dist('admission/admission.server.js');
   const { parseConfig } = await dist('config/config.loader.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
@@ -61,6 +61,11 @@ async function main(): Promise<void> {
   if (!parsed.ok) throw new Error(parsed.errors.join('; '));
   const config = parsed.value;
 
+  // The parser the admission server installs, with secure-json-parse behind it as Fastify's.
+  const ignoreParsed = () => undefined;
+  const oursParse = admissionJsonParser((_request: unknown, text: string, done: (error: Error | null, body?: unknown) => void) =>
+    done(null, sjson.parse(text, null, { protoAction: 'error', constructorAction: 'error' })),
+  );
   const rows: (string | number)[][] = [];
   for (const review of benchReviews()) {
     const text = review.body.toString('utf8');
@@ -70,7 +75,7 @@ async function main(): Promise<void> {
 
     step('JSON.parse (body)', () => JSON.parse(text));
     step("secure-json-parse, Fastify's default (proto/constructor: error)", () => sjson.parse(text, null, { protoAction: 'error', constructorAction: 'error' }));
-    step('ours: mayHoldPoisonedKey, then JSON.parse', () => (mayHoldPoisonedKey(text) ? sjson.parse(text) : JSON.parse(text)));
+    step('ours: admissionJsonParser (scan, then JSON.parse)', () => oursParse(undefined, text, ignoreParsed));
     step('body Buffer → string (utf8)', () => review.body.toString('utf8'));
     step('decodeAdmissionReview (class-transformer + class-validator)', () => decodeAdmissionReview(body));
     if (review.expectPatch) {
