@@ -2,7 +2,8 @@
  * Admission throughput and latency (issue 4, part 1): `npm run bench:admission`.
  *
  * Two servers, each its own child process so that CPU and RSS are measured separately:
- *   ours      `node dist/main.js`, config `nodes.defaultRatios.cpu: 1.5` (node reviews get a patch), LOG_LEVEL=warn
+ *   ours      `node dist/main.js` with the Deployment's NODE_OPTIONS, config `nodes.defaultRatios.cpu: 1.5`
+ *             (node reviews get a patch), LOG_LEVEL=warn
  *   baseline  bench/baseline-server.ts: bare Fastify 5 HTTPS, same certificate and body limit, parses
  *             the body and answers allowed with no patch — the limit of this stack
  *
@@ -20,8 +21,8 @@
  *   --connections n (BENCH_CONNECTIONS, 24) --warmup s (BENCH_WARMUP, 1) --rate req/s (BENCH_RATE, 1000)
  *   --rate-duration s (BENCH_RATE_DURATION, 8) --rate-rounds n (BENCH_RATE_ROUNDS, 2)
  *   --sizes bare-node,kubeadm-node,large-node,pod (BENCH_SIZES) --ours-node-args="--flag ..." (BENCH_OURS_NODE_ARGS: extra
- *   node flags for ours only, for experiments) --memory-limit MiB (BENCH_MEMORY_LIMIT, 512: each server in a
- *   memory cgroup at the Deployment's limit, as in its pod; 0 for none) --no-build (bench the dist/ there is) --out file
+ *   node flags for ours only, for experiments) --memory-limit MiB (BENCH_MEMORY_LIMIT; each server in a
+ *   memory cgroup at the Deployment's limit by default, as in its pod; 0 for none) --no-build (bench the dist/ there is) --out file
  * Writes bench/results/admission.json. Default run: about 5.5 minutes.
  */
 import autocannon, { type Result } from 'autocannon';
@@ -32,6 +33,8 @@ import { parseArgs } from 'node:util';
 import {
   BUILD_DIR,
   childEnv,
+  DEPLOYMENT_MEMORY_LIMIT_MIB,
+  DEPLOYMENT_NODE_OPTIONS,
   destroyAgent,
   ensureBuilt,
   freePort,
@@ -46,7 +49,8 @@ import {
   RUN_DIR,
   Samples,
   type ServerProcess,
-  createMemoryCgroup,
+  oursEnv,
+  serverCgroup,
   startProcess,
   statusKiB,
   table,
@@ -99,7 +103,7 @@ const options = {
   /** Extra node flags for ours only (e.g. "--max-semi-space-size=8" to see what a V8 setting does to RSS). */
   oursNodeArgs: (flags['ours-node-args'] ?? process.env.BENCH_OURS_NODE_ARGS ?? '').split(' ').filter(Boolean),
   /** Each server in a memory cgroup at this limit (MiB; 0: none): k8s/base/deployment.yaml's 512Mi. */
-  memoryLimitMiB: Math.round(numberOption(flags['memory-limit'], 'BENCH_MEMORY_LIMIT', 512, 0)),
+  memoryLimitMiB: Math.round(numberOption(flags['memory-limit'], 'BENCH_MEMORY_LIMIT', DEPLOYMENT_MEMORY_LIMIT_MIB, 0)),
 };
 const outFile = flags.out ?? resultsPath('admission.json');
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -328,26 +332,15 @@ async function main(): Promise<number> {
   writeFileSync(configFile, 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n');
 
   const [oursPort, oursHttpPort, basePort] = [await freePort(), await freePort(), await freePort()];
-  const cgroupFor = (server: ServerName) => {
-    if (options.memoryLimitMiB === 0) return undefined;
-    const cgroup = createMemoryCgroup(`kube-overcommit-bench-${server}-${process.pid}`, options.memoryLimitMiB);
-    if (!cgroup) log(`${server}: no writable memory cgroup here (root and a memory controller are needed): running without a memory limit`);
-    return cgroup ?? undefined;
+  const cgroups = {
+    ours: serverCgroup('ours', options.memoryLimitMiB, log),
+    baseline: serverCgroup('baseline', options.memoryLimitMiB, log),
   };
-  const cgroups = { ours: cgroupFor('ours'), baseline: cgroupFor('baseline') };
   const servers: Record<ServerName, ServerProcess> = {
     ours: startProcess(
       'ours',
       [...options.oursNodeArgs, join(ROOT, 'dist', 'main.js')],
-      childEnv({
-        OVERCOMMIT_HTTPS_PORT: String(oursPort),
-        OVERCOMMIT_HTTP_PORT: String(oursHttpPort),
-        OVERCOMMIT_CONFIG_FILE: configFile,
-        OVERCOMMIT_TLS_CERT_FILE: tls.certFile,
-        OVERCOMMIT_TLS_KEY_FILE: tls.keyFile,
-        OVERCOMMIT_SHUTDOWN_DELAY_MS: '0',
-        LOG_LEVEL: 'warn',
-      }),
+      oursEnv({ https: oursPort, http: oursHttpPort }, configFile, tls),
       oursPort,
       dir,
       cgroups.ours,
@@ -492,7 +485,7 @@ async function main(): Promise<number> {
       machine: { ...machineInfo(), loadAvgAtStart: loadAtStart },
       options,
       servers: {
-        ours: { command: ['node', ...options.oursNodeArgs, 'dist/main.js'].join(' '), config: 'nodes.defaultRatios: { cpu: 1.5, memory: 1 }', logLevel: 'warn', memoryLimitMiB: cgroups.ours?.limitMiB ?? null, idleRssMiB: idleRssMiB.ours, hwmMiB: hwmMiB.ours },
+        ours: { command: ['node', ...options.oursNodeArgs, 'dist/main.js'].join(' '), nodeOptions: DEPLOYMENT_NODE_OPTIONS, config: 'nodes.defaultRatios: { cpu: 1.5, memory: 1 }', logLevel: 'warn', memoryLimitMiB: cgroups.ours?.limitMiB ?? null, idleRssMiB: idleRssMiB.ours, hwmMiB: hwmMiB.ours },
         baseline: { command: `node ${relative(ROOT, join(BUILD_DIR, 'bench', 'baseline-server.js'))}`, memoryLimitMiB: cgroups.baseline?.limitMiB ?? null, idleRssMiB: idleRssMiB.baseline, hwmMiB: hwmMiB.baseline },
       },
       checks,

@@ -7,6 +7,7 @@ import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generate } from 'selfsigned';
+import { deploymentNodeOptions, deploymentWebhookContainer } from '../test/e2e/harness/webhook.js';
 
 /** The project root (this file runs from bench/.run/build/bench/). */
 export const ROOT = (() => {
@@ -102,13 +103,40 @@ export interface ServerProcess {
   stop(): Promise<number | null>;
 }
 
-/** Environment for a child server: ours must not think it runs in a cluster. */
+/** Environment for a child server: ours must not think it runs in a cluster; no NODE_OPTIONS of the bench's own. */
 export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'production', ...extra };
+  const env: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'production', NODE_OPTIONS: '', ...extra };
   delete env.KUBERNETES_SERVICE_HOST;
   delete env.KUBERNETES_SERVICE_PORT;
-  delete env.NODE_OPTIONS;
   return env;
+}
+
+/** NODE_OPTIONS as k8s/base/deployment.yaml sets it for the webhook container. */
+export const DEPLOYMENT_NODE_OPTIONS = deploymentNodeOptions(ROOT);
+
+/** The webhook container's memory limit in k8s/base/deployment.yaml, MiB. */
+export const DEPLOYMENT_MEMORY_LIMIT_MIB = (() => {
+  const limit = deploymentWebhookContainer(ROOT).resources?.limits?.memory ?? '';
+  const match = /^(\d+)(Mi|Gi)$/.exec(limit);
+  if (!match) throw new Error(`k8s/base/deployment.yaml: webhook memory limit "${limit}" is not <n>Mi or <n>Gi`);
+  return Number(match[1]) * (match[2] === 'Gi' ? 1024 : 1);
+})();
+
+/**
+ * The environment of ours (`node dist/main.js`) as bench:admission and bench:profile run it:
+ * the Deployment's NODE_OPTIONS, the run's config file and certificate, no drain delay, warn logs.
+ */
+export function oursEnv(ports: { https: number; http: number }, configFile: string, tls: TlsFiles): NodeJS.ProcessEnv {
+  return childEnv({
+    NODE_OPTIONS: DEPLOYMENT_NODE_OPTIONS,
+    OVERCOMMIT_HTTPS_PORT: String(ports.https),
+    OVERCOMMIT_HTTP_PORT: String(ports.http),
+    OVERCOMMIT_CONFIG_FILE: configFile,
+    OVERCOMMIT_TLS_CERT_FILE: tls.certFile,
+    OVERCOMMIT_TLS_KEY_FILE: tls.keyFile,
+    OVERCOMMIT_SHUTDOWN_DELAY_MS: '0',
+    LOG_LEVEL: 'warn',
+  });
 }
 
 /**
@@ -143,6 +171,17 @@ export function createMemoryCgroup(name: string, limitMiB: number): MemoryCgroup
     return null;
   }
   return { path, limitMiB, remove };
+}
+
+/**
+ * The memory cgroup a benchmarked server runs in: `limitMiB` (0: none), or none with a line
+ * saying so where cgroups are not writable.
+ */
+export function serverCgroup(server: string, limitMiB: number, log: (line: string) => void): MemoryCgroup | undefined {
+  if (limitMiB === 0) return undefined;
+  const cgroup = createMemoryCgroup(`kube-overcommit-bench-${server}-${process.pid}`, limitMiB);
+  if (!cgroup) log(`${server}: no writable memory cgroup here (root and a memory controller are needed): running without a memory limit`);
+  return cgroup ?? undefined;
 }
 
 /** Starts `node args…` (inside `cgroup` when given: the shell joins it, then execs node, keeping the pid). */

@@ -8,8 +8,12 @@
  * Fastify, Nest, TLS, GC...), the top functions by self time, and inclusive time of the
  * functions on the request path. The summary is also written next to the profile (.txt, .json).
  *
+ * Each server runs as bench:admission runs it: ours with the Deployment's NODE_OPTIONS, both in a
+ * memory cgroup at the Deployment's limit (--memory-limit MiB; 0 for none).
+ *
  * Flags: --sizes (kubeadm-node,large-node) --duration s (15) --connections n (24) --top n (30)
- *   --servers ours|baseline|ours,baseline (ours; the baseline for comparison) --no-build
+ *   --servers ours|baseline|ours,baseline (ours; the baseline for comparison) --memory-limit MiB
+ *   (the Deployment's) --no-build
  */
 import autocannon from 'autocannon';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,12 +22,15 @@ import { parseArgs } from 'node:util';
 import {
   BUILD_DIR,
   childEnv,
+  DEPLOYMENT_MEMORY_LIMIT_MIB,
   destroyAgent,
   ensureBuilt,
   freePort,
+  oursEnv,
   round,
   ROOT,
   RUN_DIR,
+  serverCgroup,
   sleep,
   startProcess,
   table,
@@ -39,6 +46,7 @@ const { values: flags } = parseArgs({
     connections: { type: 'string' },
     top: { type: 'string' },
     servers: { type: 'string' },
+    'memory-limit': { type: 'string' },
     'no-build': { type: 'boolean' },
   },
 });
@@ -48,6 +56,7 @@ const sizes = (flags.sizes ?? 'kubeadm-node,large-node').split(',').map((s) => s
 const duration = Number(flags.duration ?? 15);
 const connections = Number(flags.connections ?? 24);
 const top = Number(flags.top ?? 30);
+const memoryLimitMiB = Number(flags['memory-limit'] ?? DEPLOYMENT_MEMORY_LIMIT_MIB);
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
 // ---------------------------------------------------------------------------------------------
@@ -248,17 +257,10 @@ async function profileOne(serverName: ServerName, review: BenchReview, setup: Se
       ? startProcess(
           label,
           [...prof, join(ROOT, 'dist', 'main.js')],
-          childEnv({
-            OVERCOMMIT_HTTPS_PORT: String(port),
-            OVERCOMMIT_HTTP_PORT: String(httpPort),
-            OVERCOMMIT_CONFIG_FILE: configFile,
-            OVERCOMMIT_TLS_CERT_FILE: tls.certFile,
-            OVERCOMMIT_TLS_KEY_FILE: tls.keyFile,
-            OVERCOMMIT_SHUTDOWN_DELAY_MS: '0',
-            LOG_LEVEL: 'warn',
-          }),
+          oursEnv({ https: port, http: httpPort }, configFile, tls),
           port,
           dir,
+          serverCgroup(label, memoryLimitMiB, log),
         )
       : startProcess(
           label,
@@ -266,6 +268,7 @@ async function profileOne(serverName: ServerName, review: BenchReview, setup: Se
           childEnv({ BASELINE_PORT: String(port), BASELINE_TLS_CERT_FILE: tls.certFile, BASELINE_TLS_KEY_FILE: tls.keyFile }),
           port,
           dir,
+          serverCgroup(label, memoryLimitMiB, log),
         );
   try {
     await waitReady(server, review.body);

@@ -1,13 +1,47 @@
 import { Logger } from '@nestjs/common';
 import { KubeConfig, ListWatch, Watch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 
-export interface InformerOptions {
+export interface InformerOptions<T extends KubernetesObject> {
   /** For logs: what is being watched. */
   description: string;
   labelSelector?: string;
   fieldSelector?: string;
   /** Called after every successful list (the first one makes the cache synced). */
   onListed?: () => void;
+  /**
+   * Applied to every object before the cache holds it (list items and watch events), as
+   * client-go's SetTransform: drop what nothing here reads. Default: stripManagedFields.
+   */
+  transform?: (object: T) => T;
+}
+
+/**
+ * client-go's TransformStripManagedFields: server-side apply's field ownership is often the
+ * larger part of an object, and nothing here reads it.
+ */
+export function stripManagedFields<T extends KubernetesObject>(object: T): T {
+  if (object.metadata?.managedFields) delete object.metadata.managedFields;
+  return object;
+}
+
+/**
+ * client-node's Watch, with the object of each ADDED/MODIFIED/DELETED event passed through
+ * `transform` before ListWatch sees it. client-node's ListWatch has no transform hook of its
+ * own, and this is its one way in for watch events (list results are transformed in listFn).
+ */
+export class TransformingWatch<T extends KubernetesObject> extends Watch {
+  constructor(
+    kube: KubeConfig,
+    private readonly transform: (object: T) => T,
+  ) {
+    super(kube);
+  }
+
+  override watch(...[path, queryParams, callback, done]: Parameters<Watch['watch']>): ReturnType<Watch['watch']> {
+    const transformed: typeof callback = (phase, object, watchObject) =>
+      callback(phase, phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED' ? this.transform(object) : object, watchObject);
+    return super.watch(path, queryParams, transformed, done);
+  }
 }
 
 const FIRST_RESTART_DELAY_MS = 1_000;
@@ -17,7 +51,8 @@ const MAX_RESTART_DELAY_MS = 30_000;
  * client-node's ListWatch (an informer cache) that never gives up. ListWatch re-lists on
  * 410 Gone and reconnects after its inactivity timeout, but on any other error (API server
  * down, connection refused, 403) it emits `error` and stops: here it is restarted with
- * exponential backoff. `isSynced()` turns true at the first successful list.
+ * exponential backoff. `isSynced()` turns true at the first successful list. Objects enter the
+ * cache through `transform` (managedFields stripped by default).
  */
 export class ResilientInformer<T extends KubernetesObject> {
   private readonly logger = new Logger('Informer');
@@ -31,16 +66,18 @@ export class ResilientInformer<T extends KubernetesObject> {
     kube: KubeConfig,
     path: string,
     list: () => Promise<KubernetesListObject<T>>,
-    private readonly options: InformerOptions,
+    private readonly options: InformerOptions<T>,
   ) {
+    const transform = options.transform ?? stripManagedFields;
     const listAndMark = async () => {
       const result = await list();
+      result.items = result.items.map(transform);
       this.synced = true;
       this.restartDelayMs = FIRST_RESTART_DELAY_MS;
       options.onListed?.();
       return result;
     };
-    this.cache = new ListWatch(path, new Watch(kube), listAndMark, false, options.labelSelector, options.fieldSelector);
+    this.cache = new ListWatch(path, new TransformingWatch(kube, transform), listAndMark, false, options.labelSelector, options.fieldSelector);
     this.cache.on('error', (error) => this.scheduleRestart(error));
   }
 

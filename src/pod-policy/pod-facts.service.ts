@@ -4,7 +4,7 @@ import type { Gauge } from 'prom-client';
 import { CoreV1Api, KubeConfig, type V1LimitRange, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { ConfigStore } from '../config/config.store.js';
 import { KUBE_ENV, inCluster } from '../kube/kube.env.js';
-import { ResilientInformer } from '../kube/resilient-informer.js';
+import { ResilientInformer, stripManagedFields } from '../kube/resilient-informer.js';
 import type { NodeLike } from '../node-oversell/node-oversell.rules.js';
 import type { LimitRangeLike } from './limit-range.js';
 import type { NodeUsage } from './node-cap.js';
@@ -25,6 +25,17 @@ type CacheInformers = {
   limitranges: ResilientInformer<V1LimitRange>;
 };
 
+/**
+ * What the Node cache keeps of a Node: all but managedFields and status.images. The image list
+ * (up to the kubelet's nodeStatusMaxImages, 50 by default) is most of a Node's size, and the
+ * cap reads only labels, annotations, allocatable and capacity.
+ */
+export function trimCachedNode(node: V1Node): V1Node {
+  stripManagedFields(node);
+  if (node.status?.images) delete node.status.images;
+  return node;
+}
+
 /** Which caches a pod policy reads: pods and nodes for the node cap, LimitRanges for mutations. */
 export function cachesNeeded(policy: PodPolicyConfig | undefined): FactsCache[] {
   if (!policy) return [];
@@ -41,8 +52,8 @@ export function cachesNeeded(policy: PodPolicyConfig | undefined): FactsCache[] 
  *
  * A cache runs only while the pod policy in force needs it (cachesNeeded), started and
  * stopped as the config changes. The Node cache is the costly one: with inflation every
- * node-status write comes back to each replica as a watch event, and every Node is held
- * whole. Until a started cache has listed, the strategy leaves pods alone (counted).
+ * node-status write comes back to each replica as a watch event; Nodes are held without
+ * their image lists (trimCachedNode). Until a started cache has listed, the strategy leaves pods alone (counted).
  *
  * RBAC: list and watch on pods, nodes and limitranges, cluster-wide (a ListWatch never GETs).
  */
@@ -108,7 +119,11 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
       pods.cache.on('delete', (pod) => this.index.remove(pod as PodLike));
       this.informers.pods = pods;
     } else if (cache === 'nodes') {
-      this.informers.nodes = new ResilientInformer<V1Node>(this.kube, '/api/v1/nodes', () => core.listNode(), { description: 'nodes', onListed });
+      this.informers.nodes = new ResilientInformer<V1Node>(this.kube, '/api/v1/nodes', () => core.listNode(), {
+        description: 'nodes',
+        onListed,
+        transform: trimCachedNode,
+      });
     } else {
       this.informers.limitranges = new ResilientInformer<V1LimitRange>(
         this.kube,

@@ -50,6 +50,11 @@ describe('shipped manifests', () => {
     expect(container.resources.limits.memory).toBeDefined();
     expect(container.readinessProbe.httpGet.path).toBe('/readyz');
     expect(container.livenessProbe.httpGet.path).toBe('/healthz');
+    // V8's young generation sized for node reviews (docs/performance.md); the e2e webhook and the
+    // benchmarks run with these options too. Node exits 9 on an option NODE_OPTIONS may not carry.
+    const nodeOptions = container.env.find((e: Doc) => e.name === 'NODE_OPTIONS')?.value;
+    expect(nodeOptions).toMatch(/--max-semi-space-size=\d+/);
+    expect(() => execFileSync(process.execPath, ['-e', ''], { env: { NODE_OPTIONS: nodeOptions }, stdio: 'pipe' })).not.toThrow();
   });
 
   it('k8s/monitoring adds a ServiceMonitor and PrometheusRule whose rules pass promtool check and unit tests', () => {

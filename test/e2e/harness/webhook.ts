@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
+import { parse } from 'yaml';
 import { applyConfig, configYaml } from './config.js';
 import type { E2eEnv } from './env.js';
 import { Metrics } from './metrics.js';
@@ -16,6 +17,25 @@ export interface WebhookOptions {
   shutdownDelayMs?: number;
   /** More environment for the process. */
   env?: Record<string, string>;
+}
+
+/** The webhook container of k8s/base/deployment.yaml, as shipped. */
+export function deploymentWebhookContainer(repoRoot: string): {
+  env?: { name: string; value?: string }[];
+  resources?: { limits?: Record<string, string> };
+} {
+  const deployment = parse(readFileSync(join(repoRoot, 'k8s', 'base', 'deployment.yaml'), 'utf8'));
+  const container = deployment.spec.template.spec.containers.find((c: { name: string }) => c.name === 'webhook');
+  if (!container) throw new Error('k8s/base/deployment.yaml has no container named webhook');
+  return container;
+}
+
+/**
+ * NODE_OPTIONS of the webhook container ('' when it sets none): the V8 settings the pod runs
+ * with, which every webhook the tests and benchmarks start runs with too.
+ */
+export function deploymentNodeOptions(repoRoot: string): string {
+  return deploymentWebhookContainer(repoRoot).env?.find((e) => e.name === 'NODE_OPTIONS')?.value ?? '';
 }
 
 /** GET on the webhook's plain-HTTP ops port. */
@@ -83,6 +103,7 @@ export class WebhookProcess {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       NODE_ENV: 'production',
+      NODE_OPTIONS: deploymentNodeOptions(this.env.repoRoot),
       KUBECONFIG: webhook.kubeconfig,
       POD_NAMESPACE: webhook.namespace,
       POD_NAME: `kube-overcommit-e2e-${process.pid}`,

@@ -1,0 +1,124 @@
+import { KubeConfig, type KubernetesObject, type V1Node } from '@kubernetes/client-node';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { trimCachedNode } from '../pod-policy/pod-facts.service.js';
+import { ResilientInformer, stripManagedFields, TransformingWatch } from './resilient-informer.js';
+
+const managedFields = [{ manager: 'kubelet', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:status': {} } }];
+
+function node(name: string, resourceVersion: string): V1Node {
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name, resourceVersion, labels: { pool: 'a' }, annotations: { note: 'x' }, managedFields },
+    status: {
+      allocatable: { cpu: '4' },
+      capacity: { cpu: '4' },
+      images: [{ names: ['registry.k8s.io/pause:3.10'], sizeBytes: 320000 }],
+      conditions: [{ type: 'Ready', status: 'True' }],
+    },
+  };
+}
+
+/**
+ * A watch endpoint on a local port, for client-node's Watch (which needs a server to read a
+ * stream from): answers every `?watch=true` GET with `events` as JSON lines, then ends the
+ * stream, or with `keepOpen` leaves it open as the API server does.
+ */
+async function watchServer(events: { type: string; object: unknown }[], { keepOpen = false } = {}) {
+  const server = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    if (new URL(req.url ?? '', 'http://x').searchParams.get('watch') !== 'true') return res.end('{}');
+    for (const event of events) res.write(`${JSON.stringify(event)}\n`);
+    if (!keepOpen) res.end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const kube = new KubeConfig();
+  // client-node refuses plain http unless TLS verification is explicitly off.
+  kube.loadFromOptions({
+    clusters: [{ name: 'local', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    users: [{ name: 'nobody' }],
+    contexts: [{ name: 'local', cluster: 'local', user: 'nobody' }],
+    currentContext: 'local',
+  });
+  const close = () => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  };
+  return { kube, close };
+}
+
+let cleanup: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const step of cleanup.reverse()) await step();
+  cleanup = [];
+});
+
+describe('stripManagedFields and trimCachedNode', () => {
+  it('drop managedFields (and for a Node its images), keeping what the caches read', () => {
+    const pod = stripManagedFields({ metadata: { name: 'p', namespace: 'n', resourceVersion: '7', managedFields }, spec: { nodeName: 'a' } } as KubernetesObject);
+    expect(pod).toEqual({ metadata: { name: 'p', namespace: 'n', resourceVersion: '7' }, spec: { nodeName: 'a' } });
+
+    const trimmed = trimCachedNode(node('a', '9'));
+    expect(trimmed.metadata).toEqual({ name: 'a', resourceVersion: '9', labels: { pool: 'a' }, annotations: { note: 'x' } });
+    expect(trimmed.status).toEqual({ allocatable: { cpu: '4' }, capacity: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] });
+  });
+
+  it('leave an object without those fields as it is', () => {
+    expect(trimCachedNode({ metadata: { name: 'bare' } })).toEqual({ metadata: { name: 'bare' } });
+    expect(stripManagedFields({} as KubernetesObject)).toEqual({});
+  });
+});
+
+describe('TransformingWatch', () => {
+  it('transforms the objects of ADDED, MODIFIED and DELETED events, and nothing else', async () => {
+    const server = await watchServer([
+      { type: 'ADDED', object: node('a', '1') },
+      { type: 'MODIFIED', object: node('a', '2') },
+      { type: 'BOOKMARK', object: { kind: 'Node', metadata: { resourceVersion: '3', managedFields } } },
+      { type: 'DELETED', object: node('a', '4') },
+    ]);
+    cleanup.push(server.close);
+    const seen: { phase: string; object: any }[] = [];
+    await new Promise<void>((resolve, reject) => {
+      void new TransformingWatch<V1Node>(server.kube, trimCachedNode)
+        .watch('/api/v1/nodes', {}, (phase, object) => seen.push({ phase, object }), (error) => (error ? reject(error) : resolve()))
+        .catch(reject);
+    });
+    expect(seen.map((e) => e.phase)).toEqual(['ADDED', 'MODIFIED', 'BOOKMARK', 'DELETED']);
+    for (const { phase, object } of seen.filter((e) => e.phase !== 'BOOKMARK')) {
+      expect(object.metadata.managedFields, phase).toBeUndefined();
+      expect(object.status.images, phase).toBeUndefined();
+      expect(object.status.allocatable, phase).toEqual({ cpu: '4' });
+    }
+    expect(seen[2].object.metadata.managedFields).toEqual(managedFields);
+  });
+});
+
+describe('ResilientInformer', () => {
+  it('caches list items and watch events through its transform (managedFields stripped by default)', async () => {
+    const server = await watchServer([{ type: 'ADDED', object: node('b', '6') }], { keepOpen: true });
+    cleanup.push(server.close);
+    const listed = { metadata: { resourceVersion: '5' }, items: [node('a', '5')] };
+
+    const nodes = new ResilientInformer<V1Node>(server.kube, '/api/v1/nodes', async () => structuredClone(listed), { description: 'nodes', transform: trimCachedNode });
+    cleanup.push(() => nodes.stop());
+    const added = new Promise<void>((resolve) => nodes.cache.on('add', (object) => object.metadata?.name === 'b' && resolve()));
+    await nodes.start();
+    await added;
+    expect(nodes.isSynced()).toBe(true);
+    for (const name of ['a', 'b']) {
+      const cached = nodes.cache.get(name)!;
+      expect(cached.metadata?.managedFields, name).toBeUndefined();
+      expect(cached.status?.images, name).toBeUndefined();
+      expect(cached.metadata?.labels, name).toEqual({ pool: 'a' });
+    }
+
+    const plain = new ResilientInformer<V1Node>(server.kube, '/api/v1/nodes', async () => structuredClone(listed), { description: 'nodes' });
+    cleanup.push(() => plain.stop());
+    await plain.start();
+    expect(plain.cache.get('a')?.metadata?.managedFields).toBeUndefined();
+    expect(plain.cache.get('a')?.status?.images).toHaveLength(1);
+  });
+});
