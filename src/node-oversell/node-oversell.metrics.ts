@@ -10,7 +10,7 @@ export const NODE_RATIO_METRIC = 'kube_overcommit_node_ratio';
 export const nodeOversellMetrics = [
   makeGaugeProvider({
     name: NODE_ALLOCATABLE_RAW_METRIC,
-    help: 'Raw allocatable the kubelet reported, per node and managed resource (cpu in cores, memory and ephemeral-storage in bytes, pods as a count). Updated at each nodes/status admission this replica served.',
+    help: 'Raw allocatable the kubelet reported, per node and managed resource (cpu in cores, memory and ephemeral-storage in bytes, pods as a count). Updated at each nodes/status admission this replica served; the series of a node go after an hour without one (a deleted node).',
     labelNames: ['node', 'resource'],
   }),
   makeGaugeProvider({

@@ -2,7 +2,7 @@ import { Test } from '@nestjs/testing';
 import { getToken } from '@willsoto/nestjs-prometheus';
 import fastJsonPatch from 'fast-json-patch';
 import { Gauge, Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, StrategyResult } from '../admission/admission.types.js';
 import { escapeJsonPointer, jsonPointer } from '../common/json-pointer.js';
@@ -14,7 +14,7 @@ import {
   NodeOversellModule,
 } from './node-oversell.module.js';
 import { POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION } from './node-oversell.rules.js';
-import { NodeOversellStrategy } from './node-oversell.strategy.js';
+import { NODE_METRICS_TTL_MS, NodeOversellStrategy } from './node-oversell.strategy.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
@@ -391,6 +391,33 @@ describe('NodeOversellStrategy', () => {
     admit(millicoreNode(), config({ defaultRatios: { cpu: 1.15 } }));
     expect(await samples(NODE_ALLOCATABLE_RAW_METRIC)).toContainEqual({ node: 'worker-2', resource: 'cpu', value: 3.9 });
     expect(await samples(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC)).toContainEqual({ node: 'worker-2', resource: 'cpu', value: 4.485 });
+  });
+
+  it("drops a node's gauges after an hour without an admission for it, and keeps a node that keeps calling", async () => {
+    const { strategy, admit, samples } = harness();
+    const started = Date.now();
+    admit(kubeadmNode());
+    admit(millicoreNode(), config({ defaultRatios: { cpu: 1.15 } }));
+    const nodes = async () => [...new Set((await samples(NODE_RATIO_METRIC)).map((s) => s.node))].sort();
+    expect(await nodes()).toEqual(['worker-1', 'worker-2']);
+
+    strategy.pruneSilentNodes(started + NODE_METRICS_TTL_MS - 60_000);
+    expect(await nodes()).toEqual(['worker-1', 'worker-2']);
+
+    vi.useFakeTimers({ now: started + NODE_METRICS_TTL_MS / 2, toFake: ['Date'] });
+    try {
+      admit(kubeadmNode()); // an unchanged heartbeat: gauges untouched, but worker-1 was seen
+    } finally {
+      vi.useRealTimers();
+    }
+    strategy.pruneSilentNodes(started + NODE_METRICS_TTL_MS + 1_000);
+    expect(await nodes()).toEqual(['worker-1']);
+    for (const metric of [NODE_ALLOCATABLE_RAW_METRIC, NODE_ALLOCATABLE_OVERCOMMITTED_METRIC]) {
+      expect((await samples(metric)).every((s) => s.node === 'worker-1'), metric).toBe(true);
+    }
+
+    admit(millicoreNode(), config({ defaultRatios: { cpu: 1.15 } })); // back: exported again
+    expect(await nodes()).toEqual(['worker-1', 'worker-2']);
   });
 });
 

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Gauge } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
@@ -57,6 +57,15 @@ export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOper
 }
 
 /**
+ * How long a node's gauges stay without an admission for it at this replica. Every kubelet
+ * writes its status at least every 5 minutes (nodeStatusReportFrequency), every 10 s when
+ * inflated, so only a deleted node (or one whose calls all went to other replicas for an hour)
+ * falls silent that long; its series then go, instead of growing with node churn.
+ */
+export const NODE_METRICS_TTL_MS = 60 * 60 * 1000;
+const PRUNE_INTERVAL_MS = 60 * 1000;
+
+/**
  * Inflates the allocatable each kubelet reports by its node's ratios (DESIGN.md, "Node
  * oversell"). Sees Node CREATE and every nodes/status UPDATE (the whole merged Node).
  */
@@ -68,15 +77,40 @@ export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOper
     { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },
   ],
 })
-export class NodeOversellStrategy implements AdmissionStrategy {
-  /** Per node: the pool label and the values the gauges hold, so unchanged updates cost nothing. */
-  private readonly exported = new Map<string, { pool: string; signature: string }>();
+export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, OnModuleDestroy {
+  /**
+   * Per node: the pool label and the values the gauges hold, so unchanged updates cost nothing,
+   * and when this replica last admitted it (Date.now()), for pruneSilentNodes.
+   */
+  private readonly exported = new Map<string, { pool: string; signature: string; seenAt: number }>();
+  private pruneTimer?: NodeJS.Timeout;
 
   constructor(
     @InjectMetric(NODE_ALLOCATABLE_RAW_METRIC) private readonly rawGauge: Gauge<string>,
     @InjectMetric(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC) private readonly overcommittedGauge: Gauge<string>,
     @InjectMetric(NODE_RATIO_METRIC) private readonly ratioGauge: Gauge<string>,
   ) {}
+
+  onModuleInit(): void {
+    this.pruneTimer = setInterval(() => this.pruneSilentNodes(Date.now()), PRUNE_INTERVAL_MS).unref();
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.pruneTimer);
+  }
+
+  /** Removes the gauges of nodes not admitted here for NODE_METRICS_TTL_MS before `now`. */
+  pruneSilentNodes(now: number): void {
+    for (const [node, { pool, seenAt }] of this.exported) {
+      if (now - seenAt < NODE_METRICS_TTL_MS) continue;
+      this.exported.delete(node);
+      for (const resource of MANAGED_RESOURCES) {
+        this.rawGauge.remove({ node, resource });
+        this.overcommittedGauge.remove({ node, resource });
+        this.ratioGauge.remove({ node, resource, pool });
+      }
+    }
+  }
 
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
     const node = request.object as NodeLike | undefined;
@@ -95,11 +129,15 @@ export class NodeOversellStrategy implements AdmissionStrategy {
     let signature = '';
     for (const resource of MANAGED_RESOURCES) signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]};`;
     const previous = this.exported.get(node);
-    if (previous?.pool === pool && previous.signature === signature) return; // the steady state: a heartbeat
+    const seenAt = Date.now();
+    if (previous?.pool === pool && previous.signature === signature) {
+      previous.seenAt = seenAt; // the steady state: a heartbeat
+      return;
+    }
     if (previous !== undefined && previous.pool !== pool) {
       for (const resource of MANAGED_RESOURCES) this.ratioGauge.remove({ node, resource, pool: previous.pool });
     }
-    this.exported.set(node, { pool, signature });
+    this.exported.set(node, { pool, signature, seenAt });
     for (const resource of MANAGED_RESOURCES) {
       const raw = plan.raw[resource];
       const inflated = plan.allocatable[resource];
