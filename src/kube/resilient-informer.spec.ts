@@ -2,8 +2,14 @@ import { KubeConfig, type KubernetesObject, type V1Node } from '@kubernetes/clie
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { trimCachedNode } from '../pod-policy/pod-facts.service.js';
 import { ResilientInformer, stripManagedFields, TransformingWatch } from './resilient-informer.js';
+
+/** A transform as the pod-policy Node cache has one: managedFields and the image list dropped. */
+function trimNode(node: V1Node): V1Node {
+  stripManagedFields(node);
+  delete node.status?.images;
+  return node;
+}
 
 const managedFields = [{ manager: 'kubelet', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:status': {} } }];
 
@@ -55,18 +61,11 @@ afterEach(async () => {
   cleanup = [];
 });
 
-describe('stripManagedFields and trimCachedNode', () => {
-  it('drop managedFields (and for a Node its images), keeping what the caches read', () => {
+describe('stripManagedFields', () => {
+  it('drops managedFields and nothing else; an object without them stays as it is', () => {
     const pod = stripManagedFields({ metadata: { name: 'p', namespace: 'n', resourceVersion: '7', managedFields }, spec: { nodeName: 'a' } } as KubernetesObject);
     expect(pod).toEqual({ metadata: { name: 'p', namespace: 'n', resourceVersion: '7' }, spec: { nodeName: 'a' } });
-
-    const trimmed = trimCachedNode(node('a', '9'));
-    expect(trimmed.metadata).toEqual({ name: 'a', resourceVersion: '9', labels: { pool: 'a' }, annotations: { note: 'x' } });
-    expect(trimmed.status).toEqual({ allocatable: { cpu: '4' }, capacity: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] });
-  });
-
-  it('leave an object without those fields as it is', () => {
-    expect(trimCachedNode({ metadata: { name: 'bare' } })).toEqual({ metadata: { name: 'bare' } });
+    expect(stripManagedFields({ metadata: { name: 'bare' } })).toEqual({ metadata: { name: 'bare' } });
     expect(stripManagedFields({} as KubernetesObject)).toEqual({});
   });
 });
@@ -82,7 +81,7 @@ describe('TransformingWatch', () => {
     cleanup.push(server.close);
     const seen: { phase: string; object: any }[] = [];
     await new Promise<void>((resolve, reject) => {
-      void new TransformingWatch<V1Node>(server.kube, trimCachedNode)
+      void new TransformingWatch<V1Node>(server.kube, trimNode)
         .watch('/api/v1/nodes', {}, (phase, object) => seen.push({ phase, object }), (error) => (error ? reject(error) : resolve()))
         .catch(reject);
     });
@@ -102,7 +101,7 @@ describe('ResilientInformer', () => {
     cleanup.push(server.close);
     const listed = { metadata: { resourceVersion: '5' }, items: [node('a', '5')] };
 
-    const nodes = new ResilientInformer<V1Node>(server.kube, '/api/v1/nodes', async () => structuredClone(listed), { description: 'nodes', transform: trimCachedNode });
+    const nodes = new ResilientInformer<V1Node>(server.kube, '/api/v1/nodes', async () => structuredClone(listed), { description: 'nodes', transform: trimNode });
     cleanup.push(() => nodes.stop());
     const added = new Promise<void>((resolve) => nodes.cache.on('add', (object) => object.metadata?.name === 'b' && resolve()));
     await nodes.start();

@@ -7,7 +7,7 @@ import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { container, runningPod } from '../../test/fixtures/pods.js';
 import { Counter, Gauge } from 'prom-client';
 import { ConfigStore } from '../config/config.store.js';
-import { NON_TERMINAL_PODS, PodFactsService } from './pod-facts.service.js';
+import { NON_TERMINAL_PODS, PodFactsService, trimCachedNode } from './pod-facts.service.js';
 
 const CAP_AND_DEFAULTS = 'pods:\n  cap: { mode: deny }\n  defaultRequests: { cpu: 100m }\n';
 const CAP_ONLY = 'pods:\n  cap: { mode: warn }\n';
@@ -154,6 +154,36 @@ describe('PodFactsService', () => {
       api.emit('nodes', 'ADDED', kubeadmNode({ name: 'worker-2' }));
       await new Promise((r) => setTimeout(r, 100));
       expect(facts.node('worker-2')).toBeUndefined();
+    });
+
+    it('caches Nodes without managedFields or status.images, and pods without managedFields', async () => {
+      api = new FakeApiServer();
+      await api.start();
+      const listed = kubeadmNode({ name: 'worker-1' });
+      const pod = runningPod('one', 'worker-1', { initContainers: null });
+      expect(listed.metadata.managedFields).toHaveLength(1);
+      expect(listed.status.images).toHaveLength(50);
+      expect(pod.metadata.managedFields).toHaveLength(1);
+      api.objects.nodes.push(listed);
+      api.objects.pods.push(pod);
+      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge());
+      facts.onModuleInit();
+      await until(() => facts.isSynced('nodes') && facts.isSynced('pods') && api.watching('nodes'));
+      api.emit('nodes', 'ADDED', kubeadmNode({ name: 'worker-2' }));
+      await until(() => facts.node('worker-2') !== undefined);
+      for (const name of ['worker-1', 'worker-2']) {
+        const node = facts.node(name) as any;
+        expect(node.metadata.managedFields, name).toBeUndefined();
+        expect(node.status.images, name).toBeUndefined();
+        expect(node.status.allocatable, name).toEqual(listed.status.allocatable);
+        expect(node.metadata.labels['kubernetes.io/hostname'], name).toBe(name);
+      }
+      expect((facts.pod('shop', 'one') as any).metadata.managedFields).toBeUndefined();
+      expect(facts.pod('shop', 'one')?.spec?.containers).toHaveLength(pod.spec.containers.length);
+    });
+
+    it('trimCachedNode leaves a Node without those fields as it is', () => {
+      expect(trimCachedNode({ metadata: { name: 'bare' }, status: { allocatable: { cpu: '1' } } })).toEqual({ metadata: { name: 'bare' }, status: { allocatable: { cpu: '1' } } });
     });
 
     it('lists and watches non-terminal pods, nodes and LimitRanges, and keeps pods indexed by node', async () => {
