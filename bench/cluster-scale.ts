@@ -3,7 +3,8 @@
  *
  * One real control plane of the e2e harness (etcd, kube-apiserver, kube-controller-manager,
  * kube-scheduler v1.34 built from their Go modules; k8s/base applied through the harness's
- * overlay; the webhook as the image runs it, `node dist/main.js`, with a ServiceAccount token),
+ * overlay; the webhook as the image runs it, `node dist/main.js`, with a ServiceAccount token and
+ * the Deployment's NODE_OPTIONS, in a memory cgroup at the Deployment's limit),
  * and `--nodes` simulated kubelets (bench/fleet.ts: the kubelet's status algorithm at its real
  * frequencies — update every 10 s, report every 5 min with the kubelet's ±50 % one-time delay,
  * Lease renewed every 10 s — registration spread over 10 s) in two phases of the same run:
@@ -31,7 +32,8 @@
  *   --settle 180 --images 0 (status.images entries per node: 0 is the e2e SimKubelet's lean node,
  *   which this 2-core machine can serve for 1,000 nodes; 50 is a kubelet's default maximum)
  *   --update-seconds 10 --report-seconds 300 --start-spread 10 --max-sockets <nodes>
- *   --read lister|get (bench/fleet.ts: how a kubelet's sync reads its Node) --keep (leave the run folder's data) --out FILE
+ *   --read lister|get (bench/fleet.ts: how a kubelet's sync reads its Node) --memory-limit MiB (the webhook's memory
+ *   cgroup; the Deployment's limit by default, 0 for none) --keep (leave the run folder's data) --out FILE
  * Writes bench/results/cluster-scale.json. Default run: about 25 minutes.
  */
 import { writeFileSync } from 'node:fs';
@@ -60,7 +62,7 @@ import {
   num,
 } from './cluster.js';
 import { Fleet, type FleetCounters, subtractCounters } from './fleet.js';
-import { machineInfo, resultsPath, round, sleep, table } from './lib.js';
+import { DEPLOYMENT_MEMORY_LIMIT_MIB, DEPLOYMENT_NODE_OPTIONS, machineInfo, resultsPath, round, sleep, table } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -76,6 +78,7 @@ const { values: flags } = parseArgs({
     'start-spread': { type: 'string' },
     'max-sockets': { type: 'string' },
     read: { type: 'string' },
+    'memory-limit': { type: 'string' },
     keep: { type: 'boolean' },
     out: { type: 'string' },
   },
@@ -96,6 +99,8 @@ const options = {
   maxSockets: 0,
   /** How a kubelet's sync reads its Node: `lister` (its last answer from the API server) or `get` (GET ?resourceVersion=0). */
   read: (flags.read ?? 'lister') as 'lister' | 'get',
+  /** MiB; the webhook container's limit in k8s/base/deployment.yaml unless given (0: none). */
+  memoryLimitMiB: Math.round(num(flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, 0, 'memory-limit')),
   keep: flags.keep ?? false,
 };
 if (!['lister', 'get'].includes(options.read)) throw new Error('--read: lister or get');
@@ -303,10 +308,14 @@ function main(): void {
   runOnStage('bench-cluster', log, options.keep, async (stage) => {
     const { env } = stage;
     const processes = clusterProcesses(env);
-    const webhook = new WebhookProcess(env, { logLevel: 'info' });
+    // As in its pod: the Deployment's NODE_OPTIONS (WebhookProcess) and memory limit.
+    const webhook = new WebhookProcess(env, { logLevel: 'info', memoryLimitMiB: options.memoryLimitMiB });
     await webhook.start();
     stage.onTearDown(() => webhook.stop());
-    log(`webhook pid ${webhook.pid} on ${env.webhook.url}; API server pid ${processes.pids.apiserver}, etcd pid ${processes.pids.etcd}`);
+    log(
+      `webhook pid ${webhook.pid} on ${env.webhook.url} (memory limit ${webhook.memoryLimitMiB ?? 'none'} MiB); ` +
+        `API server pid ${processes.pids.apiserver}, etcd pid ${processes.pids.etcd}`,
+    );
     await webhook.useConfig({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 } } });
     log(`ConfigMap: cpu ratio ${options.ratio}`);
 
@@ -396,6 +405,7 @@ function main(): void {
       finishedAt: new Date().toISOString(),
       machine: { ...machineInfo(), loadAvgAtStart: phases[0]!.window.loadAvgStart },
       cluster: { kubernetes: env.k8sVersion, processes: 'etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (idle), webhook, load generator — all on this machine' },
+      webhookProcess: { nodeOptions: DEPLOYMENT_NODE_OPTIONS, memoryLimitMiB: webhook.memoryLimitMiB },
       options,
       fleet: {
         model: `bench/fleet.ts: kubelet v1.34 status loop (lister read: ${options.read === 'lister' ? 'the last Node the API server answered' : 'GET ?resourceVersion=0'}; strategic merge PATCH of what differs; report with the ±50 % one-time delay), Lease PUT every 10 s; one shared keep-alive agent`,

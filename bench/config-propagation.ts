@@ -38,7 +38,7 @@ import { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { nodeSizes, num, runOnStage } from './cluster.js';
 import { Fleet } from './fleet.js';
-import { machineInfo, median, percentile, resultsPath, round, sleep, table } from './lib.js';
+import { DEPLOYMENT_MEMORY_LIMIT_MIB, machineInfo, median, percentile, resultsPath, round, sleep, table } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -144,7 +144,8 @@ function main(): void {
   log(`kube-overcommit config-propagation bench — ${options.nodes} kubelets updating every ${options.updateSeconds} s, ${options.rounds} rounds, edit by ${options.edit}; load ${loadAvg().join(' ')}`);
   runOnStage('bench-config', log, options.keep, async (stage) => {
     const { env } = stage;
-    const webhook = new WebhookProcess(env, { logLevel: 'info' });
+    // As in its pod: the Deployment's NODE_OPTIONS (WebhookProcess) and memory limit.
+    const webhook = new WebhookProcess(env, { logLevel: 'info', memoryLimitMiB: DEPLOYMENT_MEMORY_LIMIT_MIB });
     await webhook.start();
     stage.onTearDown(() => webhook.stop());
     const configText = (ratio: number) => configYaml({ nodes: { defaultRatios: { cpu: ratio, memory: 1 } } });

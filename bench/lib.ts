@@ -1,12 +1,13 @@
 /** Helpers shared by the benchmarks: server processes, /proc sampling, HTTPS calls, statistics. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generate } from 'selfsigned';
+import { createMemoryCgroup, inCgroup, type MemoryCgroup } from '../test/e2e/harness/process.js';
 import { deploymentNodeOptions, deploymentWebhookContainer } from '../test/e2e/harness/webhook.js';
 
 /** The project root (this file runs from bench/.run/build/bench/). */
@@ -140,40 +141,6 @@ export function oursEnv(ports: { https: number; http: number }, configFile: stri
 }
 
 /**
- * A memory cgroup that holds one benchmarked server at its Deployment's memory limit. In a pod,
- * Node sizes its V8 heap from the container's limit: under 512 Mi it gets a 259 MiB heap with
- * a 1 MiB young-generation semi-space, against 4.2 GiB and up to 32 MiB unconstrained on this
- * 24 GiB host. The young generation alone was 41 MiB of an idle 184 MiB RSS here, so RSS and
- * GC work match production only under the same limit. Needs root and a cgroup v1 or v2 memory
- * controller: null where there is none (the caller says so and runs unconstrained).
- */
-export interface MemoryCgroup {
-  path: string;
-  limitMiB: number;
-  remove(): void;
-}
-
-export function createMemoryCgroup(name: string, limitMiB: number): MemoryCgroup | null {
-  const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
-  const path = v2 ? join('/sys/fs/cgroup', name) : join('/sys/fs/cgroup/memory', name);
-  const remove = () => {
-    try {
-      rmdirSync(path);
-    } catch {
-      // Not there, or a process still in it: nothing to clean here.
-    }
-  };
-  try {
-    mkdirSync(path, { recursive: true });
-    writeFileSync(join(path, v2 ? 'memory.max' : 'memory.limit_in_bytes'), String(limitMiB * 1024 * 1024));
-  } catch {
-    remove();
-    return null;
-  }
-  return { path, limitMiB, remove };
-}
-
-/**
  * The memory cgroup a benchmarked server runs in: `limitMiB` (0: none), or none with a line
  * saying so where cgroups are not writable.
  */
@@ -189,9 +156,7 @@ export function startProcess(name: string, args: string[], env: NodeJS.ProcessEn
   mkdirSync(logDir, { recursive: true });
   const logFile = join(logDir, `${name}.log`);
   const log = createWriteStream(logFile);
-  const [command, argv] = cgroup
-    ? ['/bin/sh', ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroup.path, process.execPath, ...args]]
-    : [process.execPath, args];
+  const [command, argv] = inCgroup(cgroup, process.execPath, args);
   const child = spawn(command, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.pipe(log);
   child.stderr!.pipe(log);

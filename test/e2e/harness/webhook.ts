@@ -6,7 +6,7 @@ import { parse } from 'yaml';
 import { applyConfig, configYaml } from './config.js';
 import type { E2eEnv } from './env.js';
 import { Metrics } from './metrics.js';
-import { alive } from './process.js';
+import { alive, createMemoryCgroup, inCgroup } from './process.js';
 import { issueServingCertificate, servedCertificate, writeSecretVolume } from './tls.js';
 import { waitUntil } from './wait.js';
 
@@ -17,6 +17,11 @@ export interface WebhookOptions {
   shutdownDelayMs?: number;
   /** More environment for the process. */
   env?: Record<string, string>;
+  /**
+   * Run in a memory cgroup at this limit (MiB), as in the pod (benchmarks). Where cgroups are
+   * not writable it runs without one: `memoryLimitMiB` then reads null.
+   */
+  memoryLimitMiB?: number;
 }
 
 /** The webhook container of k8s/base/deployment.yaml, as shipped. */
@@ -71,6 +76,8 @@ export class WebhookProcess {
   private exited?: Promise<number | null>;
   /** Log files of every start, in order (logDir/webhook-<pid>-<n>.log). */
   readonly logFiles: string[] = [];
+  /** The memory limit the running process has (options.memoryLimitMiB), null for none. */
+  memoryLimitMiB: number | null = null;
 
   constructor(
     readonly env: E2eEnv,
@@ -118,10 +125,19 @@ export class WebhookProcess {
     };
     // The absolute path of main.js under runDir puts runDir in the command line, so that
     // `cluster.sh down` (which only stops processes mentioning its folder) stops a leftover.
-    const child = spawn(process.execPath, [main], { cwd: webhook.appDir, env: childEnv, stdio: ['ignore', fd, fd] });
+    const cgroup = this.options.memoryLimitMiB
+      ? (createMemoryCgroup(`kube-overcommit-e2e-webhook-${process.pid}-${instances}`, this.options.memoryLimitMiB) ?? undefined)
+      : undefined;
+    this.memoryLimitMiB = cgroup?.limitMiB ?? null;
+    const child = spawn(...inCgroup(cgroup, process.execPath, [main]), { cwd: webhook.appDir, env: childEnv, stdio: ['ignore', fd, fd] });
     closeSync(fd);
     this.child = child;
-    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? -1 : null))));
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        cgroup?.remove();
+        resolve(code ?? (signal ? -1 : null));
+      }),
+    );
     writeFileSync(join(this.env.pidDir, `webhook-${process.pid}.pid`), String(child.pid));
     try {
       await waitUntil(
