@@ -149,7 +149,8 @@ interface PhaseFigures {
   cpu: Record<string, object>;
   machine: { busyShare: number; busyCores: number; stealShare: number };
   loadGenerator: { tickLateMs: object; eventLoopDelayMs: { p50: number; p99: number; max: number }; keptUp: boolean };
-  webhookCpuMsPerCall: number;
+  /** null when the phase made no webhook call (`--baseline no-webhook`). */
+  webhookCpuMsPerCall: number | null;
   nodeObject: { json: number; protobuf: number; patchBodyMeanBytes: number };
   /** At the end of the window: how many nodes store the phase's allocatable cpu (others: by value). */
   check: { nodes: number; expectedCpu: string; matching: number; others: Record<string, number> };
@@ -294,7 +295,8 @@ async function measure(
       // Kept up: timers fire < 1 s late at p99 and the inflation phase's PATCH interval is within 10 % of the update period.
       keptUp: tickLate.p99 < 1000 && (name !== 'inflation' || patchInterval.mean < updatePeriodS * 1.1),
     },
-    webhookCpuMsPerCall: round(((cpu.webhook as { cpuSeconds: number }).cpuSeconds * 1000) / Math.max(1, calls200 + callsNot200), 3),
+    webhookCpuMsPerCall:
+      calls200 + callsNot200 > 0 ? round(((cpu.webhook as { cpuSeconds: number }).cpuSeconds * 1000) / (calls200 + callsNot200), 3) : null,
     nodeObject: { ...sizes, patchBodyMeanBytes: round(sims.patchBodyBytes / Math.max(1, sims.patchAttempts), 0) },
     check,
   };
@@ -394,7 +396,7 @@ function main(): void {
         nodes: n,
         statusWritesPerSec: { inflation: round(writes, 1), baseline: round(writesBase, 1) },
         webhookCallsPerSec: round(writes, 1),
-        webhookCores: round((writes * webhookCpuMsPerCall) / 1000, 3),
+        webhookCores: round((writes * (webhookCpuMsPerCall ?? 0)) / 1000, 3),
         etcdWriteBytesPerSec: { inflation: round(writes * perNode.protobufBytesPerWrite, 0), baseline: round(writesBase * perNode.protobufBytesPerWrite, 0) },
       };
     };
@@ -447,7 +449,7 @@ function main(): void {
           row('PATCH round trip p50 / p99 ms (sims)', (p) => ms(p.sims.patchMs)),
           row('PATCH in API server p50 / p99 ms', (p) => ms(p.apiserver.statusPatchMs)),
           row('webhook CPU s (cores)', (p) => `${(p.cpu.webhook as any).cpuSeconds} (${cores(p, 'webhook')})`),
-          row('webhook CPU ms per call', (p) => p.webhookCpuMsPerCall, () => `marginal ${webhookCpu.marginalPerCallMs}`),
+          row('webhook CPU ms per call', (p) => p.webhookCpuMsPerCall ?? 'no calls', () => `marginal ${webhookCpu.marginalPerCallMs}`),
           row('webhook peak RSS MiB', (p) => (p.cpu.webhook as any).peakRssMiB),
           row('API server cores', (p) => cores(p, 'apiserver'), (x, y) => ratio(cores(x, 'apiserver'), cores(y, 'apiserver'))),
           row('etcd cores', (p) => cores(p, 'etcd')),
