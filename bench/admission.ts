@@ -102,7 +102,7 @@ const options = {
   sizes: (flags.sizes ?? process.env.BENCH_SIZES ?? 'bare-node,kubeadm-node,large-node,pod').split(',').map((s) => s.trim()).filter(Boolean),
   /** Extra node flags for ours only (e.g. "--max-semi-space-size=8" to see what a V8 setting does to RSS). */
   oursNodeArgs: (flags['ours-node-args'] ?? process.env.BENCH_OURS_NODE_ARGS ?? '').split(' ').filter(Boolean),
-  /** Each server in a memory cgroup at this limit (MiB; 0: none): k8s/base/deployment.yaml's 512Mi. */
+  /** Each server in a memory cgroup at this limit (MiB; 0: none): the Deployment's by default. */
   memoryLimitMiB: Math.round(numberOption(flags['memory-limit'], 'BENCH_MEMORY_LIMIT', DEPLOYMENT_MEMORY_LIMIT_MIB, 0)),
 };
 const outFile = flags.out ?? resultsPath('admission.json');

@@ -7,11 +7,11 @@
  * what a change to one step saves; the HTTP figures come from bench:admission.
  */
 import 'reflect-metadata';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import Fastify from 'fastify';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { ensureBuilt, median, round, ROOT, table } from './lib.js';
 import { benchReviews } from './reviews.js';
@@ -19,10 +19,9 @@ import { benchReviews } from './reviews.js';
 const { values: flags } = parseArgs({ options: { 'no-build': { type: 'boolean' } } });
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
-// secure-json-parse is what Fastify's default JSON body parser calls (a dependency of fastify).
-const sjson = createRequire(join(ROOT, 'node_modules', 'fastify', 'package.json'))('secure-json-parse') as {
-  parse(text: string, reviver?: null, options?: { protoAction?: string; constructorAction?: string }): unknown;
-};
+type JsonBodyParser = (request: unknown, text: string, done: (error: Error | null, body?: unknown) => void) => void;
+// Fastify's default JSON body parser (secure-json-parse), taken as admission.server.ts takes it.
+const fastifyJsonParser = Fastify().getDefaultJsonParser('error', 'error') as unknown as JsonBodyParser;
 
 /** µs per call of fn: median over batches. */
 function time(fn: () => unknown, batchMs = 200, batches = 7): number {
@@ -61,11 +60,9 @@ async function main(): Promise<void> {
   if (!parsed.ok) throw new Error(parsed.errors.join('; '));
   const config = parsed.value;
 
-  // The parser the admission server installs, with secure-json-parse behind it as Fastify's.
+  // The parser the admission server installs, with Fastify's behind it.
   const ignoreParsed = () => undefined;
-  const oursParse = admissionJsonParser((_request: unknown, text: string, done: (error: Error | null, body?: unknown) => void) =>
-    done(null, sjson.parse(text, null, { protoAction: 'error', constructorAction: 'error' })),
-  );
+  const oursParse = admissionJsonParser(fastifyJsonParser) as JsonBodyParser;
   const rows: (string | number)[][] = [];
   for (const review of benchReviews()) {
     const text = review.body.toString('utf8');
@@ -74,7 +71,7 @@ async function main(): Promise<void> {
     const step = (name: string, fn: () => unknown) => rows.push([review.name, review.body.length, name, time(fn)]);
 
     step('JSON.parse (body)', () => JSON.parse(text));
-    step("secure-json-parse, Fastify's default (proto/constructor: error)", () => sjson.parse(text, null, { protoAction: 'error', constructorAction: 'error' }));
+    step("Fastify's default parser, secure-json-parse (proto/constructor: error)", () => fastifyJsonParser(undefined, text, ignoreParsed));
     step('ours: admissionJsonParser (scan, then JSON.parse)', () => oursParse(undefined, text, ignoreParsed));
     step('body Buffer → string (utf8)', () => review.body.toString('utf8'));
     step('decodeAdmissionReview (class-transformer + class-validator)', () => decodeAdmissionReview(body));

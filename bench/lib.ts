@@ -8,6 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generate } from 'selfsigned';
 import { createMemoryCgroup, inCgroup, type MemoryCgroup } from '../test/e2e/harness/process.js';
+import { baseUnits } from '../test/e2e/harness/quantity.js';
 import { deploymentNodeOptions, deploymentWebhookContainer } from '../test/e2e/harness/webhook.js';
 
 /** The project root (this file runs from bench/.run/build/bench/). */
@@ -117,10 +118,9 @@ export const DEPLOYMENT_NODE_OPTIONS = deploymentNodeOptions(ROOT);
 
 /** The webhook container's memory limit in k8s/base/deployment.yaml, MiB. */
 export const DEPLOYMENT_MEMORY_LIMIT_MIB = (() => {
-  const limit = deploymentWebhookContainer(ROOT).resources?.limits?.memory ?? '';
-  const match = /^(\d+)(Mi|Gi)$/.exec(limit);
-  if (!match) throw new Error(`k8s/base/deployment.yaml: webhook memory limit "${limit}" is not <n>Mi or <n>Gi`);
-  return Number(match[1]) * (match[2] === 'Gi' ? 1024 : 1);
+  const limit = deploymentWebhookContainer(ROOT).resources?.limits?.memory;
+  if (limit === undefined) throw new Error('k8s/base/deployment.yaml: the webhook container has no memory limit');
+  return Number(baseUnits('memory', limit) / 2n ** 20n);
 })();
 
 /**
@@ -145,13 +145,12 @@ export function oursEnv(ports: { https: number; http: number }, configFile: stri
  * saying so where cgroups are not writable.
  */
 export function serverCgroup(server: string, limitMiB: number, log: (line: string) => void): MemoryCgroup | undefined {
-  if (limitMiB === 0) return undefined;
   const cgroup = createMemoryCgroup(`kube-overcommit-bench-${server}-${process.pid}`, limitMiB);
-  if (!cgroup) log(`${server}: no writable memory cgroup here (root and a memory controller are needed): running without a memory limit`);
-  return cgroup ?? undefined;
+  if (limitMiB > 0 && !cgroup) log(`${server}: no writable memory cgroup here (root and a memory controller are needed): running without a memory limit`);
+  return cgroup;
 }
 
-/** Starts `node args…` (inside `cgroup` when given: the shell joins it, then execs node, keeping the pid). */
+/** Starts `node args…`, inside `cgroup` when given (inCgroup: the pid stays node's). */
 export function startProcess(name: string, args: string[], env: NodeJS.ProcessEnv, port: number, logDir: string, cgroup?: MemoryCgroup): ServerProcess {
   mkdirSync(logDir, { recursive: true });
   const logFile = join(logDir, `${name}.log`);

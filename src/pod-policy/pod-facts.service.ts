@@ -53,7 +53,8 @@ export function cachesNeeded(policy: PodPolicyConfig | undefined): FactsCache[] 
  * A cache runs only while the pod policy in force needs it (cachesNeeded), started and
  * stopped as the config changes. The Node cache is the costly one: with inflation every
  * node-status write comes back to each replica as a watch event; Nodes are held without
- * their image lists (trimCachedNode). Until a started cache has listed, the strategy leaves pods alone (counted).
+ * their image lists (trimCachedNode). Until a started cache has listed, the strategy leaves
+ * pods alone (counted).
  *
  * RBAC: list and watch on pods, nodes and limitranges, cluster-wide (a ListWatch never GETs).
  */

@@ -7,12 +7,10 @@ export type Log = (message: string) => void;
 
 /**
  * A memory cgroup that holds one process (the webhook, a benchmarked server) at its
- * Deployment's memory limit. In a pod,
- * Node sizes its V8 heap from the container's limit: under 512 Mi it gets a 259 MiB heap with
- * a 1 MiB young-generation semi-space, against 4.2 GiB and up to 32 MiB unconstrained on this
- * 24 GiB host. The young generation alone was 41 MiB of an idle 184 MiB RSS here, so RSS and
- * GC work match production only under the same limit. Needs root and a cgroup v1 or v2 memory
- * controller: null where there is none (the caller says so and runs unconstrained).
+ * Deployment's memory limit. In a pod, Node sizes its V8 heap from the container's limit (under
+ * 512 Mi a 259 MiB heap with a 1 MiB young-generation semi-space, against 4.2 GiB and up to
+ * 32 MiB unconstrained on this 24 GiB host), so RSS and GC work match production only under the
+ * same limit. Needs root and a cgroup v1 or v2 memory controller.
  */
 export interface MemoryCgroup {
   path: string;
@@ -20,7 +18,9 @@ export interface MemoryCgroup {
   remove(): void;
 }
 
-export function createMemoryCgroup(name: string, limitMiB: number): MemoryCgroup | null {
+/** A memory cgroup at `limitMiB`; undefined for a limit of 0, or where none can be made. */
+export function createMemoryCgroup(name: string, limitMiB: number): MemoryCgroup | undefined {
+  if (limitMiB === 0) return undefined;
   const v2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
   const path = v2 ? join('/sys/fs/cgroup', name) : join('/sys/fs/cgroup/memory', name);
   const remove = () => {
@@ -35,7 +35,7 @@ export function createMemoryCgroup(name: string, limitMiB: number): MemoryCgroup
     writeFileSync(join(path, v2 ? 'memory.max' : 'memory.limit_in_bytes'), String(limitMiB * 1024 * 1024));
   } catch {
     remove();
-    return null;
+    return undefined;
   }
   return { path, limitMiB, remove };
 }

@@ -125,9 +125,7 @@ export class WebhookProcess {
     };
     // The absolute path of main.js under runDir puts runDir in the command line, so that
     // `cluster.sh down` (which only stops processes mentioning its folder) stops a leftover.
-    const cgroup = this.options.memoryLimitMiB
-      ? (createMemoryCgroup(`kube-overcommit-e2e-webhook-${process.pid}-${instances}`, this.options.memoryLimitMiB) ?? undefined)
-      : undefined;
+    const cgroup = createMemoryCgroup(`kube-overcommit-e2e-webhook-${process.pid}-${instances}`, this.options.memoryLimitMiB ?? 0);
     this.memoryLimitMiB = cgroup?.limitMiB ?? null;
     const child = spawn(...inCgroup(cgroup, process.execPath, [main]), { cwd: webhook.appDir, env: childEnv, stdio: ['ignore', fd, fd] });
     closeSync(fd);
