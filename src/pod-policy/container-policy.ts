@@ -53,6 +53,22 @@ export function policySettings(config: Pick<PodPolicyConfig, 'defaultRequests' |
   };
 }
 
+/**
+ * The settings without any step that writes one of `held`: defaults for those resources, the
+ * memory request percentage for memory, the cpu limit and request percentages for cpu.
+ */
+export function settingsWithout(settings: PolicySettings, held: ReadonlySet<PolicyResource>): PolicySettings {
+  if (held.size === 0) return settings;
+  const defaults: PolicyAmounts = { ...settings.defaults };
+  for (const resource of held) delete defaults[resource];
+  return {
+    defaults,
+    memoryRequestPercent: held.has('memory') ? undefined : settings.memoryRequestPercent,
+    cpuLimitPerGiBPercent: held.has('cpu') ? undefined : settings.cpuLimitPerGiBPercent,
+    cpuRequestPercent: held.has('cpu') ? undefined : settings.cpuRequestPercent,
+  };
+}
+
 const pow10 = (n: number) => 10n ** BigInt(n);
 
 /** floor(amount × percent / 100 / divisor), exactly (amount ≥ 0). */

@@ -2,10 +2,11 @@ import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { container, deploymentPod, nativeSidecar } from '../../test/fixtures/pods.js';
-import { parseQuantity } from '../node-oversell/quantity.js';
-import { policySettings, type PolicySettings } from './container-policy.js';
+import { aggregateContainerRequests, defaultPod, resourceViolations } from '../../test/fixtures/apiserver-pod-resources.js';
+import { parseQuantity, parseResourceQuantity } from '../node-oversell/quantity.js';
+import { MIB, policySettings, type PolicySettings } from './container-policy.js';
 import type { ContainerBounds } from './limit-range.js';
-import { ORIGINAL_RESOURCES_ANNOTATION, planPodMutation, readOriginals } from './pod-mutation.js';
+import { ORIGINAL_RESOURCES_ANNOTATION, planPodMutation, readOriginals, readPodLevelResources } from './pod-mutation.js';
 import type { PodLike } from './pod-resources.js';
 
 const CRO = policySettings({
@@ -204,6 +205,117 @@ describe('planPodMutation properties', () => {
         }
       }),
       { numRuns: 500 },
+    );
+  });
+});
+
+// ---- pod-level resources -------------------------------------------------------------------
+
+describe('planPodMutation on a pod with pod-level resources', () => {
+  const twoContainers = (resources: Record<string, unknown>) => {
+    const pod = deploymentPod({ initContainers: null, containers: [container('app'), container('worker')] });
+    pod.spec.resources = resources;
+    return pod as PodLike;
+  };
+
+  it('leaves a resource the pod sets at pod level alone, so the API server still accepts the pod', () => {
+    const pod = defaultPod(twoContainers({ requests: { cpu: '600m', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' } }));
+    // What a per-container default of 500m would make of it: refused (1 CPU of containers > 600m at pod level).
+    const naive = structuredClone(pod);
+    for (const c of naive.spec.containers) c.resources = { requests: { cpu: '500m' } };
+    expect(resourceViolations(defaultPod(naive))).toEqual(['resources.requests.cpu: below the aggregate container requests of 1000']);
+
+    const plan = planPodMutation(pod, policySettings({ defaultRequests: { cpu: '500m', memory: '128Mi' }, limitToRequest: { memoryRequestPercent: 50 } }), {});
+    expect(plan).toEqual({ patch: [], changes: [] });
+    expect(resourceViolations(pod)).toEqual([]);
+  });
+
+  it('still applies the policy to the resources the pod does not set at pod level', () => {
+    const pod = deploymentPod({ initContainers: null, containers: [container('app', { limits: { memory: '1Gi' }, requests: { memory: '1Gi' } }), container('worker')] });
+    pod.spec.resources = { requests: { cpu: '1' } };
+    const { pod: out } = mutate(pod, CRO);
+    // No cpu default, no cpu limit from the memory limit, no cpu request from it: cpu is the pod's.
+    expect(out.spec.containers[0].resources).toEqual({ limits: { memory: '1Gi' }, requests: { memory: '512Mi' } });
+    expect(out.spec.containers[1].resources).toEqual({ requests: { memory: '128Mi' } });
+    expect(resourceViolations(defaultPod(out))).toEqual([]);
+  });
+
+  it('changes nothing at the reinvocation after the API server filled the pod-level request from our defaults', () => {
+    const pod = defaultPod(twoContainers({ limits: { cpu: '2' } }));
+    expect(pod.spec.resources).toEqual({ limits: { cpu: '2' }, requests: { cpu: '2' } });
+    const once = defaultPod(mutate(pod, CRO).pod);
+    // Pod-level limits make the API server default the memory request we caused: it is now held.
+    expect(once.spec.resources.requests).toEqual({ cpu: '2', memory: String(256n * MIB) });
+    expect(once.spec.containers[0].resources).toEqual({ requests: { memory: '128Mi' } });
+    expect(planPodMutation(once, CRO, {})).toEqual({ patch: [], changes: [] });
+  });
+});
+
+/** Containers whose requests are within their limits, as validation requires. */
+const validResourcesArb = resourcesArb.map((resources: Record<string, Record<string, string>>) => {
+  for (const resource of ['cpu', 'memory'] as const) {
+    const request = resources.requests?.[resource];
+    const limit = resources.limits?.[resource];
+    if (request && limit && parseResourceQuantity(resource, request) > parseResourceQuantity(resource, limit)) {
+      resources.requests[resource] = limit;
+      resources.limits[resource] = request;
+    }
+  }
+  return resources;
+});
+const podLevelMode = fc.constantFrom('none', 'requests', 'limits', 'both');
+/** A valid pod with pod-level resources, as the webhook receives it (defaulted). */
+const podLevelPodArb = fc
+  .record({
+    inits: fc.array(fc.record({ resources: validResourcesArb, sidecar: fc.boolean() }), { maxLength: 3 }),
+    containers: fc.array(validResourcesArb, { minLength: 1, maxLength: 3 }),
+    cpu: podLevelMode,
+    memory: podLevelMode,
+    requestSlack: fc.nat({ max: 4000 }),
+    limitSlack: fc.nat({ max: 4000 }),
+  })
+  .map(({ inits, containers, cpu, memory, requestSlack, limitSlack }) => {
+    const pod = deploymentPod({
+      initContainers: inits.map((c, i) => (c.sidecar ? nativeSidecar(`side-${i}`, c.resources) : container(`init-${i}`, c.resources))),
+      containers: containers.map((r, i) => container(`app-${i}`, r)),
+    });
+    const aggregate = aggregateContainerRequests(pod);
+    const requests: Record<string, string> = {};
+    const limits: Record<string, string> = {};
+    for (const [resource, mode, unit, format] of [
+      ['cpu', cpu, 1n, (n: bigint) => `${n}m`],
+      ['memory', memory, MIB, String],
+    ] as const) {
+      if (mode === 'none') continue;
+      const request = (aggregate[resource] ?? 0n) + BigInt(requestSlack) * unit;
+      if (mode !== 'limits') requests[resource] = format(request);
+      if (mode === 'requests') continue;
+      const containerLimits = (pod.spec.containers as any[]).map((c) => (c.resources.limits?.[resource] ? parseResourceQuantity(resource, c.resources.limits[resource]) : 0n));
+      const limit = [request, ...containerLimits].reduce((a, b) => (a > b ? a : b)) + BigInt(limitSlack) * unit;
+      limits[resource] = format(limit);
+    }
+    pod.spec.resources = { ...(Object.keys(requests).length ? { requests } : {}), ...(Object.keys(limits).length ? { limits } : {}) };
+    return defaultPod(pod) as PodLike;
+  });
+
+describe('planPodMutation properties with pod-level resources', () => {
+  it('every patched pod passes the API server pod-level rules, held resources are untouched, reinvocation after defaulting changes nothing', () => {
+    fc.assert(
+      fc.property(podLevelPodArb, settingsArb, boundsArb, (pod, settings, bounds) => {
+        expect(resourceViolations(pod)).toEqual([]);
+        const once = defaultPod(mutate(pod, settings, bounds).pod);
+        expect(resourceViolations(once)).toEqual([]);
+        const held = readPodLevelResources(pod);
+        for (const kind of ['initContainers', 'containers'] as const) {
+          (pod.spec?.[kind] ?? []).forEach((c, i) => {
+            for (const resource of held) {
+              for (const field of ['requests', 'limits'] as const) expect(once.spec[kind][i].resources?.[field]?.[resource]).toBe(c.resources?.[field]?.[resource]);
+            }
+          });
+        }
+        expect(planPodMutation(once, settings, bounds).patch).toEqual([]);
+      }),
+      { numRuns: 1000 },
     );
   });
 });

@@ -13,11 +13,21 @@
  * recorded originals, otherwise from what the container holds (someone changed it since, or
  * the annotation was forged: it then cannot make us write anything we would not write anyway).
  * So mutate(mutate(x)) = mutate(x).
+ *
+ * Pod-level resources (spec.resources, PodLevelResources): a resource the pod sets at pod level,
+ * in its requests or its limits, is held: every container keeps what it holds for it. The
+ * scheduler counts the pod-level request instead of the containers', and the API server refuses
+ * a pod whose containers' aggregate request exceeds the pod-level request or whose container
+ * limit exceeds the pod-level limit; changing only the other resources keeps a valid pod valid.
+ * A held resource is taken from the container as it is also when the policy is computed from
+ * the recorded originals: after our patch, the API server's defaulting fills the pod-level
+ * request of a pod with pod-level limits from the containers' requests, so a resource we
+ * changed can be held at the reinvocation, which must then change nothing.
  */
 import type { PatchOperation } from '../admission/admission.types.js';
 import { escapeJsonPointer, jsonPointer } from '../common/json-pointer.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../node-oversell/quantity.js';
-import { applyContainerPolicy, sameAmounts, type ContainerAmounts, type PolicyAmounts, type PolicySettings } from './container-policy.js';
+import { applyContainerPolicy, sameAmounts, settingsWithout, type ContainerAmounts, type PolicyAmounts, type PolicySettings } from './container-policy.js';
 import { POLICY_RESOURCES, type ContainerBounds, type PolicyResource } from './limit-range.js';
 import type { ContainerLike, PodLike, ResourceRequirements } from './pod-resources.js';
 
@@ -114,6 +124,32 @@ export function readOriginals(annotations: Readonly<Record<string, string>> | un
   return out;
 }
 
+/** cpu and memory the pod sets at pod level (spec.resources.requests or .limits). */
+export function readPodLevelResources(pod: PodLike): Set<PolicyResource> {
+  const held = new Set<PolicyResource>();
+  const resources = pod.spec?.resources;
+  if (!isRecord(resources)) return held;
+  for (const list of [resources.requests, resources.limits]) {
+    if (!isRecord(list)) continue;
+    for (const resource of POLICY_RESOURCES) if (Object.hasOwn(list, resource)) held.add(resource);
+  }
+  return held;
+}
+
+/** `amounts` with the held resources as `current` has them. */
+function holding(amounts: ContainerAmounts, current: ContainerAmounts, held: ReadonlySet<PolicyResource>): ContainerAmounts {
+  if (held.size === 0) return amounts;
+  const out: ContainerAmounts = { requests: { ...amounts.requests }, limits: { ...amounts.limits } };
+  for (const resource of held) {
+    for (const field of ['requests', 'limits'] as const) {
+      const value = current[field][resource];
+      if (value === undefined) delete out[field][resource];
+      else out[field][resource] = value;
+    }
+  }
+  return out;
+}
+
 function changeOf(before: bigint | undefined, after: bigint | undefined): Change | null {
   if (before === after || after === undefined) return null;
   if (before === undefined) return 'added';
@@ -140,6 +176,8 @@ function writeResources(resources: ResourceRequirements | undefined, before: Con
 
 export function planPodMutation(pod: PodLike, settings: PolicySettings, bounds: ContainerBounds): PodMutationPlan {
   const originals = readOriginals(pod.metadata?.annotations);
+  const held = readPodLevelResources(pod);
+  const podSettings = settingsWithout(settings, held);
   const record: Record<string, RecordedResources> = {};
   const patch: PatchOperation[] = [];
   const changes: ResourceChange[] = [];
@@ -150,14 +188,15 @@ export function planPodMutation(pod: PodLike, settings: PolicySettings, bounds: 
     containers.forEach((container, index) => {
       if (!isRecord(container) || typeof container.name !== 'string') return;
       const current = readContainerAmounts(container.resources);
+      const policy = (amounts: ContainerAmounts) => holding(applyContainerPolicy(amounts, podSettings, bounds), current, held);
       let origin = current;
       let originRecord = recordResources(container.resources);
       const entry = originals.get(container.name);
-      if (entry && sameAmounts(applyContainerPolicy(entry.amounts, settings, bounds), current)) {
+      if (entry && sameAmounts(policy(entry.amounts), current)) {
         origin = entry.amounts;
         originRecord = entry.recorded;
       }
-      const result = applyContainerPolicy(origin, settings, bounds);
+      const result = policy(origin);
       if (!sameAmounts(result, origin)) record[container.name] = originRecord;
       if (sameAmounts(result, current)) return;
       patch.push({ op: 'add', path: jsonPointer(['spec', kind, String(index), 'resources']), value: writeResources(container.resources, current, result) });

@@ -34,6 +34,18 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
     expect(effectivePodRequests(pod)).toEqual({ cpu: 3000n, memory: Mi(1024), pods: 1n });
   });
 
+  it('adds the overhead on top of pod-level requests, and keeps the containers\' sum for a resource not set at pod level', () => {
+    const pod = deploymentPod({ initContainers: null, containers: [container('app', { requests: { cpu: '1', memory: '1Gi' } }), container('worker', { requests: { cpu: '250m', memory: '256Mi' } })], overhead: { cpu: '100m', memory: '64Mi' } });
+    pod.spec.resources = { requests: { memory: '2Gi' }, limits: { memory: '4Gi' } };
+    expect(effectivePodRequests(pod)).toEqual({ cpu: 1350n, memory: Mi(2048 + 64), pods: 1n });
+  });
+
+  it('counts a container that sets only a limit at its limit, as the API server defaults its request', () => {
+    // What a pod looks like after our patch derived a cpu limit (the API server defaults it again after the webhooks).
+    const pod = deploymentPod({ initContainers: [container('migrate', { limits: { memory: '2Gi' } })], containers: [container('app', { limits: { cpu: '2', memory: '1Gi' }, requests: { memory: '512Mi' } })] });
+    expect(effectivePodRequests(pod)).toEqual({ cpu: 2000n, memory: Mi(2048), pods: 1n });
+  });
+
   it('counts a pod with no requests as one pod', () => {
     expect(effectivePodRequests({ spec: { containers: [{ name: 'a' }] } })).toEqual({ pods: 1n });
     expect(effectivePodRequests({})).toEqual({ pods: 1n });

@@ -6,8 +6,10 @@
  *   → their sum; an ordinary init container runs alone with the sidecars declared before it
  *   → its requests plus theirs; the pod needs the larger of the two, plus spec.overhead.
  *
- * Pod-level requests (spec.resources.requests, PodLevelResources) replace the aggregate for
- * the resources they name, as the scheduler does. Amounts are exact, in base units.
+ * A container's request is its limit where it sets only the limit, as the API server's
+ * defaulting stores it (a pod we patch is defaulted again after the patch). Pod-level requests
+ * (spec.resources.requests, PodLevelResources) replace the aggregate for the resources they
+ * name, overhead added after, as the scheduler does. Amounts are exact, in base units.
  */
 import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
 import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
@@ -98,18 +100,23 @@ function maxInto(into: ResourceAmounts, amounts: ResourceAmounts): void {
   }
 }
 
+/** A container's requests as stored: a resource with only a limit is requested at its limit. */
+function containerRequests(container: ContainerLike): ResourceAmounts {
+  return { ...readList(container.resources?.limits), ...readList(container.resources?.requests) };
+}
+
 /**
  * What the scheduler counts for this pod on its node: cpu (millicores), memory and
  * ephemeral-storage (bytes), and `pods: 1`. Throws on an unparsable quantity.
  */
 export function effectivePodRequests(pod: PodLike): ResourceAmounts {
   const requests: ResourceAmounts = {};
-  for (const container of pod.spec?.containers ?? []) add(requests, readList(container.resources?.requests));
+  for (const container of pod.spec?.containers ?? []) add(requests, containerRequests(container));
 
   const sidecars: ResourceAmounts = {};
   const initPeak: ResourceAmounts = {};
   for (const container of pod.spec?.initContainers ?? []) {
-    const own = readList(container.resources?.requests);
+    const own = containerRequests(container);
     if (isSidecar(container)) {
       add(requests, own);
       add(sidecars, own);
