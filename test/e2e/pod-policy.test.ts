@@ -218,6 +218,51 @@ describe('pod policies against a real control plane', () => {
     expect(calls(await apiserverMetrics(env)) - beforeCalls).toBe(0);
   });
 
+  it('(e) pods with pod-level resources stay creatable: a resource set at pod level is left alone in the containers, the other one still gets the policy', async () => {
+    // A default large enough that two containers' defaults (1 CPU) exceed the pod-level request (600m).
+    const defaults = { cpu: '500m', memory: '128Mi' };
+    await webhook.useConfig({ nodes: NODES, pods: { defaultRequests: defaults, limitToRequest: LIMIT_TO_REQUEST } });
+    const ns = await newNamespace('e2e-pod-level', { [POD_POLICY_LABEL]: 'enabled' });
+    await waitForWebhookToSeeNamespace(admin, ns, {}, (pod) => sameQuantity('cpu', pod.spec.containers[0].resources?.requests?.cpu, defaults.cpu));
+    const before = policyCounters(await webhook.metrics());
+    const podLevel = (name: string, resources: object, containers: object[]) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name },
+      spec: { ...onKwokNode(env, general.name), resources, containers },
+    });
+
+    // The pod of docs/pod-policy.md: cpu and memory at pod level, two containers asking for nothing.
+    const whole = { requests: { cpu: '600m', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' } };
+    const created = await admin.post(`/api/v1/namespaces/${ns}/pods`, podLevel('whole', whole, [{ name: 'app', image: PAUSE_IMAGE }, { name: 'worker', image: PAUSE_IMAGE }]));
+    for (const c of created.spec.containers) expect(c.resources ?? {}, c.name).toEqual({});
+    expectQuantities(created.spec.resources.requests, whole.requests, 'whole pod-level requests');
+    expectQuantities(created.spec.resources.limits, whole.limits, 'whole pod-level limits');
+    expect(created.metadata.annotations?.[ORIGINAL_RESOURCES_ANNOTATION]).toBeUndefined();
+    // kube-scheduler places it by its pod-level requests, kwok runs it.
+    await waitUntil('`whole` bound and Running', async () => {
+      const p = await admin.get(`/api/v1/namespaces/${ns}/pods/whole`);
+      return p.spec.nodeName === general.name && p.status.phase === 'Running';
+    });
+
+    // Only cpu at pod level: memory gets the default and the percentage, cpu nothing (no cpu limit from memory).
+    const cpuOnly = await admin.post(
+      `/api/v1/namespaces/${ns}/pods`,
+      podLevel('cpu-only', { requests: { cpu: '1' } }, [
+        { name: 'app', image: PAUSE_IMAGE },
+        { name: 'checkout', image: PAUSE_IMAGE, resources: { limits: { memory: '1Gi' } } },
+      ]),
+    );
+    expectQuantities(resources(cpuOnly, 'app').requests, { memory: '128Mi' }, 'cpu-only app requests');
+    expect(resources(cpuOnly, 'app').limits).toBeUndefined();
+    expectQuantities(resources(cpuOnly, 'checkout').requests, { memory: '512Mi' }, 'cpu-only checkout requests');
+    expectQuantities(resources(cpuOnly, 'checkout').limits, { memory: '1Gi' }, 'cpu-only checkout limits');
+    expectQuantities(cpuOnly.spec.resources.requests, { cpu: '1' }, 'cpu-only pod-level requests');
+
+    // One pod mutated (cpu-only: two memory requests, one added and one lowered); no cpu touched.
+    expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({ mutated: 1, cpuAdded: 0, memoryAdded: 1, requestsChanged: 2, limitsChanged: 0, unsynced: 0 });
+  });
+
   const cleanups: Array<() => Promise<void>> = [];
   async function runCleanups() {
     for (const cleanup of cleanups.splice(0)) await cleanup();
