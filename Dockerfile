@@ -1,6 +1,13 @@
 # syntax=docker/dockerfile:1
-# Build: compile TypeScript with the dev dependencies.
-FROM node:24-bookworm-slim AS build
+# The base image, pinned by the digest of its multi-platform index (node:24-bookworm-slim,
+# Node 24.19.0, as docker-library/repo-info recorded it on 2026-08-25: repos/node/remote/24-bookworm-slim.md).
+# To move to a newer build: `docker buildx imagetools inspect node:24-bookworm-slim` prints the
+# index digest ("Digest:"); put it here.
+ARG NODE_IMAGE=node:24-bookworm-slim@sha256:a9f5f7c91a432850b2a8a7797adf5eadb6c733ceed61167806cee7ea7fbc29df
+
+# Build: compile TypeScript with the dev dependencies. JavaScript is the same on every
+# platform, so a multi-platform build compiles once, on the builder's own platform.
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -8,14 +15,14 @@ COPY tsconfig.json nest-cli.json ./
 COPY src ./src
 RUN npm run build
 
-# Production dependencies only.
-FROM node:24-bookworm-slim AS deps
+# Production dependencies only, installed on the target platform (a native addon gets its binary).
+FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
 # Runtime: the same `node dist/main.js` the e2e tests run, as a non-root user.
-FROM node:24-bookworm-slim
+FROM ${NODE_IMAGE}
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules

@@ -1,9 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, copyFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, parseDocument } from 'yaml';
 import { e2eEnv } from './harness/context.js';
 
 type Doc = Record<string, any>;
@@ -55,6 +55,19 @@ describe('shipped manifests', () => {
     const nodeOptions = container.env.find((e: Doc) => e.name === 'NODE_OPTIONS')?.value;
     expect(nodeOptions).toMatch(/--max-semi-space-size=\d+/);
     expect(() => execFileSync(process.execPath, ['-e', ''], { env: { NODE_OPTIONS: nodeOptions }, stdio: 'pipe' })).not.toThrow();
+  });
+
+  it('k8s/ deploys the image `npm run image` builds; its `images:` entry switches it, as `kustomize edit set image` writes it', () => {
+    const image = (dir: string) => find(kustomize(dir), 'Deployment', 'kube-overcommit')!.spec.template.spec.containers[0].image;
+    const { version } = JSON.parse(readFileSync('package.json', 'utf8'));
+    expect(image('k8s')).toBe(`kube-overcommit:${version}`);
+    // `kustomize edit set image kube-overcommit=ghcr.io/example/kube-overcommit:9.9.9` on a copy.
+    const copy = join(mkdtempSync(join(tmpdir(), 'kube-overcommit-k8s-')), 'k8s');
+    cpSync('k8s', copy, { recursive: true });
+    const kustomization = parseDocument(readFileSync(join(copy, 'kustomization.yaml'), 'utf8'));
+    kustomization.set('images', [{ name: 'kube-overcommit', newName: 'ghcr.io/example/kube-overcommit', newTag: '9.9.9' }]);
+    writeFileSync(join(copy, 'kustomization.yaml'), kustomization.toString());
+    expect(image(copy)).toBe('ghcr.io/example/kube-overcommit:9.9.9');
   });
 
   it('k8s/monitoring adds a ServiceMonitor and PrometheusRule whose rules pass promtool check and unit tests', () => {

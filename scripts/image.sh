@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `npm run image`: builds the container image kube-overcommit:<package.json version> from the
+# Dockerfile with docker or podman, whichever is installed and answers (docker first).
+# Arguments are passed to `build` (`npm run image -- --platform linux/arm64`).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+engine=
+installed=()
+for candidate in docker podman; do
+  command -v "$candidate" >/dev/null 2>&1 || continue
+  installed+=("$candidate")
+  if "$candidate" info >/dev/null 2>&1; then engine=$candidate; break; fi
+done
+if [[ -z $engine ]]; then
+  if ((${#installed[@]})); then
+    echo "npm run image: ${installed[*]} installed but not answering (\`${installed[0]} info\` fails: is the daemon running, may this user reach it?)" >&2
+  else
+    echo "npm run image: neither docker nor podman is installed; install one of them to build the image" >&2
+  fi
+  exit 1
+fi
+
+image=kube-overcommit:$(node -p 'require("./package.json").version')
+"$engine" build --tag "$image" "$@" .
+echo "built $image with $engine"
