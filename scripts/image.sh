@@ -21,6 +21,8 @@ if [[ -z $engine ]]; then
   exit 1
 fi
 
-image=kube-overcommit:$(node -p 'require("./package.json").version')
+# The Deployment's `kube-overcommit:<version>` means docker.io/library/kube-overcommit:<version>;
+# fully qualified here, since podman would name an unqualified tag localhost/kube-overcommit.
+image=docker.io/library/kube-overcommit:$(node -p 'require("./package.json").version')
 "$engine" build --tag "$image" "$@" .
 echo "built $image with $engine"
