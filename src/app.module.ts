@@ -2,6 +2,7 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import type { Server as TlsServer } from 'node:tls';
 import { LoggerModule } from 'nestjs-pino';
 import { AdmissionModule } from './admission/admission.module.js';
+import { BackgroundTasksModule } from './common/background-tasks.js';
 import { ConfigModule } from './config/config.module.js';
 import { HealthModule } from './health/health.module.js';
 import { KubeModule } from './kube/kube.module.js';
@@ -24,6 +25,7 @@ export class AppModule {
           pinoHttp: { level: env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true },
         }),
         MetricsModule.forRoot(),
+        BackgroundTasksModule,
         KubeModule.forRoot(env),
         ConfigModule.forRoot(env),
         TlsModule.forRoot(tls, getHttpsServer),

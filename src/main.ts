@@ -15,6 +15,18 @@ const port = (name: string, fallback: number) => {
  */
 const DRAIN_MS = Number(process.env.OVERCOMMIT_SHUTDOWN_DELAY_MS ?? 5_000);
 
+/**
+ * The last resort for an error that escaped every guard (src/common/background-tasks.ts).
+ * Logged, not handled: a handler for uncaughtException or unhandledRejection would keep a
+ * process whose state Node documents as undefined serving admissions; exiting (code 1, Node's
+ * default for both, unhandled rejections included) lets the kubelet restart a known state
+ * while the other replica serves. The monitor hook only observes, so the default stays.
+ */
+process.on('uncaughtExceptionMonitor', (error, origin) => {
+  const err = error instanceof Error ? { type: error.name, message: error.message, stack: error.stack } : { message: String(error) };
+  console.error(JSON.stringify({ level: 60, time: Date.now(), origin, err, msg: `kube-overcommit is exiting on an uncaught ${origin}: ${err.message}` }));
+});
+
 async function main(): Promise<void> {
   const running = await createApp({
     httpsPort: port('OVERCOMMIT_HTTPS_PORT', 8443),

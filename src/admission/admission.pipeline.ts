@@ -15,6 +15,7 @@ import type {
   StrategyMetadata,
 } from './admission.types.js';
 import { ADMISSION_DURATION, ADMISSION_REQUESTS, STRATEGY_ERRORS } from './admission.metrics.js';
+import { planRoutes, readRoute } from './admission.routes.js';
 
 interface RegisteredStrategy {
   meta: StrategyMetadata;
@@ -31,8 +32,8 @@ export type Outcome = 'patched' | 'unchanged' | 'denied' | 'error';
 export class AdmissionPipeline implements OnApplicationBootstrap {
   private readonly logger = new Logger('Admission');
   private strategies: RegisteredStrategy[] = [];
-  // Selection depends only on (resource, subresource, operation): memoised per triple.
-  private readonly selection = new Map<string, RegisteredStrategy[]>();
+  // Selection and labels depend only on (resource, subresource, operation): fixed at bootstrap.
+  private routes = planRoutes<RegisteredStrategy>([]);
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -51,7 +52,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
         strategy: wrapper.instance as AdmissionStrategy,
       }))
       .sort((a, b) => (a.meta.order ?? 0) - (b.meta.order ?? 0));
-    this.selection.clear();
+    this.routes = planRoutes(this.strategies);
     this.logger.log(`admission strategies: ${this.strategies.map((s) => s.meta.name).join(', ') || 'none'}`);
   }
 
@@ -65,10 +66,10 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
       this.requests.inc({ resource: 'unknown', operation: 'unknown', outcome: 'error' });
       throw error;
     }
-    const resource = request.subResource ? `${request.resource.resource}/${request.subResource}` : request.resource.resource;
-    const { response, outcome } = this.run(request);
+    const { resource, operation, strategies } = readRoute(this.routes, request);
+    const { response, outcome } = this.run(request, strategies);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    this.requests.inc({ resource, operation: request.operation, outcome });
+    this.requests.inc({ resource, operation, outcome });
     this.duration.observe({ resource }, seconds);
     // Asked first: Nest's Logger formats the call before pino drops it (measured ~5 µs per request).
     if (PinoLogger.root?.isLevelEnabled('debug') ?? true) {
@@ -81,26 +82,8 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
     };
   }
 
-  private select(request: AdmissionRequest): RegisteredStrategy[] {
-    const key = `${request.resource.resource}/${request.subResource ?? ''}/${request.operation}`;
-    let selected = this.selection.get(key);
-    if (!selected) {
-      selected = this.strategies.filter(({ meta }) =>
-        meta.rules.some(
-          (rule) =>
-            rule.resource === request.resource.resource &&
-            (rule.subResource ?? '') === (request.subResource ?? '') &&
-            rule.operations.includes(request.operation),
-        ),
-      );
-      this.selection.set(key, selected);
-    }
-    return selected;
-  }
-
-  private run(request: AdmissionRequest) {
+  private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[]) {
     const config = this.config.snapshot().config;
-    const selected = this.select(request);
     const patch: PatchOperation[] = [];
     const warnings: string[] = [];
     let failed = false;

@@ -2,6 +2,7 @@ import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } fro
 import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
+import { BackgroundTasks } from '../common/background-tasks.js';
 import { ConfigStore } from './config.store.js';
 
 /**
@@ -19,6 +20,7 @@ export class ConfigFileSource implements OnModuleInit, OnApplicationShutdown {
   constructor(
     private readonly path: string,
     private readonly store: ConfigStore,
+    private readonly background: BackgroundTasks,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -28,7 +30,7 @@ export class ConfigFileSource implements OnModuleInit, OnApplicationShutdown {
     this.watcher = watch(dirname(resolve(this.path)), (_event, changed) => {
       if (changed !== null && changed !== file && !changed.startsWith('..')) return;
       clearTimeout(this.debounce);
-      this.debounce = setTimeout(() => void this.reload(), 50);
+      this.debounce = setTimeout(this.background.guard('config-reload', () => this.reload()), 50);
     });
   }
 

@@ -1,5 +1,6 @@
 import { type DynamicModule, Global, Module } from '@nestjs/common';
 import { KubeConfig } from '@kubernetes/client-node';
+import { BackgroundTasks } from '../common/background-tasks.js';
 import { inCluster } from '../kube/kube.env.js';
 import { ConfigFileSource } from './config-file.source.js';
 import { configMetrics } from './config.metrics.js';
@@ -23,10 +24,10 @@ export class ConfigModule {
         ConfigStore,
         {
           provide: CONFIG_SOURCE,
-          inject: [ConfigStore, KubeConfig],
-          useFactory: (store: ConfigStore, kube: KubeConfig) => {
-            if (env.OVERCOMMIT_CONFIG_FILE) return new ConfigFileSource(env.OVERCOMMIT_CONFIG_FILE, store);
-            if (inCluster(env)) return new ConfigMapSource(configMapRef(env), store, kube);
+          inject: [ConfigStore, KubeConfig, BackgroundTasks],
+          useFactory: (store: ConfigStore, kube: KubeConfig, background: BackgroundTasks) => {
+            if (env.OVERCOMMIT_CONFIG_FILE) return new ConfigFileSource(env.OVERCOMMIT_CONFIG_FILE, store, background);
+            if (inCluster(env)) return new ConfigMapSource(configMapRef(env), store, kube, background);
             store.markLoaded();
             return null;
           },

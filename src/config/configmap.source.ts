@@ -1,6 +1,7 @@
 import { Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { CoreV1Api, KubeConfig, type CoreV1Event, type V1ConfigMap } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
+import { BackgroundTasks } from '../common/background-tasks.js';
 import { platformNamespace } from '../kube/kube.env.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import { ConfigStore } from './config.store.js';
@@ -33,6 +34,7 @@ export class ConfigMapSource implements OnModuleInit, OnApplicationShutdown {
     private readonly ref: ConfigMapRef,
     private readonly store: ConfigStore,
     kube: KubeConfig,
+    background: BackgroundTasks,
   ) {
     this.core = kube.makeApiClient(CoreV1Api);
     const fieldSelector = `metadata.name=${ref.name}`;
@@ -47,8 +49,9 @@ export class ConfigMapSource implements OnModuleInit, OnApplicationShutdown {
       description: `ConfigMap ${this.describe()}`,
       fieldSelector,
     });
-    this.informer.cache.on('add', (cm) => void this.update(cm));
-    this.informer.cache.on('update', (cm) => void this.update(cm));
+    const update = background.guard('config-reload', (cm: V1ConfigMap) => this.update(cm));
+    this.informer.cache.on('add', update);
+    this.informer.cache.on('update', update);
     this.informer.cache.on('delete', () => this.logger.warn(`ConfigMap ${this.describe()} deleted; keeping the config in force`));
   }
 

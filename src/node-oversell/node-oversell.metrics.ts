@@ -1,4 +1,4 @@
-import { makeGaugeProvider } from '@willsoto/nestjs-prometheus';
+import { makeCounterProvider, makeGaugeProvider } from '@willsoto/nestjs-prometheus';
 
 /** Raw allocatable per node and managed resource: cores (float) for cpu, bytes, or a count. */
 export const NODE_ALLOCATABLE_RAW_METRIC = 'kube_overcommit_node_allocatable_raw';
@@ -6,6 +6,9 @@ export const NODE_ALLOCATABLE_RAW_METRIC = 'kube_overcommit_node_allocatable_raw
 export const NODE_ALLOCATABLE_OVERCOMMITTED_METRIC = 'kube_overcommit_node_allocatable_overcommitted';
 /** The ratio applied per node, resource and pool (pool "" = default ratios); 1 when none applies. */
 export const NODE_RATIO_METRIC = 'kube_overcommit_node_ratio';
+
+/** Nodes whose gauges were dropped: `silent` (an hour without an admission here) or `limit` (OVERCOMMIT_NODE_METRICS_MAX_NODES reached). */
+export const NODE_METRICS_DROPPED_METRIC = 'kube_overcommit_node_metrics_dropped_total';
 
 export const nodeOversellMetrics = [
   makeGaugeProvider({
@@ -22,5 +25,10 @@ export const nodeOversellMetrics = [
     name: NODE_RATIO_METRIC,
     help: 'Overcommit ratio applied, per node, managed resource and pool ("" = default ratios); 1 when none applies or the node opted out.',
     labelNames: ['node', 'resource', 'pool'],
+  }),
+  makeCounterProvider({
+    name: NODE_METRICS_DROPPED_METRIC,
+    help: 'Nodes whose per-node gauges this replica dropped, by reason: silent (an hour without an admission for it here) or limit (OVERCOMMIT_NODE_METRICS_MAX_NODES nodes exported: the least recently admitted one goes).',
+    labelNames: ['reason'],
   }),
 ];

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
-import { Gauge } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
+import { backgroundTasks } from '../../test/fixtures/background.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import { MANAGED_RESOURCES, type ManagedResource, type NodesConfig, type OvercommitConfig } from '../config/config.schema.js';
 import {
@@ -303,6 +304,9 @@ function newStrategy() {
     gauge('raw', ['node', 'resource']),
     gauge('overcommitted', ['node', 'resource']),
     gauge('ratio', ['node', 'resource', 'pool']),
+    new Counter({ name: 'dropped', help: 'dropped', labelNames: ['reason'], registers: [] }),
+    backgroundTasks(),
+    {},
   );
 }
 

@@ -1,20 +1,30 @@
 import { Test } from '@nestjs/testing';
 import { getToken } from '@willsoto/nestjs-prometheus';
 import fastJsonPatch from 'fast-json-patch';
-import { Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { describe, expect, it, vi } from 'vitest';
+import { backgroundTasks } from '../../test/fixtures/background.js';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, StrategyResult } from '../admission/admission.types.js';
+import { BACKGROUND_ERRORS, BackgroundTasksModule } from '../common/background-tasks.js';
 import { escapeJsonPointer, jsonPointer } from '../common/json-pointer.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
 import {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
   NODE_ALLOCATABLE_RAW_METRIC,
+  NODE_METRICS_DROPPED_METRIC,
   NODE_RATIO_METRIC,
   NodeOversellModule,
 } from './node-oversell.module.js';
 import { POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION } from './node-oversell.rules.js';
-import { NODE_METRICS_TTL_MS, NodeOversellStrategy } from './node-oversell.strategy.js';
+import { KubeModule } from '../kube/kube.module.js';
+import {
+  DEFAULT_NODE_METRICS_MAX_NODES,
+  NODE_METRICS_TTL_MS,
+  NodeOversellStrategy,
+  isNodeName,
+  nodeMetricsMaxNodes,
+} from './node-oversell.strategy.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
@@ -156,13 +166,16 @@ const CONFIG = config({
   pools: [{ name: 'gpu', nodeSelector: { matchLabels: { 'node-pool': 'gpu' } }, ratios: { cpu: 2, memory: 1.5, 'ephemeral-storage': 1.1, pods: 2 } }],
 });
 
-function harness() {
+function harness(env: NodeJS.ProcessEnv = {}) {
   const registry = new Registry();
   const gauge = (name: string, labelNames: string[]) => new Gauge({ name, help: name, labelNames, registers: [registry] });
   const strategy = new NodeOversellStrategy(
     gauge(NODE_ALLOCATABLE_RAW_METRIC, ['node', 'resource']),
     gauge(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, ['node', 'resource']),
     gauge(NODE_RATIO_METRIC, ['node', 'resource', 'pool']),
+    new Counter({ name: NODE_METRICS_DROPPED_METRIC, help: 'h', labelNames: ['reason'], registers: [registry] }),
+    backgroundTasks(registry),
+    env,
   );
   const request = (object: Json, extra: Partial<AdmissionRequest> = {}): AdmissionRequest => ({
     uid: 'e911857d-c318-11e8-bbad-025000000001',
@@ -186,7 +199,9 @@ function harness() {
   };
   const samples = async (name: string): Promise<Array<Record<string, string | number>>> =>
     (await registry.getSingleMetric(name)!.get()).values.map(({ labels, value }) => ({ ...labels, value }));
-  return { strategy, admit, samples };
+  /** The nodes that have series, sorted. */
+  const nodes = async () => [...new Set((await samples(NODE_RATIO_METRIC)).map((s) => s.node))].sort();
+  return { strategy, request, admit, samples, nodes };
 }
 
 /** Everything but status.allocatable and our annotations must come out as it went in. */
@@ -394,11 +409,10 @@ describe('NodeOversellStrategy', () => {
   });
 
   it("drops a node's gauges after an hour without an admission for it, and keeps a node that keeps calling", async () => {
-    const { strategy, admit, samples } = harness();
+    const { strategy, admit, samples, nodes } = harness();
     const started = Date.now();
     admit(kubeadmNode());
     admit(millicoreNode(), config({ defaultRatios: { cpu: 1.15 } }));
-    const nodes = async () => [...new Set((await samples(NODE_RATIO_METRIC)).map((s) => s.node))].sort();
     expect(await nodes()).toEqual(['worker-1', 'worker-2']);
 
     strategy.pruneSilentNodes(started + NODE_METRICS_TTL_MS - 60_000);
@@ -421,15 +435,105 @@ describe('NodeOversellStrategy', () => {
   });
 });
 
+describe('per-node series: bounded, whatever the reviews carry', () => {
+  const named = (name: unknown): Json => {
+    const node = kubeadmNode();
+    node.metadata.name = name;
+    return node;
+  };
+  const counted = async (samples: ReturnType<typeof harness>['samples'], name: string, labels: Record<string, string>) =>
+    (await samples(name)).find((s) => Object.entries(labels).every(([k, v]) => s[k] === v))?.value;
+
+  it('a node named by an object is never exported, and the prune timer an hour later does not throw', async () => {
+    vi.useFakeTimers();
+    try {
+      const { strategy, request, admit, samples, nodes } = harness();
+      strategy.onModuleInit();
+      // The envelope's name is valid; the object's name is what the gauges used to be keyed on.
+      const result = strategy.admit(request(kubeadmNode(), { object: named({ toString: 1 }) }), CONFIG);
+      expect(result.patch).toHaveLength(4); // still inflated: only the export is skipped
+      admit(kubeadmNode());
+      expect(await nodes()).toEqual(['worker-1']);
+
+      expect(() => vi.advanceTimersByTime(NODE_METRICS_TTL_MS + 60_000)).not.toThrow();
+      expect(await nodes()).toEqual([]);
+      expect(await counted(samples, NODE_METRICS_DROPPED_METRIC, { reason: 'silent' })).toBe(1);
+      expect(await counted(samples, BACKGROUND_ERRORS, { task: 'node-metrics-prune' })).toBe(0);
+      strategy.onModuleDestroy();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('an error in the prune timer is logged and counted, and the timer keeps running', async () => {
+    vi.useFakeTimers();
+    try {
+      const { strategy, samples } = harness();
+      const prune = vi.spyOn(strategy, 'pruneSilentNodes').mockImplementationOnce(() => {
+        throw new TypeError('Cannot convert object to primitive value');
+      });
+      strategy.onModuleInit();
+      expect(() => vi.advanceTimersByTime(60_000)).not.toThrow();
+      expect(await counted(samples, BACKGROUND_ERRORS, { task: 'node-metrics-prune' })).toBe(1);
+      vi.advanceTimersByTime(60_000);
+      expect(prune).toHaveBeenCalledTimes(2);
+      expect(await counted(samples, BACKGROUND_ERRORS, { task: 'node-metrics-prune' })).toBe(1);
+      strategy.onModuleDestroy();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('exports only names the API server accepts for a Node (DNS-1123 subdomain, at most 253 characters)', async () => {
+    for (const name of ['worker-1', 'ip-10-0-1-17.eu-west-1.compute.internal', 'a', '0', `${'a'.repeat(63)}.${'b'.repeat(189)}`]) {
+      expect(isNodeName(name), name).toBe(true);
+    }
+    for (const name of [{ toString: 1 }, ['worker-1'], 42, null, undefined, '', 'Worker-1', '-worker', 'worker-', 'a..b', 'a_b', 'é', 'a'.repeat(254), 'x'.repeat(1 << 20)]) {
+      expect(isNodeName(name), String(JSON.stringify(name)).slice(0, 20)).toBe(false);
+    }
+    const { strategy, request, nodes } = harness();
+    for (const name of ['x'.repeat(1 << 20), 42, { toString: 1 }]) strategy.admit(request(kubeadmNode(), { object: named(name), name: undefined }), CONFIG);
+    strategy.admit(request(kubeadmNode(), { object: named(undefined), name: 'from-the-envelope' }), CONFIG);
+    expect(await nodes()).toEqual(['from-the-envelope']);
+  });
+
+  it('exports at most OVERCOMMIT_NODE_METRICS_MAX_NODES nodes: the least recently admitted goes, counted', async () => {
+    const { admit, samples, nodes } = harness({ OVERCOMMIT_NODE_METRICS_MAX_NODES: '3' });
+    for (const name of ['a', 'b', 'c']) admit(named(name));
+    admit(named('a')); // a heartbeat: a is now the most recent
+    admit(named('d'));
+    expect(await nodes()).toEqual(['a', 'c', 'd']);
+    for (const metric of [NODE_ALLOCATABLE_RAW_METRIC, NODE_ALLOCATABLE_OVERCOMMITTED_METRIC]) {
+      expect((await samples(metric)).some((s) => s.node === 'b'), metric).toBe(false);
+    }
+    for (let i = 0; i < 1000; i++) admit(named(`node-${i}`));
+    expect(await nodes()).toEqual(['node-997', 'node-998', 'node-999']);
+    expect((await samples(NODE_ALLOCATABLE_RAW_METRIC)).length).toBe(3 * 4);
+    expect(await counted(samples, NODE_METRICS_DROPPED_METRIC, { reason: 'limit' })).toBe(1001);
+    expect(await counted(samples, NODE_METRICS_DROPPED_METRIC, { reason: 'silent' })).toBe(0);
+  });
+
+  it('reads OVERCOMMIT_NODE_METRICS_MAX_NODES: a positive integer, 10,000 when unset', () => {
+    expect(nodeMetricsMaxNodes({})).toBe(DEFAULT_NODE_METRICS_MAX_NODES);
+    expect(DEFAULT_NODE_METRICS_MAX_NODES).toBe(10_000);
+    expect(nodeMetricsMaxNodes({ OVERCOMMIT_NODE_METRICS_MAX_NODES: '' })).toBe(10_000);
+    expect(nodeMetricsMaxNodes({ OVERCOMMIT_NODE_METRICS_MAX_NODES: '50000' })).toBe(50_000);
+    for (const bad of ['0', '-1', '1.5', 'ten', '1e400']) {
+      expect(() => nodeMetricsMaxNodes({ OVERCOMMIT_NODE_METRICS_MAX_NODES: bad }), bad).toThrow(/OVERCOMMIT_NODE_METRICS_MAX_NODES must be a positive integer/);
+    }
+  });
+});
+
 describe('NodeOversellModule', () => {
   it('provides the strategy with its gauges', async () => {
-    const moduleRef = await Test.createTestingModule({ imports: [NodeOversellModule] }).compile();
+    const moduleRef = await Test.createTestingModule({ imports: [KubeModule.forRoot({}), BackgroundTasksModule, NodeOversellModule] }).compile();
     const strategy = moduleRef.get(NodeOversellStrategy);
     expect(strategy).toBeInstanceOf(NodeOversellStrategy);
     for (const name of [NODE_ALLOCATABLE_RAW_METRIC, NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_RATIO_METRIC]) {
       expect(name).toMatch(/^kube_overcommit_node_/);
       expect(moduleRef.get(getToken(name))).toBeInstanceOf(Gauge);
     }
+    expect(moduleRef.get(getToken(NODE_METRICS_DROPPED_METRIC))).toBeInstanceOf(Counter);
     expect(strategy.admit({ uid: 'x', kind: { group: '', version: 'v1', kind: 'Node' }, resource: { group: '', version: 'v1', resource: 'nodes' }, operation: 'CREATE', object: kubeadmNode() }, CONFIG).patch).toHaveLength(4);
     await moduleRef.close();
   });

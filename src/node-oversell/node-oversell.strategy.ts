@@ -1,11 +1,18 @@
-import { Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
-import type { Gauge } from 'prom-client';
+import type { Counter, Gauge } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
+import { BackgroundTasks } from '../common/background-tasks.js';
 import { jsonPointer } from '../common/json-pointer.js';
 import { MANAGED_RESOURCES, type OvercommitConfig } from '../config/config.schema.js';
-import { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
+import { KUBE_ENV } from '../kube/kube.env.js';
+import {
+  NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
+  NODE_ALLOCATABLE_RAW_METRIC,
+  NODE_METRICS_DROPPED_METRIC,
+  NODE_RATIO_METRIC,
+} from './node-oversell.metrics.js';
 import {
   NODE_ANNOTATIONS,
   type NodeLike,
@@ -65,6 +72,27 @@ export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOper
 export const NODE_METRICS_TTL_MS = 60 * 60 * 1000;
 const PRUNE_INTERVAL_MS = 60 * 1000;
 
+/** Nodes whose gauges one replica exports at most, unless OVERCOMMIT_NODE_METRICS_MAX_NODES says otherwise. */
+export const DEFAULT_NODE_METRICS_MAX_NODES = 10_000;
+
+/** OVERCOMMIT_NODE_METRICS_MAX_NODES, a positive integer. Throws (the app does not start) on anything else. */
+export function nodeMetricsMaxNodes(env: NodeJS.ProcessEnv): number {
+  const text = env.OVERCOMMIT_NODE_METRICS_MAX_NODES;
+  if (text === undefined || text === '') return DEFAULT_NODE_METRICS_MAX_NODES;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`OVERCOMMIT_NODE_METRICS_MAX_NODES must be a positive integer, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+const MAX_NODE_NAME_LENGTH = 253;
+// apimachinery's IsDNS1123Subdomain, which the API server applies to Node names; no library here has it.
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** True for a string the API server accepts as a Node name: only those become a `node` label value. */
+export function isNodeName(name: unknown): name is string {
+  return typeof name === 'string' && name.length <= MAX_NODE_NAME_LENGTH && DNS_SUBDOMAIN.test(name);
+}
+
 /**
  * Inflates the allocatable each kubelet reports by its node's ratios (DESIGN.md, "Node
  * oversell"). Sees Node CREATE and every nodes/status UPDATE (the whole merged Node).
@@ -80,19 +108,31 @@ const PRUNE_INTERVAL_MS = 60 * 1000;
 export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, OnModuleDestroy {
   /**
    * Per node: the pool label and the values the gauges hold, so unchanged updates cost nothing,
-   * and when this replica last admitted it (Date.now()), for pruneSilentNodes.
+   * and when this replica last admitted it (Date.now()), for pruneSilentNodes. In the order the
+   * nodes were last admitted, least recent first: both the silent and the over-limit nodes to
+   * drop are at the front.
    */
   private readonly exported = new Map<string, { pool: string; signature: string; seenAt: number }>();
+  private readonly maxNodes: number;
   private pruneTimer?: NodeJS.Timeout;
 
   constructor(
     @InjectMetric(NODE_ALLOCATABLE_RAW_METRIC) private readonly rawGauge: Gauge<string>,
     @InjectMetric(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC) private readonly overcommittedGauge: Gauge<string>,
     @InjectMetric(NODE_RATIO_METRIC) private readonly ratioGauge: Gauge<string>,
-  ) {}
+    @InjectMetric(NODE_METRICS_DROPPED_METRIC) private readonly dropped: Counter<string>,
+    private readonly background: BackgroundTasks,
+    @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
+  ) {
+    this.maxNodes = nodeMetricsMaxNodes(env);
+    for (const reason of ['silent', 'limit']) this.dropped.inc({ reason }, 0);
+  }
 
   onModuleInit(): void {
-    this.pruneTimer = setInterval(() => this.pruneSilentNodes(Date.now()), PRUNE_INTERVAL_MS).unref();
+    this.pruneTimer = setInterval(
+      this.background.guard('node-metrics-prune', () => this.pruneSilentNodes(Date.now())),
+      PRUNE_INTERVAL_MS,
+    ).unref();
   }
 
   onModuleDestroy(): void {
@@ -101,14 +141,21 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
 
   /** Removes the gauges of nodes not admitted here for NODE_METRICS_TTL_MS before `now`. */
   pruneSilentNodes(now: number): void {
-    for (const [node, { pool, seenAt }] of this.exported) {
-      if (now - seenAt < NODE_METRICS_TTL_MS) continue;
-      this.exported.delete(node);
-      for (const resource of MANAGED_RESOURCES) {
-        this.rawGauge.remove({ node, resource });
-        this.overcommittedGauge.remove({ node, resource });
-        this.ratioGauge.remove({ node, resource, pool });
-      }
+    // Least recently admitted first: stop at the first node still calling.
+    for (const [node, { seenAt }] of this.exported) {
+      if (now - seenAt < NODE_METRICS_TTL_MS) break;
+      this.drop(node, 'silent');
+    }
+  }
+
+  private drop(node: string, reason: 'silent' | 'limit'): void {
+    const { pool } = this.exported.get(node)!;
+    this.exported.delete(node);
+    this.dropped.inc({ reason });
+    for (const resource of MANAGED_RESOURCES) {
+      this.rawGauge.remove({ node, resource });
+      this.overcommittedGauge.remove({ node, resource });
+      this.ratioGauge.remove({ node, resource, pool });
     }
   }
 
@@ -120,7 +167,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     if (plan === null) return {};
     const patch = nodeStatusPatch(node, plan);
     const name = node.metadata?.name ?? request.name;
-    if (!request.dryRun && name) this.export(name, plan, policy);
+    if (!request.dryRun && isNodeName(name)) this.export(name, plan, policy);
     return patch.length === 0 ? {} : { patch };
   }
 
@@ -130,13 +177,18 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     for (const resource of MANAGED_RESOURCES) signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]};`;
     const previous = this.exported.get(node);
     const seenAt = Date.now();
+    // Re-inserted, so the map stays in the order of the last admission.
+    if (previous !== undefined) this.exported.delete(node);
     if (previous?.pool === pool && previous.signature === signature) {
       previous.seenAt = seenAt; // the steady state: a heartbeat
+      this.exported.set(node, previous);
       return;
     }
     if (previous !== undefined && previous.pool !== pool) {
       for (const resource of MANAGED_RESOURCES) this.ratioGauge.remove({ node, resource, pool: previous.pool });
     }
+    // A new node beyond the limit: the least recently admitted one makes room.
+    if (previous === undefined && this.exported.size >= this.maxNodes) this.drop(this.exported.keys().next().value!, 'limit');
     this.exported.set(node, { pool, signature, seenAt });
     for (const resource of MANAGED_RESOURCES) {
       const raw = plan.raw[resource];

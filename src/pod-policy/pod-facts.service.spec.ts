@@ -3,6 +3,7 @@ import { Logger } from '@nestjs/common';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { backgroundTasks } from '../../test/fixtures/background.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { container, runningPod } from '../../test/fixtures/pods.js';
 import { Counter, Gauge } from 'prom-client';
@@ -94,7 +95,7 @@ describe('PodFactsService', () => {
   afterAll(() => Logger.overrideLogger(['log', 'error', 'warn', 'debug', 'verbose']));
 
   it('outside a cluster: no caches, nothing synced, nothing known', async () => {
-    const facts = new PodFactsService(new KubeConfig(), {}, configStore(CAP_AND_DEFAULTS), syncedGauge());
+    const facts = new PodFactsService(new KubeConfig(), {}, configStore(CAP_AND_DEFAULTS), syncedGauge(), backgroundTasks());
     facts.onModuleInit();
     expect(facts.available).toBe(false);
     expect(facts.isSynced('pods')).toBe(false);
@@ -130,7 +131,7 @@ describe('PodFactsService', () => {
       api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
       const store = configStore(NO_POD_POLICY);
       const gauge = syncedGauge();
-      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, store, gauge);
+      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, store, gauge, backgroundTasks());
       facts.onModuleInit();
       await new Promise((r) => setTimeout(r, 100));
       // No pod policy: nothing listed or watched (every Node write would come back as an event).
@@ -166,7 +167,7 @@ describe('PodFactsService', () => {
       expect(pod.metadata.managedFields).toHaveLength(1);
       api.objects.nodes.push(listed);
       api.objects.pods.push(pod);
-      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge());
+      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge(), backgroundTasks());
       facts.onModuleInit();
       await until(() => facts.isSynced('nodes') && facts.isSynced('pods') && api.watching('nodes'));
       api.emit('nodes', 'ADDED', kubeadmNode({ name: 'worker-2' }));
@@ -195,7 +196,7 @@ describe('PodFactsService', () => {
       api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
       api.objects.limitranges.push({ metadata: { name: 'defaults', namespace: 'shop' }, spec: { limits: [{ type: 'Container', max: { cpu: '2' } }] } });
 
-      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_AND_DEFAULTS), syncedGauge());
+      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_AND_DEFAULTS), syncedGauge(), backgroundTasks());
       facts.onModuleInit();
 
       expect(facts.available).toBe(true);

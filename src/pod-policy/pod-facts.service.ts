@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleIn
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Gauge } from 'prom-client';
 import { CoreV1Api, KubeConfig, type V1LimitRange, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { BackgroundTasks } from '../common/background-tasks.js';
 import { ConfigStore } from '../config/config.store.js';
 import { KUBE_ENV, inCluster } from '../kube/kube.env.js';
 import { ResilientInformer, stripManagedFields } from '../kube/resilient-informer.js';
@@ -70,6 +71,7 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
     @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
     private readonly config: ConfigStore,
     @InjectMetric(CACHE_SYNCED) private readonly syncedGauge: Gauge<string>,
+    private readonly background: BackgroundTasks,
   ) {
     this.available = inCluster(env);
   }
@@ -114,10 +116,11 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
         () => core.listPodForAllNamespaces({ fieldSelector: NON_TERMINAL_PODS }),
         { description: 'pods (non-terminal)', fieldSelector: NON_TERMINAL_PODS, onListed },
       );
-      const upsert = (pod: V1Pod) => this.index.upsert(pod as PodLike);
+      // A handler that throws inside client-node's watch is an unhandled rejection: guarded.
+      const upsert = this.background.guard('informer-event', (pod: V1Pod) => this.index.upsert(pod as PodLike));
       pods.cache.on('add', upsert);
       pods.cache.on('update', upsert);
-      pods.cache.on('delete', (pod) => this.index.remove(pod as PodLike));
+      pods.cache.on('delete', this.background.guard('informer-event', (pod: V1Pod) => this.index.remove(pod as PodLike)));
       this.informers.pods = pods;
     } else if (cache === 'nodes') {
       this.informers.nodes = new ResilientInformer<V1Node>(this.kube, '/api/v1/nodes', () => core.listNode(), {

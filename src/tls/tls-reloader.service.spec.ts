@@ -9,6 +9,8 @@ import { Logger } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Counter, Gauge, Registry, register } from 'prom-client';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { backgroundTasks } from '../../test/fixtures/background.js';
+import { BackgroundTasksModule } from '../common/background-tasks.js';
 import { type TlsMaterial, generateSelfSigned, loadInitialTls } from './tls-material.js';
 import { TLS_EXPIRY_METRIC, TLS_RELOADS_METRIC, TlsReloader } from './tls-reloader.service.js';
 import { TlsModule } from './tls.module.js';
@@ -112,7 +114,7 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
     registry = new Registry();
     reloads = new Counter({ name: TLS_RELOADS_METRIC, help: 'h', labelNames: ['result'], registers: [registry] });
     expiry = new Gauge({ name: TLS_EXPIRY_METRIC, help: 'h', registers: [registry] });
-    reloader = new TlsReloader(material, { server }, reloads, expiry);
+    reloader = new TlsReloader(material, { server }, reloads, expiry, backgroundTasks(registry));
     reloader.onApplicationBootstrap();
   });
 
@@ -194,7 +196,7 @@ describe('TlsModule', () => {
     register.clear();
     const material = await generateSelfSigned();
     const moduleRef = await Test.createTestingModule({
-      imports: [TlsModule.forRoot(material, () => null)],
+      imports: [BackgroundTasksModule, TlsModule.forRoot(material, () => null)],
     }).compile();
     const reloader = moduleRef.get(TlsReloader);
     expect(reloader.current().cert).toBe(material.cert);

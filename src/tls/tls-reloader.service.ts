@@ -15,6 +15,7 @@ import {
 } from '@nestjs/common';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Counter, Gauge } from 'prom-client';
+import { BackgroundTasks } from '../common/background-tasks.js';
 import { type TlsMaterial, validatePair } from './tls-material.js';
 
 /** Holder for the HTTPS server; read lazily, so main.ts may fill it after the module is built. */
@@ -50,12 +51,14 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
   private running: Promise<void> | null = null;
   private rerun = false;
   private closed = false;
+  private readonly guardedTrigger: () => void;
 
   constructor(
     @Inject(TLS_MATERIAL) material: TlsMaterial,
     @Inject(HTTPS_SERVER) private readonly https: HttpsServerRef,
     @InjectMetric(TLS_RELOADS_METRIC) private readonly reloads: Counter<string>,
     @InjectMetric(TLS_EXPIRY_METRIC) private readonly expiry: Gauge<string>,
+    background: BackgroundTasks,
     @Optional() @Inject(TLS_RELOADER_OPTIONS) options?: Partial<TlsReloaderOptions>,
   ) {
     this.options = { ...DEFAULTS, ...options };
@@ -64,6 +67,7 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
     this.reloads.inc({ result: 'success' }, 0);
     this.reloads.inc({ result: 'failure' }, 0);
     this.expiry.set(material.notAfter.getTime() / 1000);
+    this.guardedTrigger = background.guard('tls-reload', () => this.trigger());
   }
 
   onApplicationBootstrap(): void {
@@ -81,8 +85,8 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
       }
     }
     // inotify can miss events (overlay filesystems, watch limits): compare contents now and then.
-    this.pollTimer = setInterval(() => this.trigger(), this.options.pollMs).unref();
-    this.trigger(); // catches a rotation between loadInitialTls() and now
+    this.pollTimer = setInterval(this.guardedTrigger, this.options.pollMs).unref();
+    this.guardedTrigger(); // catches a rotation between loadInitialTls() and now
   }
 
   onModuleDestroy(): void {
@@ -105,24 +109,27 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
   private schedule(): void {
     if (this.closed) return;
     clearTimeout(this.debounceTimer);
-    this.debounceTimer = setTimeout(() => this.trigger(), this.options.debounceMs);
+    this.debounceTimer = setTimeout(this.guardedTrigger, this.options.debounceMs);
   }
 
-  /** Runs reloads one at a time; a trigger during a reload causes one more pass afterwards. */
-  private trigger(): void {
-    if (this.closed) return;
+  /**
+   * Runs reloads one at a time; a trigger during a reload causes one more pass afterwards.
+   * Returns the pass it started, for the guard to catch what it throws.
+   */
+  private trigger(): Promise<void> | undefined {
+    if (this.closed) return undefined;
     if (this.running) {
       this.rerun = true;
-      return;
+      return undefined;
     }
-    this.running = (async () => {
+    return (this.running = (async () => {
       do {
         this.rerun = false;
         await this.reload();
       } while (this.rerun && !this.closed);
     })().finally(() => {
       this.running = null;
-    });
+    }));
   }
 
   private async reload(): Promise<void> {

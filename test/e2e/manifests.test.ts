@@ -81,6 +81,8 @@ describe('shipped manifests', () => {
       'KubeOvercommitAdmissionErrors',
       'KubeOvercommitAdmissionLatencyHigh',
       'KubeOvercommitConfigInvalid',
+      'KubeOvercommitBackgroundErrors',
+      'KubeOvercommitNodeMetricsDropped',
       'KubeOvercommitNodeOverCap',
     ]);
     const dir = mkdtempSync(join(tmpdir(), 'kube-overcommit-rules-'));
@@ -88,7 +90,7 @@ describe('shipped manifests', () => {
     copyFileSync(join('test', 'e2e', 'prometheus', 'alerts.test.yaml'), join(dir, 'alerts.test.yaml'));
     // promtool (Debian's prometheus package; .ci/run installs it). Non-zero exit throws with its output.
     const check = execFileSync('promtool', ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
-    expect(check).toMatch(/SUCCESS: 6 rules found/);
+    expect(check).toMatch(/SUCCESS: 8 rules found/);
     const unit = execFileSync('promtool', ['test', 'rules', join(dir, 'alerts.test.yaml')], { encoding: 'utf8', cwd: dir });
     expect(unit).toMatch(/SUCCESS/);
   });
