@@ -33,14 +33,15 @@ export class BackgroundTasks {
     return (...args) => {
       try {
         const result = fn(...args);
-        if (result instanceof Promise) result.catch((error: unknown) => this.failed(task, error));
+        if (result instanceof Promise) result.catch((error: unknown) => this.report(task, error));
       } catch (error) {
-        this.failed(task, error);
+        this.report(task, error);
       }
     };
   }
 
-  private failed(task: BackgroundTask, error: unknown): void {
+  /** Logs and counts an error a task reports itself (an `error` event: unhandled, it would end the process). */
+  report(task: BackgroundTask, error: unknown): void {
     this.errors.inc({ task });
     this.logger.error({ task, err: error }, `background task ${task} failed; it keeps running`);
   }

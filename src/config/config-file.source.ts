@@ -5,6 +5,9 @@ import { basename, dirname, resolve } from 'node:path';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { ConfigStore } from './config.store.js';
 
+const RELOAD_DEBOUNCE_MS = 50;
+const REWATCH_DELAY_MS = 1_000;
+
 /**
  * Watches OVERCOMMIT_CONFIG_FILE. The directory is watched, not the file: editors and
  * Kubernetes volume updates replace the file by rename, which a watch on the file misses.
@@ -15,6 +18,7 @@ export class ConfigFileSource implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('ConfigFile');
   private watcher?: FSWatcher;
   private debounce?: NodeJS.Timeout;
+  private closed = false;
   private lastText?: string;
 
   constructor(
@@ -26,17 +30,33 @@ export class ConfigFileSource implements OnModuleInit, OnApplicationShutdown {
   async onModuleInit(): Promise<void> {
     await this.reload();
     this.store.markLoaded();
-    const file = basename(this.path);
-    this.watcher = watch(dirname(resolve(this.path)), (_event, changed) => {
-      if (changed !== null && changed !== file && !changed.startsWith('..')) return;
-      clearTimeout(this.debounce);
-      this.debounce = setTimeout(this.background.guard('config-reload', () => this.reload()), 50);
-    });
+    this.watchDirectory();
   }
 
   onApplicationShutdown(): void {
+    this.closed = true;
     clearTimeout(this.debounce);
     this.watcher?.close();
+  }
+
+  private watchDirectory(): void {
+    const file = basename(this.path);
+    this.watcher = watch(dirname(resolve(this.path)), (_event, changed) => {
+      if (changed !== null && changed !== file && !changed.startsWith('..')) return;
+      this.scheduleReload(RELOAD_DEBOUNCE_MS);
+    });
+    // A watcher that fails is closed: counted, then watched again, reading what it missed.
+    this.watcher.on('error', (error) => {
+      this.background.report('config-reload', error);
+      this.watcher?.close();
+      if (!this.closed) this.debounce = setTimeout(this.background.guard('config-reload', () => this.watchDirectory()), REWATCH_DELAY_MS);
+    });
+    this.scheduleReload(0);
+  }
+
+  private scheduleReload(delayMs: number): void {
+    clearTimeout(this.debounce);
+    this.debounce = setTimeout(this.background.guard('config-reload', () => this.reload()), delayMs);
   }
 
   private async reload(): Promise<void> {

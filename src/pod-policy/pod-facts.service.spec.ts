@@ -2,13 +2,15 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Logger } from '@nestjs/common';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { container, runningPod } from '../../test/fixtures/pods.js';
-import { Counter, Gauge } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { BACKGROUND_ERRORS } from '../common/background-tasks.js';
 import { ConfigStore } from '../config/config.store.js';
 import { NON_TERMINAL_PODS, PodFactsService, trimCachedNode } from './pod-facts.service.js';
+import { PodsByNode } from './pod-facts.js';
 
 const CAP_AND_DEFAULTS = 'pods:\n  cap: { mode: deny }\n  defaultRequests: { cpu: 100m }\n';
 const CAP_ONLY = 'pods:\n  cap: { mode: warn }\n';
@@ -181,6 +183,27 @@ describe('PodFactsService', () => {
       }
       expect((facts.pod('shop', 'one') as any).metadata.managedFields).toBeUndefined();
       expect(facts.pod('shop', 'one')?.spec?.containers).toHaveLength(pod.spec.containers.length);
+    });
+
+    it('a pod event handler that throws is counted, and the watch keeps indexing the next events', async () => {
+      api = new FakeApiServer();
+      await api.start();
+      const registry = new Registry();
+      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge(), backgroundTasks(registry));
+      facts.onModuleInit();
+      await until(() => facts.isSynced('pods') && api.watching('pods'));
+      const upsert = vi.spyOn(PodsByNode.prototype, 'upsert').mockImplementationOnce(() => {
+        throw new TypeError('Cannot convert object to primitive value');
+      });
+      try {
+        api.emit('pods', 'ADDED', runningPod('one', 'worker-1', { initContainers: null }));
+        api.emit('pods', 'ADDED', runningPod('two', 'worker-1', { initContainers: null }));
+        await until(() => facts.nodeUsage('worker-1').requests.pods === 1n);
+      } finally {
+        upsert.mockRestore();
+      }
+      const errors = (await registry.getSingleMetric(BACKGROUND_ERRORS)!.get()).values.find((v) => v.labels.task === 'informer-event');
+      expect(errors?.value).toBe(1);
     });
 
     it('trimCachedNode leaves a Node without those fields as it is', () => {
