@@ -3,17 +3,21 @@ import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fa
 import { Logger } from 'nestjs-pino';
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import { AdmissionPipeline } from './admission/admission.pipeline.js';
 import { createAdmissionServer, isAdmissionTarget } from './admission/admission.server.js';
 import { AppModule } from './app.module.js';
+import { LifecycleService } from './health/lifecycle.service.js';
+import { BodyBudget, type ServerLimits, readDeclaredBodyBytes, readServerLimits } from './server-limits.js';
 import { loadInitialTls } from './tls/tls-material.js';
+import { secureContextOptions } from './tls/tls-policy.js';
 
-/** DESIGN's limit: a larger body gets 413. */
+/** The largest AdmissionReview accepted: the API server's own request limit is 3 MiB; a larger body gets 413. */
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;
-/** Longer than the API server's idle timeout for webhook connections (90 s), so it closes them first. */
-export const KEEP_ALIVE_MS = 95_000;
+/** How often Node checks the headers and request timeouts (its default, 30 s, would let a stalled request live 40 s). */
+const TIMEOUT_CHECK_MS = 1_000;
 
 export interface AppOptions {
   httpsPort: number;
@@ -31,41 +35,102 @@ export interface RunningApp {
   close(): Promise<void>;
 }
 
-function keepAlive(server: http.Server): void {
-  server.keepAliveTimeout = KEEP_ALIVE_MS;
-  server.headersTimeout = KEEP_ALIVE_MS + 5_000;
+function applyLimits(server: http.Server, limits: ServerLimits): void {
+  server.keepAliveTimeout = limits.keepAliveMs;
+  server.headersTimeout = limits.headersTimeoutMs;
+  server.requestTimeout = limits.requestTimeoutMs;
+  if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections;
+}
+
+function answer(res: http.ServerResponse, statusCode: number, message: string, headers: http.OutgoingHttpHeaders = {}): void {
+  res.writeHead(statusCode, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify({ statusCode, error: http.STATUS_CODES[statusCode], message }));
+}
+
+/**
+ * Fails with the listen error (EADDRINUSE, with its `port`) when a port is taken, before Nest
+ * boots and logs a start that is about to fail.
+ */
+async function probePort(port: number, host: string): Promise<void> {
+  if (port === 0) return;
+  const probe = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', reject);
+    probe.listen(port, host, () => probe.close(() => resolve()));
+  });
 }
 
 /**
  * Two servers: HTTPS serves /mutate (the admission Fastify instance, admission.server.ts) and
  * the ops endpoints (Nest's Fastify instance); plain HTTP serves the ops endpoints only and
- * answers 404 for /mutate (admission is never accepted without TLS).
+ * answers 404 for /mutate (admission is never accepted without TLS). Both apply the limits of
+ * server-limits.ts before a request reaches either instance. With a client CA configured, the
+ * HTTPS server asks every client for a certificate but lets the handshake finish without one,
+ * so probes and scrapes reach the ops endpoints; /mutate answers 401 to a caller without a
+ * certificate from that CA. While draining, every response says `Connection: close`, so
+ * keep-alive clients move to another replica before the listener closes.
  */
 export async function createApp(options: AppOptions): Promise<RunningApp> {
   const env = options.env ?? process.env;
   const host = options.host ?? '0.0.0.0';
   const bootLog = { info: (m: string) => console.log(m), warn: (m: string) => console.warn(m) };
+  const limits = readServerLimits(env);
+  await probePort(options.httpsPort, host);
+  await probePort(options.httpPort, host);
   const tls = await loadInitialTls(env, bootLog);
+  const clientCaFile = tls.policy?.clientCaFile;
+  const bodies = new BodyBudget(limits.maxBodyBytesInFlight);
   let httpsServer!: https.Server;
   let httpServer!: http.Server;
-  // Set before the servers listen, so every request finds it.
+  // Both set before the servers listen, so every request finds them.
   let admission!: FastifyInstance;
+  let lifecycle!: LifecycleService;
+
+  /** The drain's `Connection: close` and the body budget; false when the request was answered here. */
+  const admit = (req: http.IncomingMessage, res: http.ServerResponse): boolean => {
+    if (lifecycle.isDraining()) res.setHeader('connection', 'close');
+    const bytes = readDeclaredBodyBytes(req.headers, MAX_BODY_BYTES);
+    if (bytes === 0) return true;
+    if (!bodies.tryReserve(bytes)) {
+      answer(res, 503, `too many request bodies in flight (over ${limits.maxBodyBytesInFlight} bytes); retry`, {
+        connection: 'close',
+        'retry-after': '1',
+      });
+      return false;
+    }
+    res.once('close', () => bodies.release(bytes));
+    return true;
+  };
+
   const adapter = new FastifyAdapter({
     bodyLimit: MAX_BODY_BYTES,
     serverFactory: (handler: http.RequestListener) => {
-      httpsServer = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) =>
-        isAdmissionTarget(req.url) ? admission.routing(req, res) : handler(req, res),
+      const httpOptions = { connectionsCheckingInterval: TIMEOUT_CHECK_MS };
+      httpsServer = https.createServer(
+        {
+          ...httpOptions,
+          ...secureContextOptions(tls, tls.policy),
+          handshakeTimeout: limits.handshakeTimeoutMs,
+          requestCert: clientCaFile !== undefined,
+          rejectUnauthorized: false,
+        },
+        (req, res) => {
+          if (!admit(req, res)) return;
+          if (!isAdmissionTarget(req.url)) return handler(req, res);
+          const socket = req.socket as TLSSocket;
+          if (clientCaFile && !socket.authorized) {
+            return answer(res, 401, `a client certificate issued by the CA in ${clientCaFile} is required (${socket.authorizationError ?? 'none presented'})`);
+          }
+          admission.routing(req, res);
+        },
       );
-      httpServer = http.createServer((req, res) => {
-        if (isAdmissionTarget(req.url)) {
-          res.writeHead(404, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ statusCode: 404, error: 'Not Found', message: '/mutate is served over HTTPS only' }));
-          return;
-        }
+      httpServer = http.createServer(httpOptions, (req, res) => {
+        if (!admit(req, res)) return;
+        if (isAdmissionTarget(req.url)) return answer(res, 404, '/mutate is served over HTTPS only');
         handler(req, res);
       });
-      keepAlive(httpsServer);
-      keepAlive(httpServer);
+      applyLimits(httpsServer, limits);
+      applyLimits(httpServer, limits);
       return httpsServer;
     },
   });
@@ -74,6 +139,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   });
   app.useLogger(app.get(Logger));
   app.flushLogs();
+  lifecycle = app.get(LifecycleService);
   admission = await createAdmissionServer(app.get(AdmissionPipeline), { bodyLimit: MAX_BODY_BYTES });
   await app.listen(options.httpsPort, host);
   await new Promise<void>((resolve, reject) => {
@@ -87,6 +153,8 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
     httpsPort: (httpsServer.address() as AddressInfo).port,
     httpPort: (httpServer.address() as AddressInfo).port,
     async close() {
+      // Responses still being written end their connection; idle connections close now.
+      lifecycle.startDraining();
       httpServer.closeIdleConnections();
       await Promise.all([new Promise((resolve) => httpServer.close(resolve)), app.close()]);
       await admission.close();

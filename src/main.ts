@@ -11,9 +11,12 @@ const port = (name: string, fallback: number) => {
 
 /**
  * How long readiness reports "draining" before the servers close, so that endpoints drop this
- * pod and the API server stops sending to it. In-flight calls then finish on close.
+ * pod and the API server stops sending to it. In-flight calls then finish on close. Outside a
+ * cluster no Service routes to this process, so Ctrl-C stops it at once.
  */
-const DRAIN_MS = Number(process.env.OVERCOMMIT_SHUTDOWN_DELAY_MS ?? 5_000);
+const DRAIN_MS = Number(process.env.OVERCOMMIT_SHUTDOWN_DELAY_MS || (process.env.KUBERNETES_SERVICE_HOST ? 5_000 : 0));
+
+const PORT_VARIABLES = ['OVERCOMMIT_HTTPS_PORT', 'OVERCOMMIT_HTTP_PORT'] as const;
 
 /**
  * The last resort for an error that escaped every guard (src/common/background-tasks.ts).
@@ -28,10 +31,16 @@ process.on('uncaughtExceptionMonitor', (error, origin) => {
 });
 
 async function main(): Promise<void> {
-  const running = await createApp({
-    httpsPort: port('OVERCOMMIT_HTTPS_PORT', 8443),
-    httpPort: port('OVERCOMMIT_HTTP_PORT', 8080),
-  });
+  const ports = { OVERCOMMIT_HTTPS_PORT: port('OVERCOMMIT_HTTPS_PORT', 8443), OVERCOMMIT_HTTP_PORT: port('OVERCOMMIT_HTTP_PORT', 8080) };
+  const running = await createApp({ httpsPort: ports.OVERCOMMIT_HTTPS_PORT, httpPort: ports.OVERCOMMIT_HTTP_PORT }).catch(
+    (error: NodeJS.ErrnoException & { port?: number }) => {
+      const variable = PORT_VARIABLES.find((name) => ports[name] === error.port);
+      if (error.code !== 'EADDRINUSE' || !variable) throw error;
+      throw new Error(
+        `port ${error.port} is already in use (another kube-overcommit running?): stop that process, or set ${variable} to a free port`,
+      );
+    },
+  );
   const logger = running.app.get(Logger);
   logger.log(`serving https :${running.httpsPort} (admission, ops), http :${running.httpPort} (ops)`, 'Main');
   let stopping = false;

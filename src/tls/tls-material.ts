@@ -2,6 +2,7 @@ import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { access, readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import { generate } from 'selfsigned';
+import { type TlsPolicy, readTlsPolicy } from './tls-policy.js';
 
 export interface TlsMaterial {
   key: string;
@@ -10,6 +11,10 @@ export interface TlsMaterial {
   keyFile?: string;
   selfSigned: boolean;
   notAfter: Date;
+  /** Suites, minimum version, client CA file; DEFAULT_TLS_POLICY when absent. */
+  policy?: TlsPolicy;
+  /** The client CA bundle (PEM) read from `policy.clientCaFile`. */
+  clientCa?: string;
 }
 
 export interface TlsLog {
@@ -58,8 +63,36 @@ export function validatePair(
   return { notAfter: new Date(x509.validTo) };
 }
 
-/** Loads the serving certificate before Nest starts (the Fastify adapter needs it at construction). */
+/**
+ * Checks a client CA bundle (PEM, one or more certificates) as the server will use it;
+ * `name` says what it is in error messages (its file path).
+ */
+export function validateClientCa(ca: string, name: string): void {
+  if (!ca.includes('-----BEGIN CERTIFICATE-----')) throw new Error(`${name}: no PEM certificate in it`);
+  try {
+    new X509Certificate(ca);
+    createSecureContext({ ca });
+  } catch (err) {
+    throw new Error(`${name}: not a valid PEM CA bundle (${reason(err)})`);
+  }
+}
+
+/** Loads the serving certificate, the TLS policy and the client CA before Nest starts (the servers need them at creation). */
 export async function loadInitialTls(env: NodeJS.ProcessEnv, log: TlsLog): Promise<TlsMaterial> {
+  const policy = readTlsPolicy(env);
+  let clientCa: string | undefined;
+  if (policy.clientCaFile) {
+    clientCa = await readFile(policy.clientCaFile, 'utf8').catch((err) => {
+      throw new Error(`OVERCOMMIT_CLIENT_CA_FILE: cannot read ${policy.clientCaFile} (${reason(err)})`);
+    });
+    validateClientCa(clientCa, `client CA ${policy.clientCaFile}`);
+    log.info(`/mutate answers only clients with a certificate from ${policy.clientCaFile}`);
+  }
+  const pair = await loadServingPair(env, log);
+  return { ...pair, policy, ...(clientCa ? { clientCa } : {}) };
+}
+
+async function loadServingPair(env: NodeJS.ProcessEnv, log: TlsLog): Promise<TlsMaterial> {
   const certFile = env.OVERCOMMIT_TLS_CERT_FILE || DEFAULT_TLS_CERT_FILE;
   const keyFile = env.OVERCOMMIT_TLS_KEY_FILE || DEFAULT_TLS_KEY_FILE;
   const [hasCert, hasKey] = await Promise.all([exists(certFile), exists(keyFile)]);

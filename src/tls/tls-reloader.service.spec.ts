@@ -12,6 +12,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import { BackgroundTasksModule } from '../common/background-tasks.js';
 import { type TlsMaterial, generateSelfSigned, loadInitialTls } from './tls-material.js';
+import { secureContextOptions } from './tls-policy.js';
 import { TLS_EXPIRY_METRIC, TLS_RELOADS_METRIC, TlsReloader } from './tls-reloader.service.js';
 import { TlsModule } from './tls.module.js';
 
@@ -106,7 +107,7 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
       { OVERCOMMIT_TLS_CERT_FILE: volume.certFile, OVERCOMMIT_TLS_KEY_FILE: volume.keyFile },
       quiet,
     );
-    server = createServer({ key: material.key, cert: material.cert }, (_req, res) => res.end('ok'));
+    server = createServer(secureContextOptions(material, material.policy), (_req, res) => res.end('ok'));
     server.keepAliveTimeout = 30_000;
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     port = (server.address() as AddressInfo).port;
@@ -166,6 +167,21 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
       fingerprint(second.cert),
     );
     expect(await count('failure')).toBe(1);
+  });
+
+  it('keeps the TLS policy across a reload: CBC suites stay refused', async () => {
+    const cbcOnly = () =>
+      new Promise<string>((resolve) => {
+        const socket = connect({ host: '127.0.0.1', port, rejectUnauthorized: false, maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA' }, () => {
+          resolve('connected');
+          socket.end();
+        });
+        socket.on('error', () => resolve('refused'));
+      });
+    expect(await cbcOnly()).toBe('refused');
+    await volume.swap(second);
+    await eventually(() => peerFingerprint(port), (fp) => fp === fingerprint(second.cert));
+    expect(await cbcOnly()).toBe('refused');
   });
 
   it('retries a half-written pair instead of failing', async () => {

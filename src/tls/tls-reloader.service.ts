@@ -16,7 +16,8 @@ import {
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Counter, Gauge } from 'prom-client';
 import { BackgroundTasks } from '../common/background-tasks.js';
-import { type TlsMaterial, validatePair } from './tls-material.js';
+import { type TlsMaterial, validateClientCa, validatePair } from './tls-material.js';
+import { secureContextOptions } from './tls-policy.js';
 
 /** Holder for the HTTPS server; read lazily, so main.ts may fill it after the module is built. */
 export interface HttpsServerRef {
@@ -37,7 +38,7 @@ export interface TlsReloaderOptions {
 }
 const DEFAULTS: TlsReloaderOptions = { debounceMs: 100, attempts: 5, retryDelayMs: 200, pollMs: 30_000 };
 
-/** Re-reads the certificate files on change and swaps them into the running HTTPS server. */
+/** Re-reads the certificate files and the client CA on change and swaps them into the running HTTPS server. */
 @Injectable()
 export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdown, OnModuleDestroy {
   private readonly logger = new Logger('Tls');
@@ -63,7 +64,7 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
   ) {
     this.options = { ...DEFAULTS, ...options };
     this.material = material;
-    this.seen = digest(material.cert, material.key);
+    this.seen = digest(material.cert, material.key, material.clientCa);
     this.reloads.inc({ result: 'success' }, 0);
     this.reloads.inc({ result: 'failure' }, 0);
     this.expiry.set(material.notAfter.getTime() / 1000);
@@ -71,11 +72,11 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
   }
 
   onApplicationBootstrap(): void {
-    const { certFile, keyFile, selfSigned } = this.material;
-    if (selfSigned || !certFile || !keyFile) return;
+    const files = this.watchedFiles();
+    if (files.length === 0) return;
     // Kubernetes updates a Secret volume by renaming the `..data` symlink inside the directory;
     // a watch on the file itself would keep following the old inode.
-    for (const dir of new Set([dirname(certFile), dirname(keyFile)])) {
+    for (const dir of new Set(files.map((file) => dirname(file)))) {
       try {
         const watcher = watch(dir, { persistent: false }, () => this.schedule());
         watcher.on('error', (err) => this.logger.warn(`watching ${dir} failed (${err.message}); relying on the poll`));
@@ -106,6 +107,13 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
     return { ...this.material };
   }
 
+  /** The serving pair's files (absent for a generated pair) and the client CA file. */
+  private watchedFiles(): string[] {
+    const { certFile, keyFile, selfSigned, policy } = this.material;
+    const pair = !selfSigned && certFile && keyFile ? [certFile, keyFile] : [];
+    return policy?.clientCaFile ? [...pair, policy.clientCaFile] : pair;
+  }
+
   private schedule(): void {
     if (this.closed) return;
     clearTimeout(this.debounceTimer);
@@ -133,29 +141,34 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
   }
 
   private async reload(): Promise<void> {
-    const certFile = this.material.certFile!;
-    const keyFile = this.material.keyFile!;
+    const { certFile, keyFile, selfSigned, policy } = this.material;
+    const caFile = policy?.clientCaFile;
     let lastError: unknown;
     let lastDigest: string | undefined;
     for (let attempt = 1; attempt <= this.options.attempts; attempt++) {
       if (this.closed) return;
       try {
-        const [cert, key] = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]);
-        lastDigest = digest(cert, key);
+        const [cert, key, clientCa] = await Promise.all([
+          selfSigned ? this.material.cert : readFile(certFile!, 'utf8'),
+          selfSigned ? this.material.key : readFile(keyFile!, 'utf8'),
+          caFile ? readFile(caFile, 'utf8') : undefined,
+        ]);
+        lastDigest = digest(cert, key, clientCa);
         if (lastDigest === this.seen) return;
         const { notAfter } = validatePair(key, cert, {
           cert: `TLS certificate ${certFile}`,
           key: `TLS private key ${keyFile}`,
         });
+        if (clientCa !== undefined) validateClientCa(clientCa, `client CA ${caFile}`);
         const server = this.https.server;
         if (!server) throw new Error('no HTTPS server registered to receive the certificate');
         // New handshakes use the new context; established connections keep theirs.
-        server.setSecureContext({ key, cert });
-        this.material = { ...this.material, key, cert, notAfter };
+        server.setSecureContext(secureContextOptions({ key, cert, clientCa }, policy));
+        this.material = { ...this.material, key, cert, notAfter, ...(clientCa !== undefined ? { clientCa } : {}) };
         this.seen = lastDigest;
         this.reloads.inc({ result: 'success' });
         this.expiry.set(notAfter.getTime() / 1000);
-        this.logger.log(`reloaded TLS certificate ${certFile} (expires ${notAfter.toISOString()})`);
+        this.logger.log(`reloaded TLS certificate ${certFile ?? '(generated)'} (expires ${notAfter.toISOString()})${caFile ? ` and client CA ${caFile}` : ''}`);
         return;
       } catch (err) {
         lastError = err;
@@ -181,6 +194,6 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
   }
 }
 
-function digest(cert: string, key: string): string {
-  return createHash('sha256').update(cert).update('\0').update(key).digest('hex');
+function digest(cert: string, key: string, clientCa = ''): string {
+  return createHash('sha256').update(cert).update('\0').update(key).update('\0').update(clientCa).digest('hex');
 }

@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,6 +46,76 @@ describe('draining on shutdown', () => {
     });
     expect(refused).toBe(true);
     server = undefined;
+  });
+});
+
+interface Call {
+  sentAt: number;
+  /** Whether the request went out on a connection whose TLS handshake had finished. */
+  onOpenConnection: boolean;
+  status?: number;
+  connection?: string;
+  error?: string;
+}
+
+/** One POST /mutate on `agent`, recorded whatever happens. */
+function call(url: string, agent: https.Agent, body: string): Promise<Call> {
+  return new Promise((resolve) => {
+    const record: Call = { sentAt: Date.now(), onOpenConnection: false };
+    const req = https.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ ...record, status: res.statusCode, connection: res.headers.connection }));
+    });
+    req.on('socket', (socket) => {
+      if (!socket.connecting) record.onOpenConnection = true;
+      socket.once('secureConnect', () => (record.onOpenConnection = true));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => resolve({ ...record, error: error.code ?? error.message }));
+    req.end(body);
+  });
+}
+
+describe('draining under load, keep-alive clients', () => {
+  let server: TestServer | undefined;
+  afterAll(async () => {
+    await server?.stop().catch(() => undefined);
+  });
+
+  it('answers every request sent before the listener closed: Connection: close while draining, 0 resets', async () => {
+    server = await startServer('nodes: { defaultRatios: { cpu: 2 } }');
+    const url = `${server.https}/mutate`;
+    const body = JSON.stringify(nodeReview(kubeadmNode()));
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 16, rejectUnauthorized: false });
+    const calls: Call[] = [];
+    let running = true;
+    const client = async () => {
+      while (running) calls.push(await call(url, agent, body));
+    };
+    const clients = Array.from({ length: 16 }, client);
+
+    await new Promise((r) => setTimeout(r, 400));
+    const drainAt = Date.now();
+    server.running.app.get(LifecycleService).startDraining();
+    await new Promise((r) => setTimeout(r, 400));
+    const closeAt = Date.now();
+    const closed = server.running.close();
+    await new Promise((r) => setTimeout(r, 300));
+    running = false;
+    await Promise.all([...clients, closed]);
+    agent.destroy();
+    server = undefined;
+
+    const beforeClose = calls.filter((c) => c.sentAt < closeAt);
+    const lost = beforeClose.filter((c) => c.error !== undefined && c.onOpenConnection);
+    expect(lost).toEqual([]);
+    expect(beforeClose.filter((c) => c.status === 200).length).toBeGreaterThan(100);
+    expect(beforeClose.every((c) => c.error !== undefined || c.status === 200)).toBe(true);
+    // While draining every answer tells the client to leave the connection.
+    const drained = calls.filter((c) => c.sentAt >= drainAt + 1 && c.status !== undefined);
+    expect(drained.length).toBeGreaterThan(10);
+    expect(drained.every((c) => c.connection === 'close')).toBe(true);
+    // After the close nothing is answered, and no request is left on a connection to a closed server.
+    expect(calls.filter((c) => c.sentAt > closeAt + 50 && c.status !== undefined)).toEqual([]);
   });
 });
 
