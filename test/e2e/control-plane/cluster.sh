@@ -219,8 +219,49 @@ EOF
       -extfile apiserver.ext -out apiserver.crt 2>/dev/null
     openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
     openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
+    # The client certificate kube-apiserver presents to webhooks (admission config below), from
+    # a CA of its own: a webhook that trusts it trusts nothing else of this cluster.
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -keyout webhook-client-ca.key -out webhook-client-ca.crt \
+      -subj "/CN=kube-overcommit-e2e-webhook-client-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -sha256 -keyout webhook-client.key -out webhook-client.csr \
+      -subj "/CN=kube-apiserver-webhook-client" 2>/dev/null
+    printf '%s\n' 'basicConstraints=critical,CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' \
+      'extendedKeyUsage=clientAuth' >webhook-client.ext
+    openssl x509 -req -sha256 -days 3650 -in webhook-client.csr -CA webhook-client-ca.crt -CAkey webhook-client-ca.key \
+      -CAcreateserial -extfile webhook-client.ext -out webhook-client.crt 2>/dev/null
     chmod 600 ./*.key
   )
+}
+
+# kube-apiserver's --admission-control-config-file: it presents the webhook client certificate
+# to every webhook (user "*"); a webhook that asks for no certificate is unaffected.
+make_admission_config() {
+  mkdir -p "$DIR/admission"
+  cat >"$DIR/admission/webhook-kubeconfig.yaml" <<EOF
+apiVersion: v1
+kind: Config
+users:
+  - name: "*"
+    user:
+      client-certificate: $DIR/pki/webhook-client.crt
+      client-key: $DIR/pki/webhook-client.key
+EOF
+  cat >"$DIR/admission/admission.yaml" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: MutatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: $DIR/admission/webhook-kubeconfig.yaml
+  - name: ValidatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: $DIR/admission/webhook-kubeconfig.yaml
+EOF
 }
 
 # Static tokens: token,user,uid,"groups". Node tokens are node-<name> so tests can compute them.
@@ -250,7 +291,7 @@ up() {
   # Leftovers of an earlier run in the same DIR: stop them and start from scratch.
   down
   rm -rf "$DIR/etcd-data" "$DIR/pki" "$DIR/logs" "$DIR/pids" "$DIR/tokens.csv" \
-    "$DIR"/*.kubeconfig "$DIR/env" "$DIR/env.json"
+    "$DIR"/*.kubeconfig "$DIR/env" "$DIR/env.json" "$DIR/admission"
   mkdir -p "$DIR/logs" "$DIR/pids"
   # If anything below fails, stop what was started (logs stay in DIR/logs).
   trap 'rc=$?; if ((rc != 0)); then log "up failed; stopping what was started"; down; fi' EXIT
@@ -263,6 +304,7 @@ up() {
   SCHEDULER_TOKEN=$(openssl rand -hex 24)
 
   make_pki
+  make_admission_config
   make_tokens
   write_kubeconfig "$DIR/admin.kubeconfig" admin "$ADMIN_TOKEN"
   write_kubeconfig "$DIR/kube-controller-manager.kubeconfig" system:kube-controller-manager "$KCM_TOKEN"
@@ -294,6 +336,7 @@ up() {
     --token-auth-file="$DIR/tokens.csv" \
     --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+    --admission-control-config-file="$DIR/admission/admission.yaml" \
     --endpoint-reconciler-type=none \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
@@ -342,6 +385,7 @@ write_env() {
     APISERVER_PORT="$APISERVER_PORT"
     CA_FILE="$DIR/pki/ca.crt"
     CA_KEY_FILE="$DIR/pki/ca.key"
+    WEBHOOK_CLIENT_CA_FILE="$DIR/pki/webhook-client-ca.crt"
     ADMIN_TOKEN="$ADMIN_TOKEN"
     KUBECONFIG="$DIR/admin.kubeconfig"
     KUBECACHEDIR="$DIR/kube-cache"

@@ -14,6 +14,8 @@ export interface E2eEnv {
   /** The cluster CA (it signs the API server's and the webhook's serving certificates). */
   caFile: string;
   caKeyFile: string;
+  /** The CA of the client certificate kube-apiserver presents to webhooks (its admission config: cluster.sh). */
+  webhookClientCaFile: string;
   /** Static admin token (group system:masters). */
   adminToken: string;
   adminKubeconfig: string;

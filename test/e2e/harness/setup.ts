@@ -400,6 +400,7 @@ export async function setUpE2e(options: SetUpOptions = {}): Promise<E2eEnv> {
       apiserverUrl: c.APISERVER_URL!,
       caFile: c.CA_FILE!,
       caKeyFile: c.CA_KEY_FILE!,
+      webhookClientCaFile: c.WEBHOOK_CLIENT_CA_FILE!,
       adminToken: c.ADMIN_TOKEN!,
       adminKubeconfig: c.KUBECONFIG!,
       logDir: c.LOG_DIR!,
