@@ -192,11 +192,12 @@ export interface Reply {
 
 const agent = new https.Agent({ keepAlive: true, maxSockets: 64, rejectUnauthorized: false });
 
-export function post(url: string, body: Buffer, timeoutMs = 5_000): Promise<Reply> {
+/** POSTs a JSON body; `via` false opens a connection of its own (a handshake per call). */
+export function post(url: string, body: Buffer, timeoutMs = 5_000, via: https.Agent | false = agent): Promise<Reply> {
   return new Promise((resolveReply, reject) => {
     const req = https.request(
       url,
-      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length }, timeout: timeoutMs },
+      { method: 'POST', agent: via, rejectUnauthorized: false, headers: { 'content-type': 'application/json', 'content-length': body.length }, timeout: timeoutMs },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -319,6 +320,11 @@ export class Samples {
       this.data = grown;
     }
     this.data[this.length++] = value;
+  }
+  countAbove(threshold: number): number {
+    let count = 0;
+    for (let i = 0; i < this.length; i++) if (this.data[i] > threshold) count++;
+    return count;
   }
   summary(): LatencySummary {
     const sorted = this.data.slice(0, this.length).sort();

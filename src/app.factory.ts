@@ -92,10 +92,8 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
     const bytes = readDeclaredBodyBytes(req.headers, MAX_BODY_BYTES);
     if (bytes === 0) return true;
     if (!bodies.tryReserve(bytes)) {
-      answer(res, 503, `too many request bodies in flight (over ${limits.maxBodyBytesInFlight} bytes); retry`, {
-        connection: 'close',
-        'retry-after': '1',
-      });
+      // Node discards the unread body as it arrives (never buffered) and keeps the connection.
+      answer(res, 503, `too many request bodies in flight (over ${limits.maxBodyBytesInFlight} bytes); retry`, { 'retry-after': '1' });
       return false;
     }
     res.once('close', () => bodies.release(bytes));

@@ -9,11 +9,13 @@
  *  2. A client that stalls — a handshake, headers or a body never finished — is cut off after a
  *     bounded time (handshake, headers, request timeouts) and holds at most one connection slot
  *     and its declared body meanwhile.
- *  3. The bytes of bodies being received are bounded (`maxBodyBytesInFlight`): a request whose
- *     declared body would pass the bound gets 503 at once, before its body is read, and its
- *     connection is closed, so the unread body is never buffered. The caller sees a clear
- *     answer; an API server fails open on it as on any error. Past `maxConnections`, new
- *     connections are closed on accept (no bytes to answer with before TLS).
+ *  3. The bytes of bodies being buffered are bounded (`maxBodyBytesInFlight`): a request whose
+ *     declared body would pass the bound gets 503 at once, before its body is read; the rest of
+ *     its body is discarded as it arrives, never buffered. A 503 rather than a closed
+ *     connection: the caller sees why (a reset would tell it nothing, and would discard the
+ *     answer it had not read yet), and an API server fails open on it as on any error. Past
+ *     `maxConnections`, new connections are closed on accept (nothing can be answered before
+ *     TLS); connections already open, such as an API server's, keep working.
  *  4. Every figure comes from the environment with a documented default; a value that is not a
  *     non-negative integer stops the start naming the variable.
  */
