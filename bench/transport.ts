@@ -26,6 +26,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
 import { parseArgs } from 'node:util';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   RUN_DIR,
@@ -171,45 +172,58 @@ interface ProbeResult {
 
 const STEADY_AFTER_MS = 5_000;
 
-function probe(url: string, intervalMs: number, fresh: boolean): { stop(): Promise<ProbeResult> } {
+/** Sends the review every `intervalMs` for `durationMs` (sequentially: a slow answer delays the next call). */
+async function probe(url: string, intervalMs: number, fresh: boolean, durationMs: number): Promise<ProbeResult> {
   const all = new Samples();
   const steady = new Samples();
-  const steadyFrom = performance.now() + STEADY_AFTER_MS;
+  const begin = performance.now();
   let failures = 0;
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const started = performance.now();
-      try {
-        const reply = await post(url, review, 5_000, fresh ? false : undefined);
-        if (reply.status !== 200) throw new Error(`HTTP ${reply.status}`);
-        const ms = performance.now() - started;
-        all.push(ms);
-        if (started >= steadyFrom) steady.push(ms);
-      } catch {
-        failures++;
-      }
-      await sleep(Math.max(0, intervalMs - (performance.now() - started)));
+  while (performance.now() - begin < durationMs) {
+    const started = performance.now();
+    try {
+      const reply = await post(url, review, 5_000, fresh ? false : undefined);
+      if (reply.status !== 200) throw new Error(`HTTP ${reply.status}`);
+      const ms = performance.now() - started;
+      all.push(ms);
+      if (started - begin >= STEADY_AFTER_MS) steady.push(ms);
+    } catch {
+      failures++;
     }
-  })();
+    await sleep(Math.max(0, intervalMs - (performance.now() - started)));
+  }
+  const summary = all.summary();
+  const steadySummary = steady.summary();
   return {
-    async stop() {
-      running = false;
-      await loop;
-      const summary = all.summary();
-      const steadySummary = steady.summary();
-      return {
-        calls: summary.count + failures,
-        failures,
-        p50: summary.p50,
-        p99: summary.p99,
-        max: summary.max,
-        over100ms: failures + all.countAbove(100),
-        steadyP99: steadySummary.p99,
-        steadyMax: steadySummary.max,
-      };
-    },
+    calls: summary.count + failures,
+    failures,
+    p50: summary.p50,
+    p99: summary.p99,
+    max: summary.max,
+    over100ms: failures + all.countAbove(100),
+    steadyP99: steadySummary.p99,
+    steadyMax: steadySummary.max,
   };
+}
+
+/**
+ * Both probes in a worker thread: the attackers' TLS work (hundreds of handshakes, megabytes to
+ * encrypt) on the main thread must not delay the probes' own event loop and pass for the
+ * server's latency.
+ */
+function runProbes(url: string, durationMs: number): Promise<{ keepAlive: ProbeResult; newConnection: ProbeResult }> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL(import.meta.url), { workerData: { url, durationMs } });
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+}
+
+if (!isMainThread) {
+  const { url, durationMs } = workerData as { url: string; durationMs: number };
+  void Promise.all([probe(url, 50, false, durationMs), probe(url, 250, true, durationMs)]).then(([keepAlive, newConnection]) => {
+    destroyAgent();
+    parentPort!.postMessage({ keepAlive, newConnection });
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -251,11 +265,10 @@ async function main(): Promise<number> {
       if (!server || server.child.exitCode !== null || server.child.signalCode !== null) await start();
       const url = `https://127.0.0.1:${port}/mutate`;
       const window = watchProcess(server!.pid);
-      const probes = { keepAlive: probe(url, 50, false), newConnection: probe(url, 250, true) };
+      const probes = runProbes(url, durationS * 1_000);
       const load = SCENARIOS[scenario]!(port);
-      await sleep(durationS * 1_000);
+      const { keepAlive, newConnection } = await probes;
       const attackStats = load.stop();
-      const [keepAlive, newConnection] = await Promise.all([probes.keepAlive.stop(), probes.newConnection.stop()]);
       const child = server!.child;
       const ended = child.signalCode ?? (child.exitCode !== null ? `exit ${child.exitCode}` : 'alive');
       const processWindow = ended === 'alive' ? window.end() : { peakRssMiB: NaN, cpuSeconds: NaN };
@@ -307,10 +320,12 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+if (isMainThread) {
+  main().then(
+    (code) => process.exit(code),
+    (error) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
