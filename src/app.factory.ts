@@ -47,6 +47,13 @@ function answer(res: http.ServerResponse, statusCode: number, message: string, h
   res.end(JSON.stringify({ statusCode, error: http.STATUS_CODES[statusCode], message }));
 }
 
+/** 401 for a /mutate caller whose certificate (if any) is not from the client CA, saying which. */
+function refuseClient(socket: TLSSocket, res: http.ServerResponse, clientCaFile: string): void {
+  const presented = Object.keys(socket.getPeerCertificate()).length > 0;
+  const reason = presented ? `the certificate presented was refused: ${socket.authorizationError}` : 'no certificate presented';
+  answer(res, 401, `a client certificate issued by the CA in ${clientCaFile} is required (${reason})`);
+}
+
 /**
  * Fails with the listen error (EADDRINUSE, with its `port`) when a port is taken, before Nest
  * boots and logs a start that is about to fail.
@@ -113,13 +120,11 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
           rejectUnauthorized: false,
         },
         (req, res) => {
+          const mutate = isAdmissionTarget(req.url);
+          if (mutate && clientCaFile && !(req.socket as TLSSocket).authorized) return refuseClient(req.socket as TLSSocket, res, clientCaFile);
           if (!admit(req, res)) return;
-          if (!isAdmissionTarget(req.url)) return handler(req, res);
-          const socket = req.socket as TLSSocket;
-          if (clientCaFile && !socket.authorized) {
-            return answer(res, 401, `a client certificate issued by the CA in ${clientCaFile} is required (${socket.authorizationError ?? 'none presented'})`);
-          }
-          admission.routing(req, res);
+          if (mutate) admission.routing(req, res);
+          else handler(req, res);
         },
       );
       httpServer = http.createServer(httpOptions, (req, res) => {
