@@ -55,6 +55,16 @@ function refuseClient(socket: TLSSocket, res: http.ServerResponse, clientCaFile:
 }
 
 /**
+ * The one line for a port already taken (a second `npm start`), naming the variable that sets it;
+ * undefined for any other error.
+ */
+export function portInUse(error: NodeJS.ErrnoException & { port?: number }, ports: Record<string, number>): Error | undefined {
+  const variable = Object.keys(ports).find((name) => ports[name] === error.port);
+  if (error.code !== 'EADDRINUSE' || !variable) return undefined;
+  return new Error(`port ${error.port} is already in use (another kube-overcommit running?): stop that process, or set ${variable} to a free port`);
+}
+
+/**
  * Fails with the listen error (EADDRINUSE, with its `port`) when a port is taken, before Nest
  * boots and logs a start that is about to fail.
  */

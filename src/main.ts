@@ -1,22 +1,13 @@
 import 'reflect-metadata';
 import { Logger } from 'nestjs-pino';
-import { createApp } from './app.factory.js';
-import { LifecycleService } from './health/lifecycle.service.js';
+import { createApp, portInUse } from './app.factory.js';
+import { LifecycleService, readShutdownDelayMs } from './health/lifecycle.service.js';
 
 const port = (name: string, fallback: number) => {
   const value = Number(process.env[name] ?? fallback);
   if (!Number.isInteger(value) || value < 0 || value > 65535) throw new Error(`${name} must be a port number, got ${process.env[name]}`);
   return value;
 };
-
-/**
- * How long readiness reports "draining" before the servers close, so that endpoints drop this
- * pod and the API server stops sending to it. In-flight calls then finish on close. Outside a
- * cluster no Service routes to this process, so Ctrl-C stops it at once.
- */
-const DRAIN_MS = Number(process.env.OVERCOMMIT_SHUTDOWN_DELAY_MS || (process.env.KUBERNETES_SERVICE_HOST ? 5_000 : 0));
-
-const PORT_VARIABLES = ['OVERCOMMIT_HTTPS_PORT', 'OVERCOMMIT_HTTP_PORT'] as const;
 
 /**
  * The last resort for an error that escaped every guard (src/common/background-tasks.ts).
@@ -31,16 +22,11 @@ process.on('uncaughtExceptionMonitor', (error, origin) => {
 });
 
 async function main(): Promise<void> {
+  const drainMs = readShutdownDelayMs(process.env);
   const ports = { OVERCOMMIT_HTTPS_PORT: port('OVERCOMMIT_HTTPS_PORT', 8443), OVERCOMMIT_HTTP_PORT: port('OVERCOMMIT_HTTP_PORT', 8080) };
-  const running = await createApp({ httpsPort: ports.OVERCOMMIT_HTTPS_PORT, httpPort: ports.OVERCOMMIT_HTTP_PORT }).catch(
-    (error: NodeJS.ErrnoException & { port?: number }) => {
-      const variable = PORT_VARIABLES.find((name) => ports[name] === error.port);
-      if (error.code !== 'EADDRINUSE' || !variable) throw error;
-      throw new Error(
-        `port ${error.port} is already in use (another kube-overcommit running?): stop that process, or set ${variable} to a free port`,
-      );
-    },
-  );
+  const running = await createApp({ httpsPort: ports.OVERCOMMIT_HTTPS_PORT, httpPort: ports.OVERCOMMIT_HTTP_PORT }).catch((error) => {
+    throw portInUse(error, ports) ?? error;
+  });
   const logger = running.app.get(Logger);
   logger.log(`serving https :${running.httpsPort} (admission, ops), http :${running.httpPort} (ops)`, 'Main');
   let stopping = false;
@@ -48,7 +34,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     running.app.get(LifecycleService).startDraining();
-    logger.log(`${signal}: draining for ${DRAIN_MS} ms, then closing`, 'Main');
+    logger.log(`${signal}: draining for ${drainMs} ms, then closing`, 'Main');
     setTimeout(() => {
       void running.close().then(
         () => process.exit(0),
@@ -57,7 +43,7 @@ async function main(): Promise<void> {
           process.exit(1);
         },
       );
-    }, DRAIN_MS);
+    }, drainMs);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

@@ -1,5 +1,17 @@
 import { Injectable } from '@nestjs/common';
 
+/**
+ * How long readiness reports "draining" before the servers close, so that endpoints drop this
+ * pod and the API server stops sending to it: OVERCOMMIT_SHUTDOWN_DELAY_MS, else 5 s in a
+ * cluster and none outside one, where no Service routes to the process (Ctrl-C stops at once).
+ */
+export function readShutdownDelayMs(env: NodeJS.ProcessEnv): number {
+  const text = env.OVERCOMMIT_SHUTDOWN_DELAY_MS?.trim();
+  const value = text ? Number(text) : env.KUBERNETES_SERVICE_HOST ? 5_000 : 0;
+  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`OVERCOMMIT_SHUTDOWN_DELAY_MS must be a non-negative integer, got ${JSON.stringify(text)}`);
+  return value;
+}
+
 /** Set once SIGTERM arrives: readiness fails so endpoints drop us before the server closes. */
 @Injectable()
 export class LifecycleService {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { generate } from 'selfsigned';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createApp, portInUse } from '../../src/app.factory.js';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
 import { eventually, send, startServer, type TestServer } from './harness.js';
 
@@ -262,6 +263,27 @@ describe('stalled clients are cut off, bounded in time and bytes', () => {
       await eventually(async () => (await handshake(port, {})).error === undefined);
     } finally {
       for (const socket of held) socket.destroy();
+    }
+  });
+});
+
+describe('a port already in use', () => {
+  it('fails with EADDRINUSE, and the message names the variable to change', async () => {
+    const busy = net.createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    const { port } = busy.address() as net.AddressInfo;
+    try {
+      const error = await createApp({ httpsPort: 0, httpPort: port, host: '127.0.0.1', env: {} }).then(
+        () => undefined,
+        (e: NodeJS.ErrnoException) => e,
+      );
+      expect(error?.code).toBe('EADDRINUSE');
+      expect(portInUse(error!, { OVERCOMMIT_HTTPS_PORT: 8443, OVERCOMMIT_HTTP_PORT: port })?.message).toBe(
+        `port ${port} is already in use (another kube-overcommit running?): stop that process, or set OVERCOMMIT_HTTP_PORT to a free port`,
+      );
+      expect(portInUse(new Error('other'), { OVERCOMMIT_HTTP_PORT: port })).toBeUndefined();
+    } finally {
+      busy.close();
     }
   });
 });
