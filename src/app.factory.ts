@@ -5,12 +5,14 @@ import http from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { getToken } from '@willsoto/nestjs-prometheus';
 import type { FastifyInstance } from 'fastify';
+import type { Counter } from 'prom-client';
 import { AdmissionPipeline } from './admission/admission.pipeline.js';
 import { createAdmissionServer, isAdmissionTarget } from './admission/admission.server.js';
 import { AppModule } from './app.module.js';
 import { LifecycleService } from './health/lifecycle.service.js';
-import { BodyBudget, type ServerLimits, readDeclaredBodyBytes, readServerLimits } from './server-limits.js';
+import { BodyBudget, HTTP_REFUSED_METRIC, REFUSAL_REASONS, type ServerLimits, readDeclaredBodyBytes, readServerLimits } from './server-limits.js';
 import { loadInitialTls } from './tls/tls-material.js';
 import { secureContextOptions } from './tls/tls-policy.js';
 
@@ -102,6 +104,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   // Both set before the servers listen, so every request finds them.
   let admission!: FastifyInstance;
   let lifecycle!: LifecycleService;
+  let refused!: Counter<string>;
 
   /** The drain's `Connection: close` and the body budget; false when the request was answered here. */
   const admit = (req: http.IncomingMessage, res: http.ServerResponse): boolean => {
@@ -110,6 +113,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
     if (bytes === 0) return true;
     if (!bodies.tryReserve(bytes)) {
       // Node discards the unread body as it arrives (never buffered) and keeps the connection.
+      refused.inc({ reason: 'body-bytes' });
       answer(res, 503, `too many request bodies in flight (over ${limits.maxBodyBytesInFlight} bytes); retry`, { 'retry-after': '1' });
       return false;
     }
@@ -142,8 +146,10 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
         if (isAdmissionTarget(req.url)) return answer(res, 404, '/mutate is served over HTTPS only');
         handler(req, res);
       });
-      applyLimits(httpsServer, limits);
-      applyLimits(httpServer, limits);
+      for (const server of [httpsServer, httpServer]) {
+        applyLimits(server, limits);
+        server.on('drop', () => refused.inc({ reason: 'connections' }));
+      }
       return httpsServer;
     },
   });
@@ -153,6 +159,8 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   app.useLogger(app.get(Logger));
   app.flushLogs();
   lifecycle = app.get(LifecycleService);
+  refused = app.get<Counter<string>>(getToken(HTTP_REFUSED_METRIC));
+  for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
   admission = await createAdmissionServer(app.get(AdmissionPipeline), { bodyLimit: MAX_BODY_BYTES });
   await app.listen(options.httpsPort, host);
   await new Promise<void>((resolve, reject) => {

@@ -20,6 +20,10 @@
  *     non-negative integer stops the start naming the variable.
  */
 
+/** Counter of what the limits refused, by `reason`: `connections` (closed on accept) or `body-bytes` (503). */
+export const HTTP_REFUSED_METRIC = 'kube_overcommit_http_refused_total';
+export const REFUSAL_REASONS = ['connections', 'body-bytes'] as const;
+
 export interface ServerLimits {
   /** From the TCP connection to the end of the TLS handshake. */
   handshakeTimeoutMs: number;

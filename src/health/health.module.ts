@@ -1,5 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
+import { makeCounterProvider } from '@willsoto/nestjs-prometheus';
+import { HTTP_REFUSED_METRIC } from '../server-limits.js';
 import { HealthController } from './health.controller.js';
 import { LifecycleService } from './lifecycle.service.js';
 
@@ -7,7 +9,14 @@ import { LifecycleService } from './lifecycle.service.js';
 @Module({
   imports: [TerminusModule.forRoot({ logger: false })],
   controllers: [HealthController],
-  providers: [LifecycleService],
+  providers: [
+    LifecycleService,
+    makeCounterProvider({
+      name: HTTP_REFUSED_METRIC,
+      help: 'Connections and requests refused by the server limits, by reason: connections (closed on accept), body-bytes (503)',
+      labelNames: ['reason'],
+    }),
+  ],
   exports: [LifecycleService],
 })
 export class HealthModule {}

@@ -8,7 +8,7 @@ import { generate } from 'selfsigned';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, portInUse } from '../../src/app.factory.js';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
-import { eventually, send, startServer, type TestServer } from './harness.js';
+import { eventually, metricValue, send, startServer, type TestServer } from './harness.js';
 
 const CONFIG = 'nodes: { defaultRatios: { cpu: 2 } }';
 const CBC_SUITES = 'ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA384';
@@ -226,6 +226,7 @@ describe('stalled clients are cut off, bounded in time and bytes', () => {
     expect(refused).toMatch(/retry-after: 1/i);
     expect(refused).toMatch(/too many request bodies in flight/);
     expect(answeredAfterMs).toBeLessThan(500);
+    expect(metricValue(await server.metrics(), 'kube_overcommit_http_refused_total', { reason: 'body-bytes' })).toBe(1);
     // A small review still fits beside the stalled body.
     expect((await server.mutate(nodeReview(kubeadmNode()))).status).toBe(200);
     await stalled;
@@ -259,6 +260,8 @@ describe('stalled clients are cut off, bounded in time and bytes', () => {
         expect(held.length).toBeLessThanOrEqual(20);
       }
       expect((await handshake(port, {})).error).toBeDefined();
+      const dropped = metricValue(await send(`${server.http}/metrics`).then((r) => r.text), 'kube_overcommit_http_refused_total', { reason: 'connections' });
+      expect(dropped).toBeGreaterThanOrEqual(2);
       held.pop()!.destroy();
       await eventually(async () => (await handshake(port, {})).error === undefined);
     } finally {
