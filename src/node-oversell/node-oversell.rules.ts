@@ -164,11 +164,6 @@ export function readAmounts(list: Readonly<Record<string, string | number>> | un
   return amounts;
 }
 
-/** Same managed resources present, with equal values. */
-export function sameAmounts(a: ResourceAmounts, b: ResourceAmounts): boolean {
-  return MANAGED_RESOURCES.every((resource) => a[resource] === b[resource]);
-}
-
 /** floor(amount × ratio) for each resource present; a missing ratio is 1. */
 export function inflate(raw: ResourceAmounts, ratios: AppliedRatios): ResourceAmounts {
   const out: ResourceAmounts = {};
