@@ -4,8 +4,10 @@ import fastJsonPatch from 'fast-json-patch';
 import { register } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { kubeadmNode, nodeReview } from '../../test/fixtures/nodes.js';
+import { BackgroundTasksModule } from '../common/background-tasks.js';
 import { configMetrics } from '../config/config.metrics.js';
 import { ConfigStore } from '../config/config.store.js';
+import { KubeModule } from '../kube/kube.module.js';
 import { NodeOversellModule } from '../node-oversell/node-oversell.module.js';
 import { AdmissionStrategyProvider } from './admission-strategy.decorator.js';
 import { AdmissionModule } from './admission.module.js';
@@ -64,7 +66,7 @@ describe('AdmissionPipeline', () => {
     (await register.getSingleMetric(STRATEGY_ERRORS)!.get()).values.find((v) => v.labels.strategy === strategy)?.value ?? 0;
 
   beforeAll(async () => {
-    moduleRef = await Test.createTestingModule({ imports: [TestConfigModule, AdmissionModule, NodeOversellModule, WidgetStrategiesModule] }).compile();
+    moduleRef = await Test.createTestingModule({ imports: [TestConfigModule, KubeModule.forRoot({}), BackgroundTasksModule, AdmissionModule, NodeOversellModule, WidgetStrategiesModule] }).compile();
     await moduleRef.init();
     pipeline = moduleRef.get(AdmissionPipeline);
     const applied = moduleRef.get(ConfigStore).apply('nodes:\n  defaultRatios: { cpu: 1.5 }\n', 'test');
