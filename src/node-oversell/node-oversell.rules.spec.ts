@@ -200,12 +200,13 @@ describe('planNodeStatus', () => {
   });
 
   it("uses the stored Node's record (oldObject) for a resource the incoming one does not explain, on an inflated node only", () => {
-    const annotations = { [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{"cpu":1.5}' };
-    const previous = kubeletNode({ ...RAW_ALLOCATABLE, cpu: '6' }, annotations);
-    const forged = { [RAW_ANNOTATION]: RAW_4CPU.replace('"cpu":"4","memory"', '"cpu":"6","memory"'), [RATIOS_ANNOTATION]: '{}' };
-    for (const incoming of [kubeletNode({ ...RAW_ALLOCATABLE, cpu: '6' }), kubeletNode({ ...RAW_ALLOCATABLE, cpu: '6' }, forged)]) {
-      expect(planNodeStatus(incoming, policy({ cpu: 1.5 }), previous)!.raw.cpu).toBe(4000n);
-      expect(planNodeStatus(incoming, policy({}), previous)!.raw.cpu).toBe(6000n);
+    const node = (annotations?: Record<string, string>): NodeLike => ({ metadata: { annotations }, status: { allocatable: { cpu: '6' }, capacity: { cpu: '8' } } });
+    const ours = { [RAW_ANNOTATION]: '{"allocatable":{"cpu":"4"},"capacity":{"cpu":"8"}}', [RATIOS_ANNOTATION]: '{"cpu":1.5}' };
+    const forged = { [RAW_ANNOTATION]: '{"allocatable":{"cpu":"6"},"capacity":{"cpu":"8"}}', [RATIOS_ANNOTATION]: '{"cpu":1.01}' };
+    for (const incoming of [node(), node(forged)]) {
+      expect(planNodeStatus(incoming, policy({ cpu: 1.5 }))!.allocatable.cpu).toBe(9000n); // alone: compounded
+      expect(planNodeStatus(incoming, policy({ cpu: 1.5 }), node(ours))!.allocatable.cpu).toBe(6000n);
+      expect(planNodeStatus(incoming, policy({}), node(ours))!.allocatable.cpu).toBe(6000n); // not inflated: as sent
     }
   });
 
