@@ -55,6 +55,8 @@ async function main(): Promise<void> {
   const { parseConfig } = await dist('config/config.loader.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
+  const { patchError } = await dist('admission/patch-error.js');
+  const { default: fastJsonPatch } = await import('fast-json-patch');
 
   const parsed = parseConfig('nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n');
   if (!parsed.ok) throw new Error(parsed.errors.join('; '));
@@ -79,10 +81,12 @@ async function main(): Promise<void> {
       const policy = () => resolveNodePolicy(node.metadata?.labels, config.nodes);
       step('resolveNodePolicy', policy);
       const p = policy();
-      step('planNodeStatus', () => planNodeStatus(node, p));
-      const plan = planNodeStatus(node, p);
+      step('planNodeStatus', () => planNodeStatus(node, p, body.request.oldObject));
+      const plan = planNodeStatus(node, p, body.request.oldObject);
       step('nodeStatusPatch', () => nodeStatusPatch(node, plan));
       const patch = nodeStatusPatch(node, plan);
+      step('patch applies? fast-json-patch validate (clones the object)', () => fastJsonPatch.validate(patch, node));
+      step('patch applies? ours: patchError (copies the patched paths)', () => patchError(node, patch));
       step('patch → JSON → base64', () => Buffer.from(JSON.stringify(patch)).toString('base64'));
     }
     step('JSON.stringify (ours’ response body)', () =>

@@ -16,6 +16,7 @@ import type {
 } from './admission.types.js';
 import { ADMISSION_DURATION, ADMISSION_REQUESTS, STRATEGY_ERRORS } from './admission.metrics.js';
 import { planRoutes, readRoute } from './admission.routes.js';
+import { patchError } from './patch-error.js';
 
 interface RegisteredStrategy {
   meta: StrategyMetadata;
@@ -113,16 +114,21 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
       }
       if (result.warnings) warnings.push(...result.warnings);
       if (result.patch?.length) {
-        if (index < selected.length - 1) {
-          try {
+        // Every patch returned applies to request.object: each strategy's is tried on the object
+        // as the earlier ones left it (applied for a later strategy to see, checked for the last).
+        try {
+          if (index < selected.length - 1) {
             const object = fastJsonPatch.applyPatch(structuredClone(working.object), result.patch, true, true).newDocument;
             working = { ...working, object };
-          } catch (error) {
-            failed = true;
-            this.strategyErrors.inc({ strategy: meta.name });
-            this.logger.error({ uid: request.uid, strategy: meta.name, err: error }, `strategy ${meta.name} returned an invalid patch; dropped`);
-            continue;
+          } else {
+            const error = patchError(working.object, result.patch);
+            if (error) throw error;
           }
+        } catch (error) {
+          failed = true;
+          this.strategyErrors.inc({ strategy: meta.name });
+          this.logger.error({ uid: request.uid, strategy: meta.name, err: error }, `strategy ${meta.name} returned a patch that does not apply; dropped`);
+          continue;
         }
         patch.push(...result.patch);
       }

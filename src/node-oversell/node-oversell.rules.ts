@@ -1,32 +1,46 @@
 /**
  * Node oversell, as pure functions: which policy applies to a node, and what its
- * status.allocatable and our annotations must become. See DESIGN.md, "Node oversell: the
- * rules that make it correct":
+ * status.allocatable and our annotations must become. The rules that make it correct under
+ * every writer (kubelets, third parties, the webhook's own reinvocation, and a node editing its
+ * own annotations, which NodeRestriction allows):
  *
  *   1. We own status.allocatable for the managed resources; capacity is never changed.
  *   2. With every value written we record the raw allocatable, the capacity seen and the
- *      ratios applied (annotations below).
- *   3. The incoming object already carries our output iff, for every managed resource, its
- *      allocatable equals inflate(recorded raw, recorded ratios) and its capacity equals the
- *      recorded capacity; then raw = recorded raw. Otherwise raw = incoming allocatable.
- *   4. New allocatable = floor(raw × ratio) in base units; no ratio ≠ 1 (all 1, opted out, no
- *      policy) → the raw value, our annotations removed.
+ *      ratios applied (annotations below). A record that is not exactly what we write counts as
+ *      absent: bad JSON, unknown keys, quantities negative, unparsable or beyond int64, ratios
+ *      not numbers or outside [1, 10], or a resource whose recorded raw exceeds its capacity.
+ *   3. Per managed resource, the incoming value is our output iff it equals
+ *      floor(recorded raw × recorded ratio) and the resource's capacity equals its recorded
+ *      capacity; then raw = recorded raw. The record read is the incoming object's; for an
+ *      inflated node, when that one does not explain a resource, the stored Node's (oldObject),
+ *      so a writer that drops our annotations but keeps the inflated value does not compound.
+ *      Otherwise raw = the incoming allocatable, read as the capacity when above it on an
+ *      inflated node (a kubelet's raw never exceeds its capacity).
+ *   4. New allocatable = floor(raw × ratio) in base units for a resource whose
+ *      0 ≤ raw ≤ capacity ≤ 2^63−1, else the raw value: no value written exceeds
+ *      floor(capacity × ratio), whatever the annotations say. No ratio ≠ 1 (all 1, opted out,
+ *      no policy) → the raw value, our annotations removed, and a value no record explains is
+ *      left as the writer sent it.
+ *   5. mutate(mutate(x)) = mutate(x) for every input: the record written explains every value
+ *      written (amounts outside [0, 2^63−1] are left out of it and never inflated).
  *
  * Quantities are compared by value in base units (millicores, bytes, count), never as
  * strings: the API server may store "4000m" as "4".
  *
  * The one case no admission-time rule can decide (the equal-value case): the kubelet's new
- * raw allocatable equals, for every managed resource at once, the inflated value we last
- * wrote, and the capacity did not change (e.g. cpu 8 with 4 reserved, ratio 1.5 → we write 6;
- * then system-reserved is lowered to 2, so the kubelet computes 6). The object is then
- * byte-for-byte what we would have produced ourselves, and the kubelet — which sends a
- * two-way patch against the Node it read — does not even include allocatable in its patch,
- * because to it nothing changed. We keep the recorded raw (4) and write 6 again; the new raw is
- * picked up at the next capacity change, raw change or ratio edit (the ratio edit makes our
- * output differ from the kubelet's value, so it patches its 6 back, which no longer matches).
- * The same holds after a webhook outage during which the kubelet stored exactly our previous
- * output. Requiring a capacity match (a CPU hot-add, a maxPods change move capacity too) and
- * an all-resources match makes this as narrow as it can be without state outside the object.
+ * raw allocatable for a resource equals the inflated value we last wrote for it, and its
+ * capacity did not change (e.g. cpu 8 with 4 reserved, ratio 1.5 → we write 6; then
+ * system-reserved is lowered to 2, so the kubelet computes 6). For that resource the object is
+ * then exactly what we would have produced ourselves, and the kubelet — which sends a two-way
+ * patch against the Node it read — does not even include it in its patch, because to it
+ * nothing changed; a writer that changes one resource and carries our output for the others
+ * (rule 3's reason to decide per resource) sends the same object. We keep the recorded raw (4)
+ * and write 6 again; the new raw is picked up at the next capacity change, raw change or ratio
+ * edit (the ratio edit makes our output differ from the kubelet's value, so it patches its 6
+ * back, which no longer matches). The same holds after a webhook outage during which the
+ * kubelet stored exactly our previous output. Requiring a capacity match (a CPU hot-add, a
+ * maxPods change move capacity too) makes this as narrow as it can be without state outside
+ * the object.
  */
 import { MANAGED_RESOURCES, type ManagedResource, type NodesConfig, type Ratios } from '../config/config.schema.js';
 import { matchesLabelSelector } from '../config/label-selector.js';
@@ -93,15 +107,13 @@ export interface RawRecord {
 }
 
 export interface NodeStatusPlan {
-  /** Where raw came from: `recorded` when the object already carried our output (rule 3). */
-  source: 'incoming' | 'recorded';
   /** The incoming allocatable of the managed resources. */
   incoming: ResourceAmounts;
-  /** The raw allocatable (what the kubelet reported). */
+  /** The raw allocatable (what the kubelet reported; rule 3). */
   raw: ResourceAmounts;
   /** The incoming capacity of the managed resources (never changed). */
   capacity: ResourceAmounts;
-  /** The ratios applied, only those ≠ 1 of resources present. */
+  /** The ratios applied (rule 4): only those ≠ 1, of resources present and inflatable. */
   ratios: AppliedRatios;
   /** The desired allocatable of the managed resources present: floor(raw × ratio). */
   allocatable: ResourceAmounts;
@@ -111,8 +123,13 @@ export interface NodeStatusPlan {
 
 const MIN_RATIO = 1;
 const MAX_RATIO = 10;
+/** int64, what every Kubernetes component counts a resource in: the amounts we inflate and record. */
+const MAX_AMOUNT = 2n ** 63n - 1n;
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+const inRange = (amount: bigint | undefined): amount is bigint => amount !== undefined && amount >= 0n && amount <= MAX_AMOUNT;
+
+/** A JSON object (not an array, not null). */
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
@@ -147,11 +164,6 @@ export function readAmounts(list: Readonly<Record<string, string | number>> | un
   return amounts;
 }
 
-/** Same managed resources present, with equal values. */
-export function sameAmounts(a: ResourceAmounts, b: ResourceAmounts): boolean {
-  return MANAGED_RESOURCES.every((resource) => a[resource] === b[resource]);
-}
-
 /** floor(amount × ratio) for each resource present; a missing ratio is 1. */
 export function inflate(raw: ResourceAmounts, ratios: AppliedRatios): ResourceAmounts {
   const out: ResourceAmounts = {};
@@ -170,7 +182,7 @@ function readRecordedList(value: unknown): ResourceAmounts | null {
   for (const [key, text] of Object.entries(value)) {
     if (!(MANAGED_RESOURCES as readonly string[]).includes(key) || typeof text !== 'string') return null;
     const amount = parseResourceQuantity(key, text);
-    if (amount < 0n) return null;
+    if (!inRange(amount)) return null;
     amounts[key as ManagedResource] = amount;
   }
   return amounts;
@@ -181,11 +193,11 @@ function isValidRatio(ratio: unknown): ratio is number {
 }
 
 /**
- * Our record on a node, or null when it is absent or not exactly what we write (anything
- * else — bad JSON, unknown keys, unparsable quantities, ratios outside [1, 10], one of the
- * two annotations missing — counts as absent: then the incoming allocatable is raw).
- * The annotations are writable by the node itself, so this is parsed defensively; nothing in
- * them can raise a ratio (ratios come from config only), they only tell raw from inflated.
+ * Our record on a node, or null when it is absent or not exactly what we write (rule 2; one of
+ * the two annotations missing counts as absent too). The annotations are writable by the node
+ * itself, so this is parsed defensively; nothing in them can raise a ratio (ratios come from
+ * config only) or a value past floor(capacity × ratio) (rule 4): they only tell raw from
+ * inflated.
  */
 export function readRecord(annotations: Readonly<Record<string, string>> | undefined): Readonly<RawRecord> | null {
   const rawText = annotations?.[RAW_ANNOTATION];
@@ -206,6 +218,9 @@ function parseRecord(rawText: string, ratiosText: string): Readonly<RawRecord> |
     const allocatable = readRecordedList(raw.allocatable);
     const capacity = readRecordedList(raw.capacity);
     if (allocatable === null || capacity === null) return null;
+    for (const resource of MANAGED_RESOURCES) {
+      if ((allocatable[resource] ?? 0n) > (capacity[resource] ?? MAX_AMOUNT)) return null;
+    }
     const applied: AppliedRatios = {};
     for (const [key, ratio] of Object.entries(ratios)) {
       if (!(MANAGED_RESOURCES as readonly string[]).includes(key) || !isValidRatio(ratio)) return null;
@@ -221,12 +236,15 @@ function formatList(amounts: ResourceAmounts): Partial<Record<ManagedResource, s
   const out: Partial<Record<ManagedResource, string>> = {};
   for (const resource of MANAGED_RESOURCES) {
     const amount = amounts[resource];
-    if (amount !== undefined) out[resource] = formatResourceQuantity(resource, amount);
+    if (inRange(amount)) out[resource] = formatResourceQuantity(resource, amount);
   }
   return out;
 }
 
-/** The `kube-overcommit.io/allocatable-raw` annotation value for these amounts (see RawRecordJson). */
+/**
+ * The `kube-overcommit.io/allocatable-raw` annotation value for these amounts (see
+ * RawRecordJson); amounts outside [0, 2^63−1] are left out (rule 5).
+ */
 export function formatRawRecord(raw: ResourceAmounts, capacity: ResourceAmounts): string {
   const json: RawRecordJson = { allocatable: formatList(raw), capacity: formatList(capacity) };
   return JSON.stringify(json);
@@ -240,47 +258,72 @@ export function formatRatios(ratios: AppliedRatios): string {
 }
 
 /**
- * Rules 3 and 4 for one incoming Node (CREATE, or the merged object of a nodes/status
- * UPDATE). `policy` null = opted out. Returns null when the object has no status.allocatable
- * (nothing to do). Throws if a managed quantity on the object itself is unparsable (the API
- * server validated it, so this does not happen; the pipeline fails open if it does).
+ * The recorded raw of `resource` when `record` explains its incoming amount and capacity
+ * (rule 3), else undefined.
  */
-export function planNodeStatus(node: NodeLike, policy: NodePolicy | null): NodeStatusPlan | null {
+function recordedRaw(record: Readonly<RawRecord> | null, resource: ManagedResource, amount: bigint, capacity: bigint | undefined): bigint | undefined {
+  const raw = record?.allocatable[resource];
+  if (raw === undefined || capacity === undefined || record!.capacity[resource] !== capacity) return undefined;
+  const ratio = record!.ratios[resource];
+  const output = ratio === undefined || ratio === 1 ? raw : multiplyFloor(raw, ratio);
+  return output === amount ? raw : undefined;
+}
+
+/** The policy's ratios ≠ 1 of the resources present. Throws on a ratio outside [1, 10] (config never has one). */
+function configuredRatios(policy: NodePolicy | null, present: ResourceAmounts): AppliedRatios {
+  const ratios: AppliedRatios = {};
+  if (policy === null) return ratios;
+  for (const resource of MANAGED_RESOURCES) {
+    const ratio = policy.ratios[resource];
+    if (present[resource] === undefined || ratio === undefined || ratio === null || ratio === 1) continue;
+    if (!isValidRatio(ratio)) throw new Error(`ratio for ${resource} must be a number in [${MIN_RATIO}, ${MAX_RATIO}], got ${String(ratio)}`);
+    ratios[resource] = ratio;
+  }
+  return ratios;
+}
+
+/**
+ * Rules 3 and 4 for one incoming Node (CREATE, or the merged object of a nodes/status
+ * UPDATE); `previous` is the stored Node (the request's oldObject), absent on CREATE.
+ * `policy` null = opted out. Returns null when the object has no status.allocatable (nothing
+ * to do). Throws if a managed quantity on the object itself is unparsable (the API server
+ * rejects such a write after admission; the pipeline fails open).
+ */
+export function planNodeStatus(node: NodeLike, policy: NodePolicy | null, previous?: NodeLike): NodeStatusPlan | null {
   const allocatableList = node.status?.allocatable;
   if (!isRecord(allocatableList)) return null;
   const incoming = readAmounts(allocatableList);
   const capacity = readAmounts(node.status?.capacity);
+  const configured = configuredRatios(policy, incoming);
+  const inflating = Object.keys(configured).length > 0;
 
-  // Rule 3.
+  // Rule 3, per resource.
   const record = readRecord(node.metadata?.annotations);
-  const carriesOurOutput =
-    record !== null && sameAmounts(incoming, inflate(record.allocatable, record.ratios)) && sameAmounts(capacity, record.capacity);
-  const raw = carriesOurOutput ? record.allocatable : incoming;
-
-  // Rule 4.
+  const stored = inflating && previous ? readRecord(previous.metadata?.annotations) : null;
+  const raw: ResourceAmounts = {};
   const ratios: AppliedRatios = {};
-  if (policy !== null) {
-    for (const resource of MANAGED_RESOURCES) {
-      const ratio = policy.ratios[resource];
-      if (raw[resource] === undefined || ratio === undefined || ratio === null || ratio === 1) continue;
-      if (typeof ratio !== 'number' || !Number.isFinite(ratio) || ratio < 0) {
-        throw new Error(`ratio for ${resource} must be a finite non-negative number, got ${String(ratio)}`);
-      }
-      ratios[resource] = ratio;
-    }
+  for (const resource of MANAGED_RESOURCES) {
+    const amount = incoming[resource];
+    if (amount === undefined) continue;
+    const cap = capacity[resource];
+    let value = recordedRaw(record, resource, amount, cap) ?? recordedRaw(stored, resource, amount, cap);
+    if (value === undefined) value = inflating && inRange(cap) && amount > cap ? cap : amount;
+    raw[resource] = value;
+    // Rule 4.
+    const ratio = configured[resource];
+    if (ratio !== undefined && inRange(cap) && value >= 0n && value <= cap) ratios[resource] = ratio;
   }
-  const applying = Object.keys(ratios).length > 0;
+
   return {
-    source: carriesOurOutput ? 'recorded' : 'incoming',
     incoming,
     raw,
     capacity,
     ratios,
     allocatable: inflate(raw, ratios),
     annotations: {
-      [RAW_ANNOTATION]: applying ? formatRawRecord(raw, capacity) : null,
-      [RATIOS_ANNOTATION]: applying ? formatRatios(ratios) : null,
-      [POOL_ANNOTATION]: applying && policy?.pool ? policy.pool : null,
+      [RAW_ANNOTATION]: inflating ? formatRawRecord(raw, capacity) : null,
+      [RATIOS_ANNOTATION]: inflating ? formatRatios(ratios) : null,
+      [POOL_ANNOTATION]: inflating && policy?.pool ? policy.pool : null,
     },
   };
 }

@@ -538,3 +538,30 @@ describe('NodeOversellModule', () => {
     await moduleRef.close();
   });
 });
+
+describe('NodeOversellStrategy on objects it cannot patch or odd quantities', () => {
+  const run = (object: Json, oldObject: Json | undefined, cfg = CONFIG): StrategyResult => {
+    const { strategy } = harness();
+    return strategy.admit({ uid: 'x', kind: { group: '', version: 'v1', kind: 'Node' }, resource: { group: '', version: 'v1', resource: 'nodes' }, subResource: 'status', operation: 'UPDATE', object, oldObject }, cfg);
+  };
+
+  it.each([
+    ['metadata.annotations is an array', (node: Json) => (node.metadata.annotations = ['x'])],
+    ['metadata.annotations is a string', (node: Json) => (node.metadata.annotations = 'x')],
+    ['metadata is a string', (node: Json) => (node.metadata = 'worker-1')],
+    ['metadata is an array', (node: Json) => (node.metadata = [])],
+  ])('%s: throws a clear error (the pipeline admits it unchanged and counts it), never a patch that does not apply', (_, shape) => {
+    const node = kubeadmNode();
+    shape(node);
+    expect(() => run(node, node)).toThrow(/not an object: cannot write our annotations/);
+  });
+
+  it('capacity.memory "-1": the second pass on its own output changes nothing', () => {
+    const { admit } = harness();
+    const before = kubeadmNode();
+    before.status.capacity.memory = '-1';
+    const first = admit(before, CONFIG, { oldObject: before }).node;
+    expect(first.status.allocatable.cpu).toBe('6');
+    expect(admit(first, CONFIG, { oldObject: before }).result).toEqual({});
+  });
+});

@@ -14,6 +14,7 @@ import {
   NODE_RATIO_METRIC,
 } from './node-oversell.metrics.js';
 import {
+  isRecord,
   NODE_ANNOTATIONS,
   type NodeLike,
   type NodePolicy,
@@ -41,24 +42,24 @@ export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOper
     ops.push({ op: 'replace', path: ALLOCATABLE_PATH[resource], value: formatResourceQuantity(resource, desired) });
   }
 
-  const current = node.metadata?.annotations;
+  const { metadata } = node;
+  const current = isRecord(metadata) ? metadata.annotations : undefined;
   const added: Record<string, string> = {};
   for (const key of NODE_ANNOTATIONS) {
     const desired = plan.annotations[key];
-    const present = current !== undefined && current !== null && Object.prototype.hasOwnProperty.call(current, key);
+    const present = isRecord(current) && Object.prototype.hasOwnProperty.call(current, key);
     if (desired === null) {
       if (present) ops.push({ op: 'remove', path: ANNOTATION_PATH[key] });
     } else if (!present || current[key] !== desired) {
       if (current === undefined || current === null) added[key] = desired;
-      else ops.push({ op: present ? 'replace' : 'add', path: ANNOTATION_PATH[key], value: desired });
+      else if (isRecord(current)) ops.push({ op: present ? 'replace' : 'add', path: ANNOTATION_PATH[key], value: desired });
+      else throw new Error('metadata.annotations is not an object: cannot write our annotations');
     }
   }
   if (Object.keys(added).length > 0) {
-    ops.push(
-      node.metadata === undefined || node.metadata === null
-        ? { op: 'add', path: '/metadata', value: { annotations: added } }
-        : { op: 'add', path: '/metadata/annotations', value: added },
-    );
+    if (metadata === undefined || metadata === null) ops.push({ op: 'add', path: '/metadata', value: { annotations: added } });
+    else if (isRecord(metadata)) ops.push({ op: 'add', path: '/metadata/annotations', value: added });
+    else throw new Error('metadata is not an object: cannot write our annotations');
   }
   return ops;
 }
@@ -94,8 +95,9 @@ export function isNodeName(name: unknown): name is string {
 }
 
 /**
- * Inflates the allocatable each kubelet reports by its node's ratios (DESIGN.md, "Node
- * oversell"). Sees Node CREATE and every nodes/status UPDATE (the whole merged Node).
+ * Inflates the allocatable each kubelet reports by its node's ratios (the rules in
+ * node-oversell.rules.ts). Sees Node CREATE and every nodes/status UPDATE (the whole merged
+ * Node, and the stored one as oldObject).
  */
 @Injectable()
 @AdmissionStrategyProvider({
@@ -163,7 +165,8 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     const node = request.object as NodeLike | undefined;
     if (typeof node !== 'object' || node === null) return {};
     const policy = resolveNodePolicy(node.metadata?.labels, config.nodes);
-    const plan = planNodeStatus(node, policy);
+    const previous = request.oldObject as NodeLike | undefined;
+    const plan = planNodeStatus(node, policy, typeof previous === 'object' && previous !== null ? previous : undefined);
     if (plan === null) return {};
     const patch = nodeStatusPatch(node, plan);
     const name = node.metadata?.name ?? request.name;

@@ -1,6 +1,6 @@
 /**
- * Node oversell against a real control plane (DESIGN.md "Node oversell: the rules that make it
- * correct", issue 3's scenarios 1–7): the shipped k8s/base applied with kubectl, the built
+ * Node oversell against a real control plane (the rules in src/node-oversell/node-oversell.rules.ts,
+ * scenarios 1–8): the shipped k8s/base applied with kubectl, the built
  * product as its own process with the ServiceAccount's RBAC, simulated kubelets that
  * authenticate as system:node:<name> and follow the kubelet's status algorithm, kube-scheduler
  * and kwok for the scheduling scenario.
@@ -28,9 +28,12 @@ import {
   inBaseUnits,
   KubeApiError,
   listPods,
+  nodeClient,
   MANAGED_RESOURCES,
   nodesWebhookName,
   POOL_ANNOTATION,
+  RATIOS_ANNOTATION,
+  RAW_ANNOTATION,
   resetConfig,
   SimKubelet,
   tokenClient,
@@ -467,5 +470,40 @@ describe('node oversell against a real control plane', () => {
     expect(after.rejections, 'calls rejected').toBe(before.rejections);
     expect(after.ok - before.ok).toBeGreaterThanOrEqual(patched);
     for (const k of nodes) expectInflated(await getNode(admin, k.name), k.rawAllocatable, RATIOS);
+  });
+
+  it("8. a kubelet forging our annotations with its own credentials (NodeRestriction) cannot raise its allocatable past floor(capacity × ratio)", async () => {
+    await webhook.useConfig(CONFIG);
+    const [name] = claimNodeNames(env, 'sim-node', 1);
+    const kubelet = await startKubelet({ name: name! });
+    await waitInflated(kubelet, RATIOS);
+    const asNode = nodeClient(env, name!);
+    const bound = expectedAllocatable(kubelet.rawCapacity, RATIOS);
+    const managed = (list: Record<string, string>) => Object.fromEntries(MANAGED_RESOURCES.filter((r) => r in list).map((r) => [r, list[r]]));
+    const expectBounded = (node: NodeView, what: string) => {
+      for (const r of ['cpu', 'memory'] as const) expect(inBaseUnits(node.allocatable, [r])[r]! <= bound[r]!, `${what}: ${r} ${node.allocatable[r]} ≤ floor(capacity × ratio)`).toBe(true);
+    };
+    try {
+      for (let i = 0; i < 8; i++) {
+        // The attack: raw = the stored (inflated) value, ratios {} — as its own Node's annotations...
+        const read = await getNode(asNode, name!);
+        const forged = {
+          [RAW_ANNOTATION]: JSON.stringify({ allocatable: managed(read.allocatable), capacity: managed(read.capacity) }),
+          [RATIOS_ANNOTATION]: '{}',
+        };
+        await asNode.patch(`/api/v1/nodes/${name}`, { metadata: { annotations: forged } }, 'merge');
+        // ...then a status write carrying the stored value, with the forged record, or without any.
+        const annotations = i % 2 === 0 ? forged : { [RAW_ANNOTATION]: null, [RATIOS_ANNOTATION]: null };
+        const stored = viewNode(await asNode.patch(`/api/v1/nodes/${name}/status`, { metadata: { annotations }, status: { allocatable: read.allocatable } }, 'merge'));
+        expectBounded(stored, `forged write ${i}`);
+      }
+      // The kubelet's next update brings back floor(raw × ratio); none of its writes went past the bound.
+      await kubelet.syncNow({ force: true });
+      const node = await waitInflated(kubelet, RATIOS);
+      expectBounded(node, 'after the kubelet');
+      for (const update of kubelet.updates.filter((u) => u.ok)) expectBounded(viewNode(update.stored), 'kubelet update');
+    } finally {
+      asNode.close();
+    }
   });
 });

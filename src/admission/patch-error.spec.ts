@@ -1,0 +1,84 @@
+import fc from 'fast-check';
+import fastJsonPatch, { type Operation } from 'fast-json-patch';
+import { describe, expect, it } from 'vitest';
+import { patchError } from './patch-error.js';
+
+const node = () => ({
+  metadata: { name: 'worker-1', annotations: { a: '1', 'x/y': '2' }, labels: ['odd'] },
+  status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready' }, { type: 'DiskPressure' }] },
+});
+
+describe('patchError', () => {
+  it('is undefined for a patch that applies, and never modifies the document or the patch', () => {
+    const patches: Operation[][] = [
+      [{ op: 'replace', path: '/status/allocatable/cpu', value: '6' }],
+      [{ op: 'add', path: '/metadata/annotations/kube-overcommit.io~1ratios', value: '{}' }, { op: 'remove', path: '/metadata/annotations/x~1y' }],
+      [{ op: 'add', path: '/metadata/extra', value: { nested: {} } }, { op: 'add', path: '/metadata/extra/nested/deep', value: 1 }],
+      [{ op: 'move', from: '/status/conditions/0', path: '/status/conditions/-' }, { op: 'replace', path: '/status/conditions/1/type', value: 'X' }],
+      [{ op: 'copy', from: '/status/allocatable', path: '/status/capacity' }, { op: 'add', path: '/status/capacity/memory', value: '1Gi' }],
+      [{ op: 'test', path: '/metadata/name', value: 'worker-1' }],
+      [{ op: 'replace', path: '', value: { other: true } }],
+      [],
+    ];
+    for (const patch of patches) {
+      const [document, operations] = [structuredClone(node()), structuredClone(patch)];
+      expect(patchError(document, operations), JSON.stringify(patch)).toBeUndefined();
+      expect(document).toEqual(node());
+      expect(operations).toEqual(patch);
+    }
+  });
+
+  it("gives fast-json-patch's error for a patch that does not apply", () => {
+    const cases: Array<[Operation[], string]> = [
+      [[{ op: 'add', path: '/metadata/labels/kube-overcommit.io~1pool', value: 'x' }], 'OPERATION_PATH_ILLEGAL_ARRAY_INDEX'],
+      [[{ op: 'add', path: '/metadata/name/annotations', value: {} }], 'OPERATION_PATH_UNRESOLVABLE'],
+      [[{ op: 'replace', path: '/status/capacity/cpu', value: '6' }], 'OPERATION_PATH_UNRESOLVABLE'],
+      [[{ op: 'remove', path: '/metadata/annotations/a' }, { op: 'remove', path: '/metadata/annotations/a' }], 'OPERATION_PATH_UNRESOLVABLE'],
+      [[{ op: 'test', path: '/metadata/name', value: 'worker-2' }], 'TEST_OPERATION_FAILED'],
+      [[{ op: 'add', path: '/status/conditions/7', value: {} }], 'OPERATION_VALUE_OUT_OF_BOUNDS'],
+      [[{ op: 'add', path: '/metadata/__proto__', value: {} }], 'TypeError'], // banned by the library
+    ];
+    for (const [patch, name] of cases) expect((patchError(node(), patch) as { name?: string } | undefined)?.name, JSON.stringify(patch)).toBe(name);
+    expect((patchError('a string', [{ op: 'add', path: '/metadata', value: {} }]) as { name?: string }).name).toBe('OPERATION_PATH_UNRESOLVABLE');
+    expect(patchError({ metadata: 'worker-1' }, [{ op: 'add', path: '/metadata/annotations', value: {} }])).toBeInstanceOf(Error);
+  });
+
+  it('answers as fast-json-patch validate does, on random documents and patches (property)', () => {
+    const token = fc.constantFrom('a', 'b', '0', '1', '-', 'x~1y', '__proto__', 'constructor');
+    const path = fc.array(token, { minLength: 1, maxLength: 3 }).map((tokens) => tokens.map((t) => `/${t}`).join(''));
+    const operation: fc.Arbitrary<Operation> = fc.oneof(
+      fc.record({ op: fc.constantFrom('add' as const, 'replace' as const, 'test' as const), path, value: fc.jsonValue({ maxDepth: 2 }) }),
+      fc.record({ op: fc.constant('remove' as const), path }),
+      fc.record({ op: fc.constantFrom('move' as const, 'copy' as const), from: path, path }),
+    );
+    // Keys and indices the paths above name, so that many patches apply.
+    const { value } = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small' },
+        fc.oneof(fc.string({ maxLength: 2 }), fc.integer(), fc.constant(null)),
+        fc.array(tie('value'), { maxLength: 3 }),
+        fc.dictionary(fc.constantFrom('a', 'b', '0', 'x/y'), tie('value'), { maxKeys: 3 }),
+      ),
+    }));
+    const document = fc.dictionary(fc.constantFrom('a', 'b', '0', 'x/y'), value, { minKeys: 1, maxKeys: 4 });
+    let applied = 0;
+    fc.assert(
+      fc.property(document, fc.array(operation, { maxLength: 3 }), (doc, patch) => {
+        const [input, operations] = [structuredClone(doc), structuredClone(patch)];
+        const ours = patchError(input, operations);
+        let theirs: Error | undefined;
+        try {
+          theirs = fastJsonPatch.validate(structuredClone(patch), structuredClone(doc));
+        } catch (error) {
+          theirs = error as Error; // validate rethrows what is not a JsonPatchError (the __proto__ ban)
+        }
+        expect(ours === undefined).toBe(theirs === undefined);
+        expect(input).toEqual(doc);
+        expect(operations).toEqual(patch);
+        if (ours === undefined && patch.length > 0) applied += 1;
+      }),
+      { numRuns: 1500 },
+    );
+    expect(applied).toBeGreaterThan(40);
+  });
+});
