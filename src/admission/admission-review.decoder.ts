@@ -17,6 +17,8 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 }
 
 const isString = (value: unknown): value is string => typeof value === 'string';
+// Exactly the declared keys: with `keys` present, any other key makes the count differ.
+const hasOnly = (value: Record<string, unknown>, keys: number) => Object.keys(value).length === keys;
 const isNonEmptyString = (value: unknown) => isString(value) && value.length > 0;
 // As class-validator's @IsOptional: null counts as absent.
 const isOptional = (value: unknown, check: (v: unknown) => boolean) => value == null || check(value);
@@ -33,8 +35,8 @@ export function isWellFormedReview(body: Record<string, unknown>): boolean {
   const { kind, resource } = request;
   return (
     isNonEmptyString(request.uid) &&
-    isPlainObject(kind) && isString(kind.group) && isString(kind.version) && isNonEmptyString(kind.kind) &&
-    isPlainObject(resource) && isString(resource.group) && isString(resource.version) && isNonEmptyString(resource.resource) &&
+    isPlainObject(kind) && isString(kind.group) && isString(kind.version) && isNonEmptyString(kind.kind) && hasOnly(kind, 3) &&
+    isPlainObject(resource) && isString(resource.group) && isString(resource.version) && isNonEmptyString(resource.resource) && hasOnly(resource, 3) &&
     isOptional(request.subResource, isString) &&
     isOptional(request.name, isString) &&
     isOptional(request.namespace, isString) &&

@@ -86,6 +86,9 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
   private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[]) {
     const config = this.config.snapshot().config;
     const patch: PatchOperation[] = [];
+    // Each strategy's ops as JSON without the brackets: serialised inside its own try, so a value
+    // too deep to serialise fails that strategy only.
+    const encoded: string[] = [];
     const warnings: string[] = [];
     let failed = false;
     // A later strategy sees the object as the earlier ones left it: work on a copy only when
@@ -93,8 +96,10 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
     let working = request;
     for (const [index, { meta, strategy }] of selected.entries()) {
       let result;
+      let json: string | undefined;
       try {
         result = strategy.admit(working, config);
+        if (result.patch?.length) json = JSON.stringify(result.patch).slice(1, -1);
       } catch (error) {
         // Mutation fails open: this strategy's changes are dropped, the request goes on.
         failed = true;
@@ -131,6 +136,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
           continue;
         }
         patch.push(...result.patch);
+        encoded.push(json!);
       }
     }
     const outcome: Outcome = patch.length > 0 ? 'patched' : failed ? 'error' : 'unchanged';
@@ -141,7 +147,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
         body: {
           uid: request.uid,
           allowed: true,
-          ...(patch.length ? { patchType: 'JSONPatch' as const, patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
+          ...(patch.length ? { patchType: 'JSONPatch' as const, patch: Buffer.from(`[${encoded.join(',')}]`).toString('base64') } : {}),
           ...(warnings.length ? { warnings } : {}),
         },
       },

@@ -67,3 +67,68 @@ nodes:
     expect(text).toMatch(/values must be empty for Exists and DoesNotExist/);
   });
 });
+
+describe('parseConfig with keys named like Object.prototype members', () => {
+  const KEYS = ['constructor', 'toString', 'hasOwnProperty', 'valueOf'];
+
+  it('keeps them as label keys in every selector, exactly as written', () => {
+    const labels = Object.fromEntries(KEYS.map((key, i) => [key, `v${i}`]));
+    const selector = `{ matchLabels: ${JSON.stringify(labels)}, matchExpressions: [{ key: constructor, operator: Exists }] }`;
+    const result = parseConfig(`
+nodes:
+  pools: [{ name: a, nodeSelector: ${selector}, ratios: { cpu: 2 } }]
+pods: { namespaceSelector: ${selector} }
+sidecars: { namespaceSelector: ${selector} }
+`);
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    if (!result.ok) return;
+    for (const selected of [result.value.nodes.pools[0].nodeSelector, result.value.pods.namespaceSelector, result.value.sidecars.namespaceSelector]) {
+      expect(Object.entries(selected.matchLabels!)).toEqual(Object.entries(labels));
+      expect(selected.matchExpressions![0].key).toBe('constructor');
+    }
+  });
+
+  it('keeps them in sidecar templates, exactly as written', () => {
+    const result = parseConfig(`
+sidecars:
+  templates:
+    - name: csi
+      volumes: [{ name: data, csi: { driver: csi.example.com, volumeAttributes: { constructor: x, toString: y, __proto__: z } } }]
+`);
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    if (!result.ok) return;
+    const attributes = result.value.sidecars.templates[0].volumes![0].csi.volumeAttributes;
+    expect(Object.entries(attributes)).toEqual([['constructor', 'x'], ['toString', 'y'], ['__proto__', 'z']]);
+  });
+
+  it('rejects them, by path, where the schema declares fixed fields', () => {
+    for (const key of [...KEYS, '__proto__']) {
+      const result = parseConfig(`${key}: 1\nnodes: { ${key}: 1, defaultRatios: { ${key}: 2 }, pools: [{ name: a, nodeSelector: { ${key}: {} }, ratios: {} }] }\n`);
+      expect(result.ok, key).toBe(false);
+      if (result.ok) continue;
+      for (const path of [key, `nodes.${key}`, `nodes.defaultRatios.${key}`, `nodes.pools[0].nodeSelector.${key}`]) {
+        expect(result.errors, key).toContain(`${path}: property ${key} should not exist`);
+      }
+    }
+  });
+
+  it('rejects a value nested deeper than the schema, and one deeper than the stack, without throwing', () => {
+    const deep = (depth: number) => `${'['.repeat(depth)}1${']'.repeat(depth)}`;
+    const inRatio = parseConfig(`nodes: { defaultRatios: { cpu: ${deep(500)} } }`);
+    expect(inRatio.ok).toBe(false);
+    if (!inRatio.ok) expect(inRatio.errors.every((line) => line.startsWith('nodes.defaultRatios.cpu: cpu must '))).toBe(true);
+    for (const depth of [500, 5_000]) {
+      const inTemplate = parseConfig(`sidecars: { templates: [{ name: t, containers: [{ name: c, image: i, args: ${deep(depth)} }] }] }`);
+      expect(inTemplate.ok, String(depth)).toBe(false);
+    }
+  });
+
+  it('lists at most 20 problems and counts the rest', () => {
+    const result = parseConfig(`nodes: { ${Array.from({ length: 1_000 }, (_, i) => `k${i}: 1`).join(', ')} }`);
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.errors).toHaveLength(21);
+    expect(result.errors[0]).toBe('nodes.k0: property k0 should not exist');
+    expect(result.errors[20]).toBe('... and 980 more problems');
+  });
+});

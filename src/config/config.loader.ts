@@ -22,6 +22,12 @@ export function parseConfig(text: string): Validated<OvercommitConfig> {
     const message = error instanceof YAMLParseError ? error.message.split('\n')[0] : String(error);
     return { ok: false, errors: [`(yaml): ${message}`] };
   }
-  const result = validateAs(OvercommitConfig, plain);
-  return result.ok ? { ok: true, value: deepFreeze(result.value) } : result;
+  try {
+    const result = validateAs(OvercommitConfig, plain);
+    return result.ok ? { ok: true, value: deepFreeze(result.value) } : result;
+  } catch (error) {
+    // Nothing a config holds may end the process: what the checks above did not foresee
+    // (a document nested deeper than the stack) rejects it like any other error.
+    return { ok: false, errors: [`(config): ${error instanceof Error ? error.message : String(error)}`] };
+  }
 }

@@ -11,6 +11,7 @@ import {
   ValidateNested,
   type ValidationOptions,
 } from 'class-validator';
+import { AsWritten } from '../common/validation.js';
 
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
@@ -55,7 +56,7 @@ export class LabelSelectorRequirement {
 
 /** metav1.LabelSelector. An empty selector matches every object. */
 export class LabelSelector {
-  @IsOptional() @IsLabelMap() matchLabels?: Record<string, string>;
+  @IsOptional() @AsWritten() @IsLabelMap() matchLabels?: Record<string, string>;
   @IsOptional()
   @IsArray()
   @ValidateNested({ each: true })
@@ -63,14 +64,17 @@ export class LabelSelector {
   matchExpressions?: LabelSelectorRequirement[];
 }
 
-/** Evaluates a LabelSelector with the semantics of k8s.io/apimachinery labels.Selector. */
+/**
+ * Evaluates a LabelSelector with the semantics of k8s.io/apimachinery labels.Selector. Label
+ * keys such as `constructor` or `toString` are legal, so a label is only ever an own property.
+ */
 export function matchesLabelSelector(selector: LabelSelector, labels: Readonly<Record<string, string>> | undefined): boolean {
   const have = labels ?? {};
   for (const [key, value] of Object.entries(selector.matchLabels ?? {})) {
-    if (have[key] !== value) return false;
+    if (!Object.hasOwn(have, key) || have[key] !== value) return false;
   }
   for (const { key, operator, values = [] } of selector.matchExpressions ?? []) {
-    const present = Object.prototype.hasOwnProperty.call(have, key);
+    const present = Object.hasOwn(have, key);
     switch (operator) {
       case 'In':
         if (!present || !values.includes(have[key])) return false;

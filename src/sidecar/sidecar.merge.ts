@@ -74,7 +74,7 @@ export function containsFields(actual: unknown, expected: unknown): boolean {
     return Array.isArray(actual) && actual.length === expected.length && expected.every((item, i) => containsFields(actual[i], item));
   }
   if (isObject(expected)) {
-    return isObject(actual) && Object.entries(expected).every(([key, value]) => containsFields(actual[key], value));
+    return isObject(actual) && Object.entries(expected).every(([key, value]) => containsFields(Object.hasOwn(actual, key) ? actual[key] : undefined, value));
   }
   return actual === expected;
 }

@@ -138,10 +138,11 @@ describe('POST /mutate over HTTPS', () => {
       }
     });
 
-    it('400 for a JSON body that tries prototype poisoning', async () => {
-      const reply = await send(`${server.https}/mutate`, { body: '{"apiVersion":"admission.k8s.io/v1","__proto__":{"allowed":false}}' });
+    it('400 naming the missing fields for a body whose `__proto__` key tries prototype poisoning: it is parsed as data', async () => {
+      const reply = await send(`${server.https}/mutate`, { body: '{"apiVersion":"admission.k8s.io/v1","__proto__":{"kind":"AdmissionReview"}}' });
       expect(reply.status).toBe(400);
-      expect(reply.json().message).toMatch(/not valid JSON/i);
+      expect(reply.json().problems.join('\n')).toMatch(/^kind: /m);
+      expect(reply.json().problems.join('\n')).toMatch(/^request: /m);
     });
 
     it('415 for a body that is not declared JSON, and 404 for GET /mutate', async () => {
