@@ -1,47 +1,30 @@
 /**
- * plainToInstance + validateSync for input nobody vetted: config.yaml and AdmissionReview
- * envelopes. Invariants:
+ * Validation of input nobody vetted (config.yaml, AdmissionReview envelopes) into class
+ * instances. Invariants:
  *
- * 1. class-transformer only ever sees a copy holding the properties a class declares, as deep
- *    as the classes nest (`shapedCopy`). It reads an object's type from its `constructor` key,
- *    recurses without bound and silently drops keys named like Object.prototype members
- *    (`toString`, `hasOwnProperty`); none of that can be reached from input this way.
- * 2. An undeclared key is reported by its path with class-validator's own message, whatever its
- *    name, at the cost of one `Object.keys`: never one validation error object per key.
- * 3. A value under an undeclared type (a scalar field) keeps only its outer shape: `{}` or an
- *    array of scalars and empty shapes. Its validators (IsString, IsNumber, ...) decide on that
- *    shape alone, so their messages are unchanged and no depth reaches them.
- * 4. A field marked `@AsWritten()` (label maps, Kubernetes objects) is never walked by
- *    class-transformer: it is put back as parsed, every key kept, and left to its validators.
- * 5. At most MAX_PROBLEMS problems are listed, the rest counted in a last line.
+ * 1. Instances are built by `instantiate`, which follows only the nested classes the schema
+ *    declares (`@Type`). class-transformer's plainToInstance is not used: it reads an object's
+ *    type from its `constructor` key (a TypeError for `{"constructor": "x"}`), recurses into
+ *    every value without bound, visits every element of every array, and silently drops keys
+ *    named like Object.prototype members (`toString`, `hasOwnProperty`), which are legal label keys.
+ * 2. Every other value (scalars, label maps, Kubernetes objects in sidecar templates) is kept
+ *    exactly as parsed, every key kept; its validators look at it, and none of them recurses.
+ * 3. An undeclared key is reported by its path with class-validator's own message, at the cost
+ *    of one `Object.keys`, never one validation error object per key. So is an array where the
+ *    schema has one object, or an object where it has a list, without looking inside.
+ * 4. At most MAX_PROBLEMS problems are listed, the rest counted in a last line.
  */
 import { createRequire } from 'node:module';
-import { Exclude, plainToInstance } from 'class-transformer';
 import { getMetadataStorage, validateSync, type ValidationError } from 'class-validator';
 
 export const MAX_PROBLEMS = 20;
 
 type Plain = Record<string, unknown>;
+type Class = new () => object;
 
 // class-transformer keeps the targets of @Type in this store and exports no accessor for it.
-const typeStore: { findTypeMetadata(target: Function, property: string): { typeFunction?: (options?: unknown) => Function } | undefined } =
+const typeStore: { findTypeMetadata(target: Function, property: string): { typeFunction?: (options?: unknown) => Class } | undefined } =
   createRequire(import.meta.url)('class-transformer/cjs/storage.js').defaultMetadataStorage;
-
-const asWrittenFields = new WeakMap<Function, Set<string>>();
-
-/** A field kept exactly as parsed (see invariant 4); its validators check it. */
-export function AsWritten(): PropertyDecorator {
-  return (target, key) => {
-    const fields = asWrittenFields.get(target.constructor) ?? new Set<string>();
-    asWrittenFields.set(target.constructor, fields.add(String(key)));
-    Exclude({ toClassOnly: true })(target, key);
-  };
-}
-
-function isAsWritten(cls: Function, key: string): boolean {
-  for (let c: Function | null = cls; c; c = Object.getPrototypeOf(c)) if (asWrittenFields.get(c)?.has(key)) return true;
-  return false;
-}
 
 const declaredCache = new Map<Function, ReadonlySet<string>>();
 function declaredProperties(cls: Function): ReadonlySet<string> {
@@ -54,8 +37,6 @@ function declaredProperties(cls: Function): ReadonlySet<string> {
 }
 
 const isPlainObject = (value: unknown): value is Plain => typeof value === 'object' && value !== null && !Array.isArray(value);
-const emptyShape = (value: unknown) => (Array.isArray(value) ? [] : isPlainObject(value) ? {} : value);
-const scalarShape = (value: unknown) => (Array.isArray(value) ? value.map(emptyShape) : emptyShape(value));
 const child = (path: string, key: string | number) => (typeof key === 'number' ? `${path}[${key}]` : path === '' ? key : `${path}.${key}`);
 
 class ProblemList {
@@ -70,10 +51,10 @@ class ProblemList {
   }
 }
 
-/** Invariants 1–4: what class-transformer may see of `plain` as a `cls`. */
-function shapedCopy(plain: Plain, cls: Function, path: string, problems: ProblemList): Plain {
+/** `plain` as a `cls`: invariants 1–3. */
+function instantiate(plain: Plain, cls: Class, path: string, problems: ProblemList): object {
+  const instance = new cls() as Plain;
   const declared = declaredProperties(cls);
-  const copy: Plain = {};
   for (const key of Object.keys(plain)) {
     const at = child(path, key);
     if (!declared.has(key)) {
@@ -81,27 +62,14 @@ function shapedCopy(plain: Plain, cls: Function, path: string, problems: Problem
       continue;
     }
     const value = plain[key];
-    if (isAsWritten(cls, key)) {
-      copy[key] = value;
-      continue;
-    }
     const nested = typeStore.findTypeMetadata(cls, key)?.typeFunction?.();
-    if (nested && isPlainObject(value)) copy[key] = shapedCopy(value, nested, at, problems);
-    else if (nested && Array.isArray(value)) {
-      copy[key] = value.map((item, i) => (isPlainObject(item) ? shapedCopy(item, nested, child(at, i), problems) : emptyShape(item)));
-    } else copy[key] = scalarShape(value);
+    const list = Reflect.getMetadata('design:type', cls.prototype, key) === Array;
+    if (!nested || typeof value !== 'object' || value === null) instance[key] = value;
+    else if (list !== Array.isArray(value)) problems.add(`${at}: ${key} must be ${list ? 'an array' : 'an object'}`);
+    else if (Array.isArray(value)) instance[key] = value.map((item, i) => (isPlainObject(item) ? instantiate(item, nested, child(at, i), problems) : item));
+    else instance[key] = instantiate(value as Plain, nested, at, problems);
   }
-  return copy;
-}
-
-/** Puts the `@AsWritten()` fields of `copy` back on the instance class-transformer built from it. */
-function restoreAsWritten(copy: unknown, instance: unknown): void {
-  if (Array.isArray(copy) && Array.isArray(instance)) copy.forEach((item, i) => restoreAsWritten(item, instance[i]));
-  if (!isPlainObject(copy) || typeof instance !== 'object' || instance === null) return;
-  for (const key of Object.keys(copy)) {
-    if (isAsWritten(instance.constructor, key)) (instance as Plain)[key] = copy[key];
-    else restoreAsWritten(copy[key], (instance as Plain)[key]);
-  }
+  return instance;
 }
 
 /** class-validator nests errors under `children`; flatten them to `path: message` lines. */
@@ -115,13 +83,11 @@ export function flattenValidationErrors(errors: ValidationError[], parent = ''):
 
 export type Validated<T> = { ok: true; value: T } | { ok: false; errors: string[] };
 
-/** plainToInstance + validate, with every bad field named by its path (at most MAX_PROBLEMS of them). */
+/** Builds and validates a `cls`, naming every bad field by its path (at most MAX_PROBLEMS of them). */
 export function validateAs<T extends object>(cls: new () => T, plain: unknown): Validated<T> {
   if (!isPlainObject(plain)) return { ok: false, errors: ['(root): must be an object'] };
   const problems = new ProblemList();
-  const copy = shapedCopy(plain, cls, '', problems);
-  const value = plainToInstance(cls, copy);
-  restoreAsWritten(copy, value);
+  const value = instantiate(plain, cls, '', problems) as T;
   const errors = validateSync(value, { whitelist: true, forbidNonWhitelisted: true, forbidUnknownValues: true });
   for (const line of flattenValidationErrors(errors)) problems.add(line);
   return problems.lines.length === 0 ? { ok: true, value } : { ok: false, errors: problems.all() };

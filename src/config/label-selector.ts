@@ -11,7 +11,6 @@ import {
   ValidateNested,
   type ValidationOptions,
 } from 'class-validator';
-import { AsWritten } from '../common/validation.js';
 
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
@@ -56,7 +55,7 @@ export class LabelSelectorRequirement {
 
 /** metav1.LabelSelector. An empty selector matches every object. */
 export class LabelSelector {
-  @IsOptional() @AsWritten() @IsLabelMap() matchLabels?: Record<string, string>;
+  @IsOptional() @IsLabelMap() matchLabels?: Record<string, string>;
   @IsOptional()
   @IsArray()
   @ValidateNested({ each: true })

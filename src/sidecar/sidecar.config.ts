@@ -1,6 +1,5 @@
 import { Type } from 'class-transformer';
 import { IsArray, IsDefined, IsOptional, Matches, ValidateBy, ValidateNested, type ValidationArguments } from 'class-validator';
-import { AsWritten } from '../common/validation.js';
 import { LabelSelector } from '../config/label-selector.js';
 import {
   DNS_LABEL,
@@ -58,7 +57,6 @@ export class SidecarTemplate {
 
   /** Appended after the pod's own containers. */
   @KubeList('sidecarContainers', (list) => namedListProblems(list, (c) => containerProblems(c, false)))
-  @AsWritten()
   containers: KubeObject[] | null = [];
 
   /**
@@ -74,12 +72,10 @@ export class SidecarTemplate {
     }
     return problems;
   })
-  @AsWritten()
   initContainers: KubeObject[] | null = [];
 
   /** Appended to the pod's volumes. */
   @KubeList('sidecarVolumes', (list) => namedListProblems(list, volumeProblems))
-  @AsWritten()
   volumes: KubeObject[] | null = [];
 
   /** core/v1 EnvVars added to every app container (the pod's own containers) that does not set them. */
@@ -94,7 +90,6 @@ export class SidecarTemplate {
       defaultMessage: () => 'a template must define at least one of containers, initContainers, volumes or env',
     },
   })
-  @AsWritten()
   env: KubeObject[] | null = [];
 }
 
