@@ -57,6 +57,14 @@ describe('planPodMutation on a Deployment pod', () => {
     expect(plan.changes).toHaveLength(6);
   });
 
+  it('writes only the fields of core/v1 ResourceRequirements, whatever else a client put beside them', () => {
+    const pod = deploymentPod();
+    const claims = [{ name: 'gpu' }];
+    pod.spec.initContainers[1].resources = { claims, extra: Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`k${i}`, 1])) };
+    const { pod: out } = mutate(pod, CRO);
+    expect(out.spec.initContainers[1].resources).toEqual({ claims, requests: { cpu: '100m', memory: '128Mi' } });
+  });
+
   it('is a no-op (no patch at all) on its own output', () => {
     const { pod } = mutate(deploymentPod(), CRO);
     expect(planPodMutation(pod, CRO, {})).toEqual({ patch: [], changes: [] });

@@ -158,7 +158,11 @@ function changeOf(before: bigint | undefined, after: bigint | undefined): Change
 
 /** `resources` with the cpu/memory values of `after` written where they differ from `before`. */
 function writeResources(resources: ResourceRequirements | undefined, before: ContainerAmounts, after: ContainerAmounts): ResourceRequirements {
-  const out: ResourceRequirements = { ...(resources ?? {}) };
+  // Only core/v1 ResourceRequirements' fields: the API server decodes the pod before calling us,
+  // so any other key comes from another client, and copying it would echo it, however much of
+  // it there is, into the patch.
+  const out: ResourceRequirements = {};
+  for (const field of ['limits', 'requests', 'claims']) if (resources?.[field] !== undefined) out[field] = resources[field];
   for (const field of ['requests', 'limits'] as const) {
     const list: Record<string, string | number> = { ...(isRecord(out[field]) ? out[field] : {}) };
     let changed = false;
