@@ -221,7 +221,9 @@ async function main(): Promise<void> {
   log(`\nmedians of ${ROUNDS} rounds; parse and after-parse in-process; latency and delay over HTTPS (delay: the node review's latency minus its latency alone)\n`);
   log(table(['body', 'bytes', 'status', 'resp bytes', 'parse ms', 'after-parse ms', 'latency ms', 'delay ms', 'max delay ms'], rows));
   const out = resultsPath('hostile-envelope.json');
-  writeFileSync(out, `${JSON.stringify({ startedAt: new Date().toISOString(), machine: machineInfo(), rounds: ROUNDS, cases: results }, null, 2)}\n`);
+  const loadAvg = os.loadavg().map((l) => round(l, 2));
+  log(`load at the end: ${loadAvg.join(' ')}`);
+  writeFileSync(out, `${JSON.stringify({ startedAt: new Date().toISOString(), machine: machineInfo(), loadAvgAtEnd: loadAvg, rounds: ROUNDS, cases: results }, null, 2)}\n`);
   log(`\n${out}`);
 }
 

@@ -65,6 +65,13 @@ describe('planPodMutation on a Deployment pod', () => {
     expect(out.spec.initContainers[1].resources).toEqual({ claims, requests: { cpu: '100m', memory: '128Mi' } });
   });
 
+  it('records a container named `__proto__` like any other', () => {
+    const pod = deploymentPod();
+    pod.spec.initContainers[1].name = '__proto__';
+    const { pod: out } = mutate(pod, CRO);
+    expect(Object.keys(JSON.parse(out.metadata.annotations[ORIGINAL_RESOURCES_ANNOTATION]))).toEqual(['migrate', '__proto__', 'checkout']);
+  });
+
   it('is a no-op (no patch at all) on its own output', () => {
     const { pod } = mutate(deploymentPod(), CRO);
     expect(planPodMutation(pod, CRO, {})).toEqual({ patch: [], changes: [] });

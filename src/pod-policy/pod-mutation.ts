@@ -182,7 +182,8 @@ export function planPodMutation(pod: PodLike, settings: PolicySettings, bounds: 
   const originals = readOriginals(pod.metadata?.annotations);
   const held = readPodLevelResources(pod);
   const podSettings = settingsWithout(settings, held);
-  const record: Record<string, RecordedResources> = {};
+  // Keyed by container names a client chose: no prototype for a `__proto__` name to replace.
+  const record: Record<string, RecordedResources> = Object.create(null);
   const patch: PatchOperation[] = [];
   const changes: ResourceChange[] = [];
 
