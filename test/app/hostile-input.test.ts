@@ -59,9 +59,9 @@ describe('hostile and unusual bodies on /mutate', () => {
   });
 
   it('fails open for a pod whose container resources hold a field nested 5,000 levels deep', async () => {
-    // log-shipper sets no resources: the policy gives it default requests, written with the rest of its resources.
+    // log-shipper sets no requests: the policy gives it defaults, written into its requests beside what they hold.
     const review = podReview(deploymentPod());
-    review.request.object.spec.initContainers[1].resources = { extra: '__MARKER__' };
+    review.request.object.spec.initContainers[1].resources = { requests: { extra: '__MARKER__' } };
     const reply = await post(server, JSON.stringify(review).replace('"__MARKER__"', nested(5_000)));
     expect(reply.status).toBe(200);
     expect(reply.json().response).toMatchObject({ uid: review.request.uid, allowed: true });
