@@ -79,6 +79,10 @@ function cases(): Case[] {
   return [
     { name: 'valid node, 3 MiB of images (baseline)', body: largestNode() },
     { name: 'request.kind: 3 MiB of keys', body: withHole(node(), hole((r) => r.request, 'kind'), (room) => keys(room, '1')) },
+    {
+      name: 'request.kind: group, version, kind and 3 MiB more keys',
+      body: withHole(node(), hole((r) => r.request, 'kind'), (room) => keys(room - 64, '1').replace('{', '{"group":"","version":"v1","kind":"Node",')),
+    },
     { name: 'request.kind: 3 MiB of keys, each an object', body: withHole(node(), hole((r) => r.request, 'kind'), (room) => keys(room, '{}')) },
     { name: 'request.uid: array of 1.5 M numbers', body: withHole(node(), hole((r) => r.request, 'uid'), (room) => repeatList(room, '1')) },
     { name: 'request.uid: array of 1 M objects', body: withHole(node(), hole((r) => r.request, 'uid'), (room) => repeatList(room, '{}')) },

@@ -31,7 +31,7 @@ describe('decodeAdmissionReview', () => {
     const base = nodeReview(kubeadmNode({ images: 1 }));
     fc.assert(
       fc.property(
-        fc.array(fc.tuple(fc.constantFrom('apiVersion', 'kind', ...REQUEST_FIELDS.map((f) => `request.${f}`), 'request.kind.kind', 'request.kind.group', 'request.kind.constructor', 'request.kind.toString', 'request.resource.resource', 'request.resource.version', 'request.resource.extra'), fieldValues), { maxLength: 3 }),
+        fc.array(fc.tuple(fc.constantFrom('apiVersion', 'kind', ...REQUEST_FIELDS.map((f) => `request.${f}`), 'request.kind.kind', 'request.kind.group', 'request.resource.resource', 'request.resource.version'), fieldValues), { maxLength: 3 }),
         (edits) => {
           const body = structuredClone(base);
           for (const [path, value] of edits) {
