@@ -117,7 +117,7 @@ describe('hostile and unusual bodies on /mutate', () => {
 describe('a config with label keys that name Object.prototype members', () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startServer('nodes: { defaultRatios: { cpu: 1 } }\n');
+    server = await startServer('nodes: { pools: [{ name: ctor, nodeSelector: { matchLabels: { valueOf: v } }, ratios: { cpu: 1.5 } }] }\n');
   });
   afterAll(async () => {
     await server?.stop();
@@ -133,8 +133,15 @@ describe('a config with label keys that name Object.prototype members', () => {
     return patch.find((op: any) => op.path === '/status/allocatable/cpu')?.value;
   };
 
+  const generation = () => server.metrics().then((text) => metricValue(text, 'kube_overcommit_config_generation'));
+
+  it('is applied at start', async () => {
+    expect(await generation()).toBe(1);
+    expect(await cpu({ valueOf: 'v' })).toBe('6');
+    expect(await cpu({})).toBeUndefined();
+  });
+
   it('is applied on a live reload, and selects nodes by those keys as the API server would', async () => {
-    const generation = () => server.metrics().then((text) => metricValue(text, 'kube_overcommit_config_generation'));
     const before = await generation();
     server.writeConfig(`
 nodes:
