@@ -1,3 +1,5 @@
+// First: refuses an older Node in one line before the Kubernetes client loads.
+import './node-version.js';
 import 'reflect-metadata';
 import { Logger } from 'nestjs-pino';
 import { createApp, portInUse } from './app.factory.js';
