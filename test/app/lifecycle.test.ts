@@ -17,6 +17,24 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
+/** A kubeconfig whose API server refuses connections. */
+async function unreachableKubeconfig(): Promise<string> {
+  const port = await closedPort();
+  const kubeconfig = join(tmpdir(), `kube-overcommit-unreachable-${port}.kubeconfig`);
+  writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'gone', cluster: { server: `https://127.0.0.1:${port}`, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'sa', user: { token: 'unused' } }],
+      contexts: [{ name: 'gone', context: { cluster: 'gone', user: 'sa' } }],
+      'current-context': 'gone',
+    }),
+  );
+  return kubeconfig;
+}
+
 describe('draining on shutdown', () => {
   let server: TestServer | undefined;
   afterAll(async () => {
@@ -129,21 +147,9 @@ describe('an unreachable API server', () => {
   });
 
   it('keeps serving admission with the config in force, unready, naming the problem', async () => {
-    const port = await closedPort();
-    const kubeconfig = join(tmpdir(), `kube-overcommit-unreachable-${port}.kubeconfig`);
-    writeFileSync(
-      kubeconfig,
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [{ name: 'gone', cluster: { server: `https://127.0.0.1:${port}`, 'insecure-skip-tls-verify': true } }],
-        users: [{ name: 'sa', user: { token: 'unused' } }],
-        contexts: [{ name: 'gone', context: { cluster: 'gone', user: 'sa' } }],
-        'current-context': 'gone',
-      }),
-    );
-    // No config file: in-cluster mode (KUBECONFIG), the ConfigMap source cannot list.
-    server = await startServer('', { OVERCOMMIT_CONFIG_FILE: '', KUBECONFIG: kubeconfig, POD_NAMESPACE: 'kube-overcommit' });
+    const kubeconfig = await unreachableKubeconfig();
+    // No config file: cluster mode (OVERCOMMIT_KUBECONFIG), the ConfigMap source cannot list.
+    server = await startServer('', { OVERCOMMIT_CONFIG_FILE: '', OVERCOMMIT_KUBECONFIG: kubeconfig, POD_NAMESPACE: 'kube-overcommit' });
 
     const ready = await send(`${server.http}/readyz`);
     expect(ready.status).toBe(503);
@@ -161,5 +167,15 @@ describe('an unreachable API server', () => {
     await new Promise((r) => setTimeout(r, 1_500));
     const again = await eventually(async () => (await send(`${server!.https}/healthz`)).status === 200);
     expect(again).toBe(true);
+  });
+
+  it('ignores a KUBECONFIG set for kubectl: only OVERCOMMIT_KUBECONFIG selects a cluster', async () => {
+    const local = await startServer('nodes: { defaultRatios: { cpu: 2 } }', { KUBECONFIG: await unreachableKubeconfig() });
+    try {
+      expect((await send(`${local.http}/readyz`)).status).toBe(200);
+      expect((await local.mutate(nodeReview(kubeadmNode()))).json().response.patch).toBeDefined();
+    } finally {
+      await local.stop();
+    }
   });
 });
