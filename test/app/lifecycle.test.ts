@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LifecycleService } from '../../src/health/lifecycle.service.js';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
-import { eventually, send, startServer, type TestServer } from './harness.js';
+import { LEVEL, eventually, send, startServer, type TestServer } from './harness.js';
 
 /** A port with nothing listening: connections are refused at once. */
 async function closedPort(): Promise<number> {
@@ -163,10 +163,12 @@ describe('an unreachable API server', () => {
       expect(reply.status).toBe(200);
       expect(reply.json().response).toEqual({ uid: review.request.uid, allowed: true });
     }
-    // Still retrying in the background, still serving.
+    // Still retrying in the background, still serving; the retries name the server and the cause.
     await new Promise((r) => setTimeout(r, 1_500));
     const again = await eventually(async () => (await send(`${server!.https}/healthz`)).status === 200);
     expect(again).toBe(true);
+    const retries = server.logs(LEVEL.warn).map((line) => line.msg);
+    expect(retries).toContainEqual(expect.stringMatching(/^watch of ConfigMap kube-overcommit\/kube-overcommit-config failed \(cannot reach https:\/\/127\.0\.0\.1:\d+: ECONNREFUSED\); retrying in \d+ ms$/));
   });
 
   it('ignores a KUBECONFIG set for kubectl: only OVERCOMMIT_KUBECONFIG selects a cluster', async () => {
