@@ -11,7 +11,9 @@ export function createRootLogger(env: NodeJS.ProcessEnv, destination?: Destinati
   const level = env.LOG_LEVEL ?? 'info';
   if (destination) return pino({ level }, destination);
   const target = prettyTarget(process.stdout.isTTY === true, canResolve);
-  return target ? pino({ level, transport: { target, options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } }) : pino({ level });
+  if (!target) return pino({ level });
+  const options = { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,context', messageFormat: '{if context}[{context}] {end}{msg}' };
+  return pino({ level, transport: { target, options } });
 }
 
 /** `pino-pretty` on a terminal where it is installed; else undefined (JSON). */
