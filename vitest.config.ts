@@ -7,7 +7,11 @@ const decorators = { oxc: { decorator: { legacy: true, emitDecoratorMetadata: tr
 export default defineConfig({
   test: {
     projects: [
-      { ...decorators, test: { name: 'unit', include: ['src/**/*.spec.ts'], environment: 'node', setupFiles: ['reflect-metadata'] } },
+      {
+        ...decorators,
+        // nest-logs: Nest's logger lines are kept for assertions, not printed.
+        test: { name: 'unit', include: ['src/**/*.spec.ts'], environment: 'node', setupFiles: ['reflect-metadata', 'test/setup/nest-logs.ts'] },
+      },
       {
         ...decorators,
         test: { name: 'app', include: ['test/app/**/*.test.ts'], environment: 'node', setupFiles: ['reflect-metadata'], testTimeout: 20_000 },

@@ -7,11 +7,13 @@ import net, { type AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { getToken } from '@willsoto/nestjs-prometheus';
 import type { FastifyInstance } from 'fastify';
+import type { Logger as PinoLogger } from 'pino';
 import type { Counter } from 'prom-client';
 import { AdmissionPipeline } from './admission/admission.pipeline.js';
 import { createAdmissionServer, isAdmissionTarget } from './admission/admission.server.js';
 import { AppModule } from './app.module.js';
 import { LifecycleService } from './health/lifecycle.service.js';
+import { contextLog, createRootLogger } from './logging.js';
 import { BodyBudget, HTTP_REFUSED_METRIC, REFUSAL_REASONS, type ServerLimits, readDeclaredBodyBytes, readServerLimits } from './server-limits.js';
 import { loadInitialTls } from './tls/tls-material.js';
 import { secureContextOptions } from './tls/tls-policy.js';
@@ -26,6 +28,8 @@ export interface AppOptions {
   httpPort: number;
   host?: string;
   env?: NodeJS.ProcessEnv;
+  /** Every log line goes through it (default: createRootLogger(env)). */
+  logger?: PinoLogger;
 }
 
 export interface RunningApp {
@@ -92,11 +96,11 @@ async function probePort(port: number, host: string): Promise<void> {
 export async function createApp(options: AppOptions): Promise<RunningApp> {
   const env = options.env ?? process.env;
   const host = options.host ?? '0.0.0.0';
-  const bootLog = { info: (m: string) => console.log(m), warn: (m: string) => console.warn(m) };
+  const logger = options.logger ?? createRootLogger(env);
   const limits = readServerLimits(env);
   await probePort(options.httpsPort, host);
   await probePort(options.httpPort, host);
-  const tls = await loadInitialTls(env, bootLog);
+  const tls = await loadInitialTls(env, contextLog(logger, 'Tls'));
   const clientCaFile = tls.policy?.clientCaFile;
   const bodies = new BodyBudget(limits.maxBodyBytesInFlight);
   let httpsServer!: https.Server;
@@ -153,7 +157,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
       return httpsServer;
     },
   });
-  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(env, tls, () => httpsServer), adapter, {
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(env, logger, tls, () => httpsServer), adapter, {
     bufferLogs: true,
   });
   app.useLogger(app.get(Logger));

@@ -1,6 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import type { Server as TlsServer } from 'node:tls';
 import { LoggerModule } from 'nestjs-pino';
+import type { Logger as PinoLogger } from 'pino';
 import { AdmissionModule } from './admission/admission.module.js';
 import { BackgroundTasksModule } from './common/background-tasks.js';
 import { ConfigModule } from './config/config.module.js';
@@ -15,14 +16,14 @@ import { TlsModule } from './tls/tls.module.js';
 
 @Module({})
 export class AppModule {
-  static forRoot(env: NodeJS.ProcessEnv, tls: TlsMaterial, getHttpsServer: () => TlsServer | undefined): DynamicModule {
+  static forRoot(env: NodeJS.ProcessEnv, logger: PinoLogger, tls: TlsMaterial, getHttpsServer: () => TlsServer | undefined): DynamicModule {
     return {
       module: AppModule,
       imports: [
         LoggerModule.forRoot({
           // Request logging stays off: the admission pipeline logs one line per decision at
           // debug, with the request uid (and /mutate is not served by Nest: admission.server.ts).
-          pinoHttp: { level: env.LOG_LEVEL ?? 'info', autoLogging: false, quietReqLogger: true },
+          pinoHttp: { logger, autoLogging: false, quietReqLogger: true },
         }),
         MetricsModule.forRoot(),
         BackgroundTasksModule,

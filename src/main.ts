@@ -1,13 +1,18 @@
+// First: refuses an older Node in one line before the Kubernetes client loads.
+import './node-version.js';
 import 'reflect-metadata';
 import { Logger } from 'nestjs-pino';
 import { createApp, portInUse } from './app.factory.js';
 import { LifecycleService, readShutdownDelayMs } from './health/lifecycle.service.js';
+import { createRootLogger } from './logging.js';
 
 const port = (name: string, fallback: number) => {
   const value = Number(process.env[name] ?? fallback);
   if (!Number.isInteger(value) || value < 0 || value > 65535) throw new Error(`${name} must be a port number, got ${process.env[name]}`);
   return value;
 };
+
+const rootLogger = createRootLogger(process.env);
 
 /**
  * The last resort for an error that escaped every guard (src/common/background-tasks.ts).
@@ -17,14 +22,14 @@ const port = (name: string, fallback: number) => {
  * while the other replica serves. The monitor hook only observes, so the default stays.
  */
 process.on('uncaughtExceptionMonitor', (error, origin) => {
-  const err = error instanceof Error ? { type: error.name, message: error.message, stack: error.stack } : { message: String(error) };
-  console.error(JSON.stringify({ level: 60, time: Date.now(), origin, err, msg: `kube-overcommit is exiting on an uncaught ${origin}: ${err.message}` }));
+  const message = error instanceof Error ? error.message : String(error);
+  rootLogger.fatal({ context: 'Main', origin, err: error }, `kube-overcommit is exiting on an uncaught ${origin}: ${message}`);
 });
 
 async function main(): Promise<void> {
   const drainMs = readShutdownDelayMs(process.env);
   const ports = { OVERCOMMIT_HTTPS_PORT: port('OVERCOMMIT_HTTPS_PORT', 8443), OVERCOMMIT_HTTP_PORT: port('OVERCOMMIT_HTTP_PORT', 8080) };
-  const running = await createApp({ httpsPort: ports.OVERCOMMIT_HTTPS_PORT, httpPort: ports.OVERCOMMIT_HTTP_PORT }).catch((error) => {
+  const running = await createApp({ logger: rootLogger, httpsPort: ports.OVERCOMMIT_HTTPS_PORT, httpPort: ports.OVERCOMMIT_HTTP_PORT }).catch((error) => {
     throw portInUse(error, ports) ?? error;
   });
   const logger = running.app.get(Logger);
@@ -50,6 +55,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error) => {
-  console.error(JSON.stringify({ level: 60, time: Date.now(), msg: `kube-overcommit failed to start: ${error?.message ?? error}` }));
+  rootLogger.fatal({ context: 'Main' }, `kube-overcommit failed to start: ${error?.message ?? error}`);
   process.exit(1);
 });

@@ -2,6 +2,7 @@ import { Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/c
 import { CoreV1Api, KubeConfig, type CoreV1Event, type V1ConfigMap } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { BackgroundTasks } from '../common/background-tasks.js';
+import { describeApiError } from '../kube/api-error.js';
 import { platformNamespace } from '../kube/kube.env.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import { ConfigStore } from './config.store.js';
@@ -28,6 +29,7 @@ export class ConfigMapSource implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('ConfigMap');
   private readonly informer: ResilientInformer<V1ConfigMap>;
   private readonly core: CoreV1Api;
+  private readonly server?: string;
   private lastText?: string;
 
   constructor(
@@ -37,6 +39,7 @@ export class ConfigMapSource implements OnModuleInit, OnApplicationShutdown {
     background: BackgroundTasks,
   ) {
     this.core = kube.makeApiClient(CoreV1Api);
+    this.server = kube.getCurrentCluster()?.server;
     const fieldSelector = `metadata.name=${ref.name}`;
     const list = async () => {
       const result = await this.core.listNamespacedConfigMap({ namespace: ref.namespace, fieldSelector });
@@ -108,7 +111,7 @@ export class ConfigMapSource implements OnModuleInit, OnApplicationShutdown {
     try {
       await this.core.createNamespacedEvent({ namespace: this.ref.namespace, body: event });
     } catch (error) {
-      this.logger.warn(`could not record an Event on ConfigMap ${this.describe()}: ${(error as Error).message}`);
+      this.logger.warn(`could not record an Event on ConfigMap ${this.describe()}: ${describeApiError(error, this.server)}`);
     }
   }
 }

@@ -3,9 +3,37 @@ import { readFileSync } from 'node:fs';
 /** The environment the app was started with (tests start apps with their own). */
 export const KUBE_ENV = Symbol('KUBE_ENV');
 
-/** Running against an API server: in a pod (service account) or with an explicit KUBECONFIG. */
+/**
+ * Where the API client's configuration comes from. A kubeconfig is used only when named by
+ * OVERCOMMIT_KUBECONFIG: a developer's KUBECONFIG, set for kubectl, must not turn a local run
+ * into one that watches whatever cluster it points at.
+ */
+export type KubeConfigSource = { kind: 'kubeconfig'; path: string } | { kind: 'service-account' } | { kind: 'none' };
+
+export function kubeConfigSource(env: NodeJS.ProcessEnv): KubeConfigSource {
+  if (env.OVERCOMMIT_KUBECONFIG) return { kind: 'kubeconfig', path: env.OVERCOMMIT_KUBECONFIG };
+  if (env.KUBERNETES_SERVICE_HOST) return { kind: 'service-account' };
+  return { kind: 'none' };
+}
+
+/** Running against an API server: in a pod (service account) or with OVERCOMMIT_KUBECONFIG. */
 export function inCluster(env: NodeJS.ProcessEnv): boolean {
-  return Boolean(env.KUBERNETES_SERVICE_HOST || env.KUBECONFIG);
+  return kubeConfigSource(env).kind !== 'none';
+}
+
+/** The startup line saying which API server, if any, this process talks to, and why. */
+export function describeKubeConfigSource(source: KubeConfigSource, server: string | undefined, env: NodeJS.ProcessEnv): string {
+  switch (source.kind) {
+    case 'kubeconfig':
+      return `API server ${server ?? '(none in the current context)'}, from OVERCOMMIT_KUBECONFIG=${source.path}`;
+    case 'service-account':
+      return `API server ${server ?? '(unknown)'}, from the pod's service account`;
+    case 'none':
+      return (
+        'no cluster (neither KUBERNETES_SERVICE_HOST nor OVERCOMMIT_KUBECONFIG is set): config from OVERCOMMIT_CONFIG_FILE or the built-in defaults' +
+        (env.KUBECONFIG ? '; KUBECONFIG is ignored, set OVERCOMMIT_KUBECONFIG to use a kubeconfig' : '')
+      );
+  }
 }
 
 /** Namespaces no pod strategy ever touches, whatever their labels say (nor the platform's own). */
@@ -27,7 +55,7 @@ export function platformNamespace(env: NodeJS.ProcessEnv, readFile: (path: strin
       const namespace = readFile(SERVICE_ACCOUNT_NAMESPACE_FILE).trim();
       if (namespace) return namespace;
     } catch {
-      // no service account mounted (KUBECONFIG from outside the cluster)
+      // no service account mounted (OVERCOMMIT_KUBECONFIG from outside the cluster)
     }
   }
   return DEFAULT_PLATFORM_NAMESPACE;

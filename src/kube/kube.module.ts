@@ -1,12 +1,12 @@
-import { type DynamicModule, Global, Module } from '@nestjs/common';
+import { type DynamicModule, Global, Logger, Module } from '@nestjs/common';
 import { KubeConfig } from '@kubernetes/client-node';
-import { KUBE_ENV } from './kube.env.js';
+import { KUBE_ENV, describeKubeConfigSource, kubeConfigSource } from './kube.env.js';
 import { NamespaceCache } from './namespace-cache.service.js';
 
 /**
- * The API client configuration (KUBECONFIG when set, else the pod's service account) and the
- * caches shared by strategies. Loading the configuration makes no request: the webhook
- * starts without a cluster.
+ * The API client configuration (OVERCOMMIT_KUBECONFIG when set, else in a pod its service
+ * account, else none: see kubeConfigSource) and the caches shared by strategies. Loading the
+ * configuration makes no request: the webhook starts without a cluster.
  */
 @Global()
 @Module({})
@@ -19,9 +19,11 @@ export class KubeModule {
         {
           provide: KubeConfig,
           useFactory: () => {
+            const source = kubeConfigSource(env);
             const kubeConfig = new KubeConfig();
-            if (env.KUBECONFIG) kubeConfig.loadFromFile(env.KUBECONFIG);
-            else kubeConfig.loadFromDefault();
+            if (source.kind === 'kubeconfig') kubeConfig.loadFromFile(source.path);
+            else if (source.kind === 'service-account') kubeConfig.loadFromCluster();
+            new Logger('Kube').log(describeKubeConfigSource(source, kubeConfig.getCurrentCluster()?.server, env));
             return kubeConfig;
           },
         },

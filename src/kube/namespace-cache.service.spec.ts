@@ -57,7 +57,7 @@ describe('NamespaceCache.scope', () => {
       const decision = cache({ blog: OPTED_IN }, IN_CLUSTER_ENV).scope('shop', selector);
       expect(decision).toEqual({ inScope: false, reason: expect.stringContaining('labels of namespace "shop" are not known yet'), unknown: true });
     }
-    expect(cache({}, { KUBECONFIG: '/home/me/.kube/config', POD_NAMESPACE: 'x' }).scope('shop', SELECTOR)).toMatchObject({ inScope: false, unknown: true });
+    expect(cache({}, { OVERCOMMIT_KUBECONFIG: '/home/me/.kube/config', POD_NAMESPACE: 'x' }).scope('shop', SELECTOR)).toMatchObject({ inScope: false, unknown: true });
   });
 });
 

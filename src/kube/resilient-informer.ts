@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { KubeConfig, ListWatch, Watch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { describeApiError } from './api-error.js';
 
 export interface InformerOptions<T extends KubernetesObject> {
   /** For logs: what is being watched. */
@@ -61,6 +62,7 @@ export class ResilientInformer<T extends KubernetesObject> {
   private stopped = false;
   private restartDelayMs = FIRST_RESTART_DELAY_MS;
   private restartTimer?: NodeJS.Timeout;
+  private readonly server?: string;
 
   constructor(
     kube: KubeConfig,
@@ -68,6 +70,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     list: () => Promise<KubernetesListObject<T>>,
     private readonly options: InformerOptions<T>,
   ) {
+    this.server = kube.getCurrentCluster()?.server;
     const transform = options.transform ?? stripManagedFields;
     const listAndMark = async () => {
       const result = await list();
@@ -100,8 +103,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     if (this.stopped) return;
     const delay = this.restartDelayMs;
     this.restartDelayMs = Math.min(delay * 2, MAX_RESTART_DELAY_MS);
-    const message = error instanceof Error ? error.message : String(error);
-    this.logger.warn(`watch of ${this.options.description} failed (${message}); retrying in ${delay} ms`);
+    this.logger.warn(`watch of ${this.options.description} failed (${describeApiError(error, this.server)}); retrying in ${delay} ms`);
     clearTimeout(this.restartTimer);
     this.restartTimer = setTimeout(() => void this.cache.start().catch((e) => this.scheduleRestart(e)), delay);
   }

@@ -133,7 +133,7 @@ describe('PodFactsService', () => {
       api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
       const store = configStore(NO_POD_POLICY);
       const gauge = syncedGauge();
-      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, store, gauge, backgroundTasks());
+      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, store, gauge, backgroundTasks());
       facts.onModuleInit();
       await new Promise((r) => setTimeout(r, 100));
       // No pod policy: nothing listed or watched (every Node write would come back as an event).
@@ -169,7 +169,7 @@ describe('PodFactsService', () => {
       expect(pod.metadata.managedFields).toHaveLength(1);
       api.objects.nodes.push(listed);
       api.objects.pods.push(pod);
-      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge(), backgroundTasks());
+      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge(), backgroundTasks());
       facts.onModuleInit();
       await until(() => facts.isSynced('nodes') && facts.isSynced('pods') && api.watching('nodes'));
       api.emit('nodes', 'ADDED', kubeadmNode({ name: 'worker-2' }));
@@ -189,7 +189,7 @@ describe('PodFactsService', () => {
       api = new FakeApiServer();
       await api.start();
       const registry = new Registry();
-      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge(), backgroundTasks(registry));
+      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge(), backgroundTasks(registry));
       facts.onModuleInit();
       await until(() => facts.isSynced('pods') && api.watching('pods'));
       const upsert = vi.spyOn(PodsByNode.prototype, 'upsert').mockImplementationOnce(() => {
@@ -219,7 +219,7 @@ describe('PodFactsService', () => {
       api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
       api.objects.limitranges.push({ metadata: { name: 'defaults', namespace: 'shop' }, spec: { limits: [{ type: 'Container', max: { cpu: '2' } }] } });
 
-      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, configStore(CAP_AND_DEFAULTS), syncedGauge(), backgroundTasks());
+      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, configStore(CAP_AND_DEFAULTS), syncedGauge(), backgroundTasks());
       facts.onModuleInit();
 
       expect(facts.available).toBe(true);

@@ -3,6 +3,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.js';
 import { podReview } from '../../test/fixtures/pods.js';
 import { deploymentPod, mirrorPod } from '../../test/fixtures/sidecar-pods.js';
+import { nestLogs } from '../../test/setup/nest-logs.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import { parseConfig } from '../config/config.loader.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
@@ -95,6 +96,7 @@ describe('SidecarStrategy', () => {
     const result = unknown.admit(request(deploymentPod({ inject: 'logging' })), CONFIG);
     expect(result.patch).toBeUndefined();
     expect(result.warnings).toEqual([expect.stringMatching(/^kube-overcommit.io\/inject ignored: the labels of namespace "shop" are not known yet/)]);
+    expect(nestLogs('warn')).toEqual([{ level: 'warn', context: 'Sidecar', message: expect.stringMatching(/^shop\/web-.*: kube-overcommit.io\/inject ignored: the labels/) }]);
     expect(await unsyncedCount()).toBe(1);
     expect((await counter.get()).values).toEqual([]);
     unknown.admit(request(deploymentPod({ inject: 'logging' }), { dryRun: true }), CONFIG);

@@ -1,7 +1,7 @@
 import fastJsonPatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeadmNode, kwokNode, nodeReview } from '../fixtures/nodes.js';
-import { eventually, metricValue, send, startServer, type TestServer } from './harness.js';
+import { LEVEL, eventually, metricValue, send, startServer, type TestServer } from './harness.js';
 
 const CONFIG = `
 nodes:
@@ -107,6 +107,8 @@ describe('POST /mutate over HTTPS', () => {
     const metrics = await server.metrics();
     expect(metricValue(metrics, 'kube_overcommit_admission_strategy_errors_total', { strategy: 'node-oversell' })).toBeGreaterThanOrEqual(1);
     expect(metricValue(metrics, 'kube_overcommit_admission_requests_total', { resource: 'nodes/status', operation: 'UPDATE', outcome: 'error' })).toBeGreaterThanOrEqual(1);
+    const failure = server.logs(LEVEL.error).find((line) => line.uid === review.request.uid);
+    expect(failure).toMatchObject({ msg: 'strategy node-oversell failed; admitting unchanged', err: { type: 'QuantityFormatError' } });
   });
 
   describe('bad input gets a clear error and the server keeps serving', () => {
@@ -227,6 +229,7 @@ describe('config file reloads', () => {
       return metricValue(text, 'kube_overcommit_config_reloads_total', { result: 'failure' }) === 1 && text;
     }, 2_000);
     expect(metricValue(metrics, 'kube_overcommit_config_generation')).toBe(2);
+    expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual(['nodes.defaultRatios.gpu: property gpu should not exist', 'nodes.defaultRatios.cpu: cpu must not be greater than 10']);
     expect(await cpuAfterMutate()).toMatch(/^(5|5000m)$/);
     expect((await send(`${server.https}/readyz`)).status).toBe(200);
   });

@@ -4,6 +4,19 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createApp, type RunningApp } from '../../src/app.factory.js';
+import { createRootLogger } from '../../src/logging.js';
+
+/** A pino log line, parsed. */
+export type LogLine = { level: number; msg: string; context?: string } & Record<string, unknown>;
+export const LEVEL = { debug: 20, info: 30, warn: 40, error: 50 } as const;
+
+/**
+ * Where app logs go: the lines of the server started last. nestjs-pino keeps one root logger
+ * per process (the first app's), so every app of a test file writes through the same stream;
+ * the servers of a file run one after the other.
+ */
+let currentLines: LogLine[] = [];
+const appLogStream = { write: (line: string) => void currentLines.push(JSON.parse(line)) };
 
 export interface Reply {
   status: number;
@@ -45,6 +58,8 @@ export interface TestServer {
   https: string;
   http: string;
   configFile: string;
+  /** Every line the app logged so far (tests assert on what they provoke; nothing is printed). */
+  logs(minLevel?: number): LogLine[];
   writeConfig(text: string): void;
   mutate(review: unknown): Promise<Reply>;
   metrics(): Promise<string>;
@@ -56,11 +71,15 @@ export async function startServer(config: string, env: Record<string, string> = 
   const dir = mkdtempSync(join(tmpdir(), 'kube-overcommit-app-'));
   const configFile = join(dir, 'config.yaml');
   writeFileSync(configFile, config);
+  const lines: LogLine[] = [];
+  currentLines = lines;
+  const appEnv = { LOG_LEVEL: 'warn', OVERCOMMIT_CONFIG_FILE: configFile, OVERCOMMIT_TLS_CERT_FILE: join(dir, 'none.crt'), OVERCOMMIT_TLS_KEY_FILE: join(dir, 'none.key'), ...env };
   const running = await createApp({
     httpsPort: 0,
     httpPort: 0,
     host: '127.0.0.1',
-    env: { LOG_LEVEL: 'warn', OVERCOMMIT_CONFIG_FILE: configFile, OVERCOMMIT_TLS_CERT_FILE: join(dir, 'none.crt'), OVERCOMMIT_TLS_KEY_FILE: join(dir, 'none.key'), ...env },
+    env: appEnv,
+    logger: createRootLogger(appEnv, appLogStream),
   });
   const base = `https://127.0.0.1:${running.httpsPort}`;
   return {
@@ -68,6 +87,7 @@ export async function startServer(config: string, env: Record<string, string> = 
     https: base,
     http: `http://127.0.0.1:${running.httpPort}`,
     configFile,
+    logs: (minLevel = 0) => lines.filter((line) => line.level >= minLevel),
     writeConfig: (text) => writeFileSync(configFile, text),
     mutate: (review) => send(`${base}/mutate`, { body: JSON.stringify(review) }),
     metrics: async () => (await send(`${base}/metrics`)).text,

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LifecycleService } from '../../src/health/lifecycle.service.js';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
-import { eventually, send, startServer, type TestServer } from './harness.js';
+import { LEVEL, eventually, send, startServer, type TestServer } from './harness.js';
 
 /** A port with nothing listening: connections are refused at once. */
 async function closedPort(): Promise<number> {
@@ -15,6 +15,24 @@ async function closedPort(): Promise<number> {
   const { port } = server.address() as net.AddressInfo;
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** A kubeconfig whose API server refuses connections. */
+async function unreachableKubeconfig(): Promise<string> {
+  const port = await closedPort();
+  const kubeconfig = join(tmpdir(), `kube-overcommit-unreachable-${port}.kubeconfig`);
+  writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'gone', cluster: { server: `https://127.0.0.1:${port}`, 'insecure-skip-tls-verify': true } }],
+      users: [{ name: 'sa', user: { token: 'unused' } }],
+      contexts: [{ name: 'gone', context: { cluster: 'gone', user: 'sa' } }],
+      'current-context': 'gone',
+    }),
+  );
+  return kubeconfig;
 }
 
 describe('draining on shutdown', () => {
@@ -129,21 +147,9 @@ describe('an unreachable API server', () => {
   });
 
   it('keeps serving admission with the config in force, unready, naming the problem', async () => {
-    const port = await closedPort();
-    const kubeconfig = join(tmpdir(), `kube-overcommit-unreachable-${port}.kubeconfig`);
-    writeFileSync(
-      kubeconfig,
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [{ name: 'gone', cluster: { server: `https://127.0.0.1:${port}`, 'insecure-skip-tls-verify': true } }],
-        users: [{ name: 'sa', user: { token: 'unused' } }],
-        contexts: [{ name: 'gone', context: { cluster: 'gone', user: 'sa' } }],
-        'current-context': 'gone',
-      }),
-    );
-    // No config file: in-cluster mode (KUBECONFIG), the ConfigMap source cannot list.
-    server = await startServer('', { OVERCOMMIT_CONFIG_FILE: '', KUBECONFIG: kubeconfig, POD_NAMESPACE: 'kube-overcommit' });
+    const kubeconfig = await unreachableKubeconfig();
+    // No config file: cluster mode (OVERCOMMIT_KUBECONFIG), the ConfigMap source cannot list.
+    server = await startServer('', { OVERCOMMIT_CONFIG_FILE: '', OVERCOMMIT_KUBECONFIG: kubeconfig, POD_NAMESPACE: 'kube-overcommit' });
 
     const ready = await send(`${server.http}/readyz`);
     expect(ready.status).toBe(503);
@@ -157,9 +163,21 @@ describe('an unreachable API server', () => {
       expect(reply.status).toBe(200);
       expect(reply.json().response).toEqual({ uid: review.request.uid, allowed: true });
     }
-    // Still retrying in the background, still serving.
+    // Still retrying in the background, still serving; the retries name the server and the cause.
     await new Promise((r) => setTimeout(r, 1_500));
     const again = await eventually(async () => (await send(`${server!.https}/healthz`)).status === 200);
     expect(again).toBe(true);
+    const retries = server.logs(LEVEL.warn).map((line) => line.msg);
+    expect(retries).toContainEqual(expect.stringMatching(/^watch of ConfigMap kube-overcommit\/kube-overcommit-config failed \(cannot reach https:\/\/127\.0\.0\.1:\d+: ECONNREFUSED\); retrying in \d+ ms$/));
+  });
+
+  it('ignores a KUBECONFIG set for kubectl: only OVERCOMMIT_KUBECONFIG selects a cluster', async () => {
+    const local = await startServer('nodes: { defaultRatios: { cpu: 2 } }', { KUBECONFIG: await unreachableKubeconfig() });
+    try {
+      expect((await send(`${local.http}/readyz`)).status).toBe(200);
+      expect((await local.mutate(nodeReview(kubeadmNode()))).json().response.patch).toBeDefined();
+    } finally {
+      await local.stop();
+    }
   });
 });

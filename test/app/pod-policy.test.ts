@@ -1,7 +1,7 @@
 import fastJsonPatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindingReview, container, deploymentPod, mirrorPod, nativeSidecar, podReview } from '../fixtures/pods.js';
-import { metricValue, send, startServer, type TestServer } from './harness.js';
+import { LEVEL, metricValue, send, startServer, type TestServer } from './harness.js';
 
 const CONFIG = `
 pods:
@@ -181,6 +181,7 @@ describe('pod policies off (the defaults) and config reload', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' })).toBe(1);
+    expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual(['pods.limitToRequest.memoryRequestPercent: memoryRequestPercent must not be greater than 100']);
     expect((await send(`${server.https}/readyz`)).status).toBe(200);
     const review = podReview(deploymentPod());
     const pod = applyResponse(review, (await server.mutate(review)).json());

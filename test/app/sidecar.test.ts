@@ -2,7 +2,7 @@ import fastJsonPatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { podReview } from '../fixtures/pods.js';
 import { deploymentPod, mirrorPod } from '../fixtures/sidecar-pods.js';
-import { eventually, metricValue, startServer, type TestServer } from './harness.js';
+import { LEVEL, eventually, metricValue, startServer, type TestServer } from './harness.js';
 
 const TEMPLATES = `
 sidecars:
@@ -177,6 +177,10 @@ describe('sidecar templates from a reloaded config', () => {
     expect(await shipperImage()).toBe('registry.example.com/obs/fluent-bit:3.2.1');
     server.writeConfig(TEMPLATES.replace('image: registry.example.com/obs/fluent-bit:3.2.1', 'imagePullPolicy: Always').replace('- name: logging', '- name: Logging'));
     await eventually(async () => metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }) === 1, 2_000);
+    expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual([
+      'sidecars.templates[1].name: name must be a DNS label (at most 63 lower-case letters, digits and -)',
+      'sidecars.templates[1].containers: [0].image must be a non-empty string without surrounding whitespace',
+    ]);
     expect(await shipperImage()).toBe('registry.example.com/obs/fluent-bit:3.2.1');
 
     server.writeConfig(TEMPLATES.replace('fluent-bit:3.2.1', 'fluent-bit:3.2.2'));

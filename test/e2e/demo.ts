@@ -108,7 +108,10 @@ function table(phases: Phase[]): string {
   rows.push([
     'total',
     String(Number(CAPACITY.cpu) * NODES),
-    ...phases.flatMap((p) => [formatBaseUnits('cpu', Object.values(p.allocatable).reduce((a, b) => a + b, 0n)), `${p.running} (${p.pending} Pending)`]),
+    ...phases.flatMap((p) => [
+      formatBaseUnits('cpu', Object.values(p.allocatable).reduce((a, b) => a + b, 0n)),
+      `${p.running} of ${PODS} submitted (${p.pending} Pending)`,
+    ]),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');

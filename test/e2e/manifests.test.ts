@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, copyFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parseDocument } from 'yaml';
 import { e2eEnv } from './harness/context.js';
@@ -13,6 +13,8 @@ function kustomize(dir: string): Doc[] {
   const out = execFileSync(join(e2eEnv().binDir, 'kubectl'), ['kustomize', dir], { encoding: 'utf8' });
   return parseAllDocuments(out).map((d) => d.toJS() as Doc);
 }
+
+const APP_LABELS = { 'app.kubernetes.io/name': 'kube-overcommit', 'app.kubernetes.io/part-of': 'kube-overcommit' };
 
 const find = (docs: Doc[], kind: string, name?: string) => docs.find((d) => d.kind === kind && (!name || d.metadata?.name === name));
 
@@ -88,10 +90,46 @@ describe('shipped manifests', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kube-overcommit-rules-'));
     writeFileSync(join(dir, 'rules.yaml'), JSON.stringify({ groups: rule.spec.groups }));
     copyFileSync(join('test', 'e2e', 'prometheus', 'alerts.test.yaml'), join(dir, 'alerts.test.yaml'));
-    // promtool (Debian's prometheus package; .ci/run installs it). Non-zero exit throws with its output.
-    const check = execFileSync('promtool', ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
+    // promtool, built from its Go module by control-plane/build.sh. Non-zero exit throws with its output.
+    const promtool = join(e2eEnv().binDir, 'promtool');
+    const check = execFileSync(promtool, ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
     expect(check).toMatch(/SUCCESS: 8 rules found/);
-    const unit = execFileSync('promtool', ['test', 'rules', join(dir, 'alerts.test.yaml')], { encoding: 'utf8', cwd: dir });
+    const unit = execFileSync(promtool, ['test', 'rules', join(dir, 'alerts.test.yaml')], { encoding: 'utf8', cwd: dir });
     expect(unit).toMatch(/SUCCESS/);
+  });
+
+  it('every object, certificate and monitoring objects included, carries the app.kubernetes.io labels', () => {
+    for (const dir of ['k8s', 'k8s/monitoring']) {
+      for (const doc of kustomize(dir)) {
+        expect(doc.metadata.labels, `${dir}: ${doc.kind} ${doc.metadata.name}`).toMatchObject(APP_LABELS);
+      }
+    }
+  });
+
+  it("the cert-manager component adds its annotation to the webhook configuration's, keeping the others", () => {
+    const { repoRoot, runDir } = e2eEnv();
+    const overlay = mkdtempSync(join(runDir, 'overlay-annotated-'));
+    // An annotation of the user's own, on the webhook configuration before the component runs.
+    mkdirSync(join(overlay, 'annotated'));
+    writeFileSync(
+      join(overlay, 'annotated', 'kustomization.yaml'),
+      JSON.stringify({ resources: [relative(join(overlay, 'annotated'), join(repoRoot, 'k8s', 'base'))], commonAnnotations: { 'example.com/owner': 'platform-team' } }),
+    );
+    writeFileSync(join(overlay, 'kustomization.yaml'), JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }));
+    const webhook = find(kustomize(overlay), 'MutatingWebhookConfiguration', 'kube-overcommit')!;
+    expect(webhook.metadata.annotations).toEqual({ 'example.com/owner': 'platform-team', 'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit' });
+  });
+
+  it('k8s/monitoring: the one-line label for kube-prometheus-stack is there, commented, and valid once uncommented', () => {
+    const { repoRoot, runDir } = e2eEnv();
+    const text = readFileSync(join(repoRoot, 'k8s', 'monitoring', 'kustomization.yaml'), 'utf8');
+    const line = '  # - pairs: { release: kube-prometheus-stack }';
+    expect(text.split('\n')).toContain(line);
+    const copy = mkdtempSync(join(runDir, 'monitoring-release-'));
+    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml']) copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
+    writeFileSync(join(copy, 'kustomization.yaml'), text.replace(line, line.replace('# ', '')));
+    const docs = kustomize(copy);
+    expect(docs.map((d) => d.kind).sort()).toEqual(['PrometheusRule', 'ServiceMonitor']);
+    for (const doc of docs) expect(doc.metadata.labels).toMatchObject({ ...APP_LABELS, release: 'kube-prometheus-stack' });
   });
 });

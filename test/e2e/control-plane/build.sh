@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Builds the real control plane for the end-to-end tests into test/e2e/.bin/:
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok
-# from the Go module proxy (pinned by go.mod/go.sum here and in etcd/, kwok by version).
+# and promtool (the alert rules' checker), from the Go module proxy (pinned by go.mod/go.sum
+# here, in etcd/ and in promtool/; kwok by version).
 # Skips the build when test/e2e/.bin/.stamp matches a hash of the inputs.
 #
 # Environment: BIN_DIR (output, default test/e2e/.bin), GO_BUILD_P (go build -p, default 2),
-#              FORCE=1 (ignore the stamp), GO (go binary, default: go on PATH or /usr/local/go/bin/go).
+#              FORCE=1 (ignore the stamp), GO (go binary, default: go on PATH or /usr/local/go/bin/go),
+#              PROGRESS_EVERY (seconds between "still building" lines, default 30).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BIN_DIR=${BIN_DIR:-$(cd "$HERE/.." && pwd)/.bin}
 GO_BUILD_P=${GO_BUILD_P:-2}
 KWOK_VERSION=v0.7.0
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+PROGRESS_EVERY=${PROGRESS_EVERY:-30}
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok promtool)
 
 if [[ -z ${GO:-} ]]; then
   if command -v go >/dev/null 2>&1; then GO=go
@@ -38,7 +41,7 @@ K8S_MINOR=${BASH_REMATCH[2]}
 
 # Everything that decides what gets built.
 stamp_inputs() {
-  (cd "$HERE" && sha256sum build.sh go.mod go.sum etcd/go.mod etcd/go.sum etcd/main.go cmd/*/main.go)
+  (cd "$HERE" && sha256sum build.sh go.mod go.sum etcd/go.mod etcd/go.sum etcd/main.go promtool/go.mod promtool/go.sum cmd/*/main.go)
   echo "kwok $KWOK_VERSION"
   "$GO" env GOVERSION GOOS GOARCH
 }
@@ -57,7 +60,30 @@ fi
 
 mkdir -p "$BIN_DIR"
 rm -f "$STAMP_FILE"
-start=$(date +%s)
+start=$SECONDS
+elapsed() { printf '%dm%02ds' $(((SECONDS - $1) / 60)) $(((SECONDS - $1) % 60)); }
+
+# step WHAT DIR COMMAND...: runs one build in DIR, saying every PROGRESS_EVERY seconds that it
+# still runs: compiling Kubernetes prints nothing for minutes on a first build (go build reports
+# only errors), which looks like a hang. The build stays in the foreground (Ctrl-C reaches it).
+ticker=
+trap '[[ -z $ticker ]] || kill "$ticker" 2>/dev/null' EXIT
+step() {
+  local what=$1 dir=$2 t0=$SECONDS
+  shift 2
+  echo "build.sh: building $what"
+  (
+    n=0
+    while sleep 1; do
+      ((++n % PROGRESS_EVERY)) ||
+        echo "build.sh: still building $what: $(elapsed "$t0") (all: $(elapsed "$start"); a first build takes 5-25 min)"
+    done
+  ) &
+  ticker=$!
+  (cd "$dir" && "$@")
+  kill "$ticker"
+  ticker=
+}
 
 export CGO_ENABLED=0 GOWORK=off GOFLAGS="-buildvcs=false -mod=readonly"
 
@@ -68,18 +94,23 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean"
 done
 
-echo "build.sh: building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $K8S_VERSION"
-(cd "$HERE" && "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" \
-  ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl)
+step "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $K8S_VERSION" \
+  "$HERE" "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" \
+  ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl
 
-echo "build.sh: building etcd $(required_version go.etcd.io/etcd/server/v3 "$HERE/etcd/go.mod")"
-(cd "$HERE/etcd" && "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" .)
+step "etcd $(required_version go.etcd.io/etcd/server/v3 "$HERE/etcd/go.mod")" \
+  "$HERE/etcd" "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" .
 
-echo "build.sh: building kwok $KWOK_VERSION"
 # `go install pkg@version` builds outside any main module, so GOFLAGS' -mod must not be set.
-GOFLAGS=-buildvcs=false GOBIN=$BIN_DIR "$GO" install -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" \
+step "kwok $KWOK_VERSION" "$HERE" \
+  env GOFLAGS=-buildvcs=false GOBIN="$BIN_DIR" "$GO" install -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" \
   "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+
+# The `tool` directive of promtool/go.mod pins the version.
+step "promtool $(required_version github.com/prometheus/prometheus "$HERE/promtool/go.mod")" \
+  "$HERE/promtool" "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" -o "$BIN_DIR/promtool" \
+  github.com/prometheus/prometheus/cmd/promtool
 
 all_present || { echo "build.sh: a binary is missing from $BIN_DIR after the build" >&2; exit 1; }
 echo "$STAMP" >"$STAMP_FILE"
-echo "build.sh: built ${BINARIES[*]} into $BIN_DIR in $(($(date +%s) - start))s"
+echo "build.sh: built ${BINARIES[*]} into $BIN_DIR in $((SECONDS - start))s"

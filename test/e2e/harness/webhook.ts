@@ -111,7 +111,7 @@ export class WebhookProcess {
       HOME: process.env.HOME,
       NODE_ENV: 'production',
       NODE_OPTIONS: deploymentNodeOptions(this.env.repoRoot),
-      KUBECONFIG: webhook.kubeconfig,
+      OVERCOMMIT_KUBECONFIG: webhook.kubeconfig,
       POD_NAMESPACE: webhook.namespace,
       POD_NAME: `kube-overcommit-e2e-${process.pid}`,
       OVERCOMMIT_CONFIGMAP: `${webhook.namespace}/${webhook.configMap}`,
