@@ -91,7 +91,7 @@ async function main(): Promise<void> {
 
   const summary = (ms: number[]) => ({ medianMs: round(median(ms), 1), p99Ms: round(percentile(ms, 99), 1) });
   const result = {
-    command: `npm run bench:plan -- ${process.argv.slice(2).join(' ')}`.trim(),
+    command: ['npm run bench:plan', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
     at: new Date().toISOString(),
     machine: machineInfo(),
     nodes: count,
