@@ -9,6 +9,7 @@ import { HealthModule } from './health/health.module.js';
 import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { NodeOversellModule } from './node-oversell/node-oversell.module.js';
+import { PlanModule } from './node-oversell/plan.controller.js';
 import { PodPolicyModule } from './pod-policy/pod-policy.module.js';
 import { SidecarModule } from './sidecar/sidecar.module.js';
 import type { TlsMaterial } from './tls/tls-material.js';
@@ -35,6 +36,7 @@ export class AppModule {
         NodeOversellModule,
         PodPolicyModule,
         SidecarModule,
+        PlanModule,
       ],
     };
   }

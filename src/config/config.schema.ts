@@ -2,6 +2,7 @@ import { Type } from 'class-transformer';
 import {
   IsArray,
   IsDefined,
+  IsIn,
   IsNumber,
   IsOptional,
   Matches,
@@ -31,14 +32,25 @@ export class Ratios {
   @Ratio() pods?: number;
 }
 
+/**
+ * `enforce` writes the planned allocatable; `shadow` computes it (gauges, /plan) and leaves
+ * the node's object exactly as its writer sent it.
+ */
+export const NODE_MODES = ['enforce', 'shadow'] as const;
+export type NodeMode = (typeof NODE_MODES)[number];
+
 export class NodePool {
   @Matches(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, { message: 'name must be a DNS label (lower case, digits, -)' })
   name: string;
   @IsDefined() @ValidateNested() @Type(() => LabelSelector) nodeSelector: LabelSelector;
   @IsDefined() @ValidateNested() @Type(() => Ratios) ratios: Ratios;
+  /** Absent: the pool follows `nodes.defaultMode`. */
+  @IsOptional() @IsIn(NODE_MODES, { message: `mode must be one of ${NODE_MODES.join(', ')}` }) mode?: NodeMode;
 }
 
 export class NodesConfig {
+  /** The mode of the nodes under defaultRatios and of every pool without its own. */
+  @IsOptional() @IsIn(NODE_MODES, { message: `defaultMode must be one of ${NODE_MODES.join(', ')}` }) defaultMode: NodeMode = 'enforce';
   @IsOptional() @ValidateNested() @Type(() => Ratios) defaultRatios: Ratios = new Ratios();
   @IsOptional()
   @IsArray()

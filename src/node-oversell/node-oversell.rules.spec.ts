@@ -44,17 +44,31 @@ describe('resolveNodePolicy', () => {
   it('opts out on either label set to "true", and only "true"', () => {
     expect(resolveNodePolicy({ [DISABLED_LABEL]: 'true', 'node-pool': 'batch' }, config)).toBeNull();
     expect(resolveNodePolicy({ [LEGACY_DISABLED_LABEL]: 'true' }, config)).toBeNull();
-    expect(resolveNodePolicy({ [DISABLED_LABEL]: 'false' }, config)).toEqual({ pool: null, ratios: { cpu: 1.5 } });
-    expect(resolveNodePolicy({ [LEGACY_DISABLED_LABEL]: '' }, config)).toEqual({ pool: null, ratios: { cpu: 1.5 } });
+    expect(resolveNodePolicy({ [DISABLED_LABEL]: 'false' }, config)).toEqual({ pool: null, ratios: { cpu: 1.5 }, mode: 'enforce' });
+    expect(resolveNodePolicy({ [LEGACY_DISABLED_LABEL]: '' }, config)).toEqual({ pool: null, ratios: { cpu: 1.5 }, mode: 'enforce' });
   });
 
   it('takes the first matching pool, in order, else the defaults', () => {
-    expect(resolveNodePolicy({ 'node-pool': 'batch', zone: 'a' }, config)).toEqual({ pool: 'batch', ratios: { cpu: 3, memory: 1.2 } });
+    expect(resolveNodePolicy({ 'node-pool': 'batch', zone: 'a' }, config)).toEqual({ pool: 'batch', ratios: { cpu: 3, memory: 1.2 }, mode: 'enforce' });
     expect(resolveNodePolicy({ 'node-pool': 'web', zone: 'a' }, config)?.pool).toBe('zoned');
     expect(resolveNodePolicy({ 'node-pool': 'web' }, config)?.pool).toBe('any-batch');
-    expect(resolveNodePolicy({ zone: 'c' }, config)).toEqual({ pool: null, ratios: { cpu: 1.5 } });
-    expect(resolveNodePolicy(undefined, config)).toEqual({ pool: null, ratios: { cpu: 1.5 } });
-    expect(resolveNodePolicy({}, undefined)).toEqual({ pool: null, ratios: {} });
+    expect(resolveNodePolicy({ zone: 'c' }, config)).toEqual({ pool: null, ratios: { cpu: 1.5 }, mode: 'enforce' });
+    expect(resolveNodePolicy(undefined, config)).toEqual({ pool: null, ratios: { cpu: 1.5 }, mode: 'enforce' });
+    expect(resolveNodePolicy({}, undefined)).toEqual({ pool: null, ratios: {}, mode: 'enforce' });
+  });
+
+  it("gives a pool its own mode, else defaultMode; the defaults' nodes defaultMode", () => {
+    const shadowed = nodesConfig({
+      defaultMode: 'shadow',
+      pools: [
+        { name: 'batch', nodeSelector: { matchLabels: { 'node-pool': 'batch' } }, ratios: { cpu: 3 }, mode: 'enforce' },
+        { name: 'web', nodeSelector: { matchLabels: { 'node-pool': 'web' } }, ratios: { cpu: 2 } },
+      ],
+    });
+    expect(resolveNodePolicy({ 'node-pool': 'batch' }, shadowed)?.mode).toBe('enforce');
+    expect(resolveNodePolicy({ 'node-pool': 'web' }, shadowed)?.mode).toBe('shadow');
+    expect(resolveNodePolicy({}, shadowed)?.mode).toBe('shadow');
+    expect(resolveNodePolicy({ 'node-pool': 'web' }, config)?.mode).toBe('enforce');
   });
 });
 

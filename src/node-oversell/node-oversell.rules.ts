@@ -42,7 +42,7 @@
  * maxPods change move capacity too) makes this as narrow as it can be without state outside
  * the object.
  */
-import { MANAGED_RESOURCES, type ManagedResource, type NodesConfig, type Ratios } from '../config/config.schema.js';
+import { MANAGED_RESOURCES, type ManagedResource, type NodeMode, type NodesConfig, type Ratios } from '../config/config.schema.js';
 import { matchesLabelSelector } from '../config/label-selector.js';
 import { Memo } from './memo.js';
 import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from './quantity.js';
@@ -83,6 +83,8 @@ export interface NodePolicy {
   /** The matching pool's name; null for `defaultRatios`. */
   pool: string | null;
   ratios: Ratios;
+  /** `shadow`: planned and exported, never written (the strategy's decision). Absent = enforce. */
+  mode?: NodeMode;
 }
 
 /**
@@ -140,7 +142,8 @@ export function isOptedOut(labels: Readonly<Record<string, string>> | undefined)
 
 /**
  * The policy for a node with these labels: null when it opted out; else the first pool whose
- * nodeSelector matches, in order; else the default ratios (pool null).
+ * nodeSelector matches, in order; else the default ratios (pool null). The mode is the
+ * pool's, else `defaultMode`.
  */
 export function resolveNodePolicy(
   labels: Readonly<Record<string, string>> | undefined,
@@ -148,9 +151,9 @@ export function resolveNodePolicy(
 ): NodePolicy | null {
   if (isOptedOut(labels)) return null;
   for (const pool of nodesConfig?.pools ?? []) {
-    if (matchesLabelSelector(pool.nodeSelector, labels)) return { pool: pool.name, ratios: pool.ratios };
+    if (matchesLabelSelector(pool.nodeSelector, labels)) return { pool: pool.name, ratios: pool.ratios, mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce' };
   }
-  return { pool: null, ratios: nodesConfig?.defaultRatios ?? {} };
+  return { pool: null, ratios: nodesConfig?.defaultRatios ?? {}, mode: nodesConfig?.defaultMode ?? 'enforce' };
 }
 
 /** Reads the managed resources of a ResourceList into base units. Throws on an unparsable quantity. */

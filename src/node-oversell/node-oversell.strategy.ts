@@ -171,7 +171,8 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     const patch = nodeStatusPatch(node, plan);
     const name = node.metadata?.name ?? request.name;
     if (!request.dryRun && isNodeName(name)) this.export(name, plan, policy);
-    return patch.length === 0 ? {} : { patch };
+    // Shadow: the object stays as its writer sent it, so a kubelet write brings an inflated node back to raw.
+    return patch.length === 0 || policy?.mode === 'shadow' ? {} : { patch };
   }
 
   private export(node: string, plan: NodeStatusPlan, policy: NodePolicy | null): void {

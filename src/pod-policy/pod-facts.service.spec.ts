@@ -100,6 +100,8 @@ describe('PodFactsService', () => {
     const facts = new PodFactsService(new KubeConfig(), {}, configStore(CAP_AND_DEFAULTS), syncedGauge(), backgroundTasks());
     facts.onModuleInit();
     expect(facts.available).toBe(false);
+    expect(facts.watchForPlan()).toBe(false);
+    expect(facts.nodes()).toEqual([]);
     expect(facts.isSynced('pods')).toBe(false);
     expect(facts.node('worker-1')).toBeUndefined();
     expect(facts.limitRanges('shop')).toEqual([]);
@@ -157,6 +159,25 @@ describe('PodFactsService', () => {
       api.emit('nodes', 'ADDED', kubeadmNode({ name: 'worker-2' }));
       await new Promise((r) => setTimeout(r, 100));
       expect(facts.node('worker-2')).toBeUndefined();
+    });
+
+    it('the first plan starts the node and pod caches, one LIST each, kept whatever the pod policy', async () => {
+      api = new FakeApiServer();
+      await api.start();
+      api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
+      const store = configStore(NO_POD_POLICY);
+      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, store, syncedGauge(), backgroundTasks());
+      facts.onModuleInit();
+      expect(facts.nodes()).toEqual([]);
+      expect(facts.watchForPlan()).toBe(false); // started, not listed yet
+      await until(() => facts.watchForPlan());
+      expect(facts.nodes().map((node) => node.metadata?.name)).toEqual(['worker-1']);
+      store.apply(CAP_ONLY, 'test');
+      store.apply(NO_POD_POLICY, 'test');
+      expect(facts.watchForPlan()).toBe(true);
+      for (let i = 0; i < 3; i++) facts.watchForPlan();
+      const lists = api.requests.filter((u) => u.pathname === '/api/v1/nodes' && u.searchParams.get('watch') !== 'true');
+      expect(lists).toHaveLength(1);
     });
 
     it('caches Nodes without managedFields or status.images, and pods without managedFields', async () => {

@@ -57,6 +57,8 @@ export function cachesNeeded(policy: PodPolicyConfig | undefined): FactsCache[] 
  * their image lists (trimCachedNode). Until a started cache has listed, the strategy leaves
  * pods alone (counted).
  *
+ * The first GET /plan starts the node and pod caches on this replica for good (watchForPlan).
+ *
  * RBAC: list and watch on pods, nodes and limitranges, cluster-wide (a ListWatch never GETs).
  */
 @Injectable()
@@ -64,6 +66,8 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
   private readonly logger = new Logger('PodPolicy');
   private readonly informers: Partial<CacheInformers> = {};
   private index = new PodsByNode();
+  /** Set by the first /plan: the node and pod caches then run whatever the pod policy. */
+  private planning = false;
   readonly available: boolean;
 
   constructor(
@@ -92,6 +96,7 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
   /** Starts the caches `policy` needs and stops (and forgets) the others. */
   private follow(policy: PodPolicyConfig | undefined): void {
     const needed = cachesNeeded(policy);
+    if (this.planning) needed.push('pods', 'nodes');
     for (const cache of CACHES) {
       const running = this.informers[cache];
       if (needed.includes(cache) && !running) this.start(cache);
@@ -138,6 +143,23 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
     }
     this.logger.log(`${cache} cache started: the pod policy in force reads it`);
     void this.informers[cache]!.start();
+  }
+
+  /**
+   * Starts the node and pod caches for the plan, kept from then on (one LIST each, then
+   * watches). True once both have listed.
+   */
+  watchForPlan(): boolean {
+    if (!this.available) return false;
+    if (!this.planning) {
+      this.planning = true;
+      this.follow(this.config.snapshot().config.pods);
+    }
+    return this.isSynced('nodes') && this.isSynced('pods');
+  }
+
+  nodes(): readonly NodeLike[] {
+    return (this.informers.nodes?.cache.list() ?? []) as readonly NodeLike[];
   }
 
   isSynced(cache: FactsCache): boolean {

@@ -11,6 +11,6 @@ import { PodPolicyMetrics, PodPolicyStrategy } from './pod-policy.strategy.js';
  */
 @Module({
   providers: [...podPolicyMetrics, PodPolicyMetrics, PodFactsService, { provide: POD_FACTS, useExisting: PodFactsService }, PodPolicyStrategy],
-  exports: [PodPolicyStrategy],
+  exports: [PodPolicyStrategy, PodFactsService],
 })
 export class PodPolicyModule {}

@@ -1,0 +1,218 @@
+import fc from 'fast-check';
+import fastJsonPatch from 'fast-json-patch';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { backgroundTasks } from '../../test/fixtures/background.js';
+import { parseConfig } from '../config/config.loader.js';
+import { MANAGED_RESOURCES, type NodesConfig, type OvercommitConfig } from '../config/config.schema.js';
+import { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_METRICS_DROPPED_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
+import { DISABLED_LABEL, type NodeLike, RAW_ANNOTATION, readAmounts } from './node-oversell.rules.js';
+import { NodeOversellStrategy } from './node-oversell.strategy.js';
+import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { formatPlanTable, planCluster, planNode, podsThatFit, readPodSize } from './node-plan.js';
+
+const { applyPatch } = fastJsonPatch;
+type Json = Record<string, any>;
+
+function config(yaml: string): OvercommitConfig {
+  const parsed = parseConfig(yaml);
+  if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
+  return parsed.value;
+}
+
+const POOLS = (mode: string) => `
+nodes:
+  defaultRatios: { cpu: 1.5 }
+  pools:
+    - name: batch
+      nodeSelector: { matchLabels: { node-pool: batch } }
+      ratios: { cpu: 2, memory: 1.5, pods: 2 }
+      mode: ${mode}
+`;
+
+const node = (name: string, labels: Record<string, string>, allocatable: Record<string, string>, capacity = allocatable): Json => ({
+  metadata: { name, labels },
+  status: { allocatable: { ...allocatable }, capacity: { ...capacity } },
+});
+
+function strategy(): NodeOversellStrategy {
+  const registry = new Registry();
+  const gauge = (name: string, labelNames: string[]) => new Gauge({ name, help: name, labelNames, registers: [registry] });
+  return new NodeOversellStrategy(
+    gauge(NODE_ALLOCATABLE_RAW_METRIC, ['node', 'resource']),
+    gauge(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, ['node', 'resource']),
+    gauge(NODE_RATIO_METRIC, ['node', 'resource', 'pool']),
+    new Counter({ name: NODE_METRICS_DROPPED_METRIC, help: 'h', labelNames: ['reason'], registers: [registry] }),
+    backgroundTasks(registry),
+    {},
+  );
+}
+
+/** A kubelet status write of `object` over `stored`, admitted and stored as the API server would. */
+function kubeletWrite(webhook: NodeOversellStrategy, object: Json, stored: Json, cfg: OvercommitConfig): Json {
+  const result = webhook.admit(
+    {
+      uid: 'u',
+      kind: { group: '', version: 'v1', kind: 'Node' },
+      resource: { group: '', version: 'v1', resource: 'nodes' },
+      subResource: 'status',
+      name: object.metadata.name,
+      operation: 'UPDATE',
+      userInfo: { username: `system:node:${object.metadata.name}` },
+      object,
+      oldObject: stored,
+    },
+    cfg,
+  );
+  return result.patch ? applyPatch(structuredClone(object), result.patch, true, false).newDocument : structuredClone(object);
+}
+
+describe('readPodSize', () => {
+  it('reads cpu=500m,memory=1Gi into base units', () => {
+    expect(readPodSize('cpu=500m,memory=1Gi')).toEqual({ cpu: 500n, memory: 1073741824n });
+    expect(readPodSize(' pods=1 ')).toEqual({ pods: 1n });
+  });
+
+  it('names the bad part', () => {
+    expect(() => readPodSize('gpu=1')).toThrow(/pod size "gpu=1": expected <resource>=<quantity>/);
+    expect(() => readPodSize('cpu')).toThrow(/pod size "cpu"/);
+    expect(() => readPodSize('cpu=1,cpu=2')).toThrow(/cpu given twice/);
+    expect(() => readPodSize('cpu=-1')).toThrow(/must not be negative/);
+    expect(() => readPodSize('memory=lots')).toThrow(/invalid quantity "lots"/);
+  });
+});
+
+describe('podsThatFit', () => {
+  it('takes the scarcest resource, the pod counting one against pods', () => {
+    expect(podsThatFit({ cpu: 2000n, memory: 10n * 2n ** 30n, pods: 100n }, { cpu: 500n, memory: 2n ** 30n })).toBe(4);
+    expect(podsThatFit({ cpu: 2000n, memory: 10n * 2n ** 30n, pods: 3n }, { cpu: 500n })).toBe(3);
+    expect(podsThatFit({ cpu: -500n, pods: 3n }, { cpu: 500n })).toBe(0);
+    expect(podsThatFit({ cpu: 2000n }, { cpu: 500n })).toBe(0); // no pods allocatable: nothing schedules
+  });
+});
+
+describe('planNode', () => {
+  const cfg = config(POOLS('enforce'));
+
+  it('plans floor(raw × ratio), with Σ requests, headroom and pods that fit', () => {
+    const row = planNode(node('b1', { 'node-pool': 'batch' }, { cpu: '4', memory: '8Gi', pods: '110' }), { cpu: 3000n, memory: 2n ** 30n, pods: 3n }, cfg.nodes, { cpu: 1000n });
+    expect(row).toEqual({
+      node: 'b1',
+      pool: 'batch',
+      reason: 'pool',
+      mode: 'enforce',
+      ratios: { cpu: 2, memory: 1.5, pods: 2 },
+      raw: { cpu: '4', memory: '8Gi', pods: '110' },
+      planned: { cpu: '8', memory: '12Gi', pods: '220' },
+      stored: { cpu: '4', memory: '8Gi', pods: '110' },
+      requests: { cpu: '3', memory: '1Gi', pods: '3' },
+      headroom: { cpu: '5', memory: '11Gi', pods: '217' },
+      fits: 5,
+      matches: false,
+    });
+  });
+
+  it('matches once the webhook has written the plan, and recovers raw from our record', () => {
+    const webhook = strategy();
+    const raw = node('d1', {}, { cpu: '4000m', memory: '8Gi' });
+    const stored = kubeletWrite(webhook, raw, raw, cfg);
+    expect(stored.status.allocatable.cpu).toBe('6');
+    const row = planNode(stored, {}, cfg.nodes, null);
+    expect(row).toMatchObject({ reason: 'defaultRatios', pool: null, raw: { cpu: '4' }, planned: { cpu: '6' }, stored: { cpu: '6' }, matches: true, fits: null });
+  });
+
+  it('plans raw for an opted-out node, and says why', () => {
+    const row = planNode(node('o1', { [DISABLED_LABEL]: 'true' }, { cpu: '4' }), {}, cfg.nodes, null);
+    expect(row).toMatchObject({ reason: 'opted-out', mode: null, ratios: {}, planned: { cpu: '4' }, matches: true });
+  });
+
+  it('reports a node it cannot plan instead of failing the whole plan', () => {
+    const plan = planCluster([node('bad', {}, { cpu: 'four' }), node('a', {}, { cpu: '2' })], () => ({}), cfg.nodes);
+    expect(plan.nodes.map((row) => row.node)).toEqual(['a', 'bad']);
+    expect(plan.nodes[1]).toMatchObject({ matches: false, error: expect.stringMatching(/invalid quantity "four"/) });
+    expect(formatPlanTable(plan)).toMatch(/bad .*error: invalid quantity "four"/);
+  });
+
+  it('prints one line per resource for people', () => {
+    const plan = planCluster([node('b1', { 'node-pool': 'batch' }, { cpu: '4', pods: '110' })], () => ({ cpu: 500n, pods: 1n }), cfg.nodes, { cpu: 250n });
+    expect(formatPlanTable(plan).split('\n')).toEqual([
+      'NODE  POOL   MODE     RATIOS        RESOURCE  RAW  PLANNED  STORED  REQUESTS  HEADROOM  FITS  MATCHES',
+      'b1    batch  enforce  cpu=2,pods=2  cpu       4    8        4       500m      7500m     30    no',
+      '                                    pods      110  220      110     1         219',
+      '',
+    ]);
+  });
+});
+
+describe('shadow mode', () => {
+  it('validates the mode with its path', () => {
+    const parsed = parseConfig('nodes:\n  defaultMode: dry\n  pools:\n    - { name: a, nodeSelector: {}, ratios: {}, mode: off }\n');
+    expect(parsed.ok).toBe(false);
+    if (!parsed.ok) {
+      expect(parsed.errors).toContain('nodes.defaultMode: defaultMode must be one of enforce, shadow');
+      expect(parsed.errors).toContain('nodes.pools[0].mode: mode must be one of enforce, shadow');
+    }
+  });
+
+  it('patches nothing, and a kubelet write brings an inflated node back to raw', () => {
+    const webhook = strategy();
+    const raw = node('b1', { 'node-pool': 'batch' }, { cpu: '4', memory: '8Gi' });
+    const inflated = kubeletWrite(webhook, raw, raw, config(POOLS('enforce')));
+    expect(inflated.status.allocatable.cpu).toBe('8');
+    // The kubelet reads 8, computes 4 and patches it: in shadow the object stays as it sent it.
+    const sent = structuredClone(inflated);
+    sent.status.allocatable = { ...raw.status.allocatable };
+    const after = kubeletWrite(webhook, sent, inflated, config(POOLS('shadow')));
+    expect(after).toEqual(sent);
+    expect(after.metadata.annotations[RAW_ANNOTATION]).toBeDefined(); // ours, left as they were
+  });
+
+  /** Nodes and configs: raw values, ratios, and whether the node was inflated before the shadow period. */
+  const quantity = (resource: string) =>
+    resource === 'cpu' ? fc.integer({ min: 0, max: 256_000 }).map((m) => `${m}m`) : resource === 'pods' ? fc.integer({ min: 0, max: 500 }).map(String) : fc.integer({ min: 0, max: 2 ** 40 }).map((b) => `${b}`);
+  const resources = fc.subarray([...MANAGED_RESOURCES], { minLength: 1 });
+  const world = resources.chain((present) =>
+    fc.record({
+      allocatable: fc.record(Object.fromEntries(present.map((r) => [r, quantity(r)]))),
+      headroom: fc.record(Object.fromEntries(present.map((r) => [r, fc.constantFrom(0, 1, 1000)]))),
+      ratios: fc.dictionary(fc.constantFrom(...MANAGED_RESOURCES), fc.constantFrom(1, 1.01, 1.15, 1.5, 2, 3, 10), { maxKeys: 4 }),
+      before: fc.option(fc.dictionary(fc.constantFrom(...MANAGED_RESOURCES), fc.constantFrom(1.2, 2, 4), { minKeys: 1, maxKeys: 4 })),
+      inPool: fc.boolean(),
+    }),
+  );
+
+  it('plans in shadow exactly what enforce then writes, node for node', () => {
+    fc.assert(
+      fc.property(world, ({ allocatable, headroom, ratios, before, inPool }) => {
+        const capacity = Object.fromEntries(
+          Object.entries(allocatable).map(([r, q]) => [r, formatResourceQuantity(r, parseResourceQuantity(r, q) + BigInt(headroom[r]))]),
+        );
+        const labels: Record<string, string> = inPool ? { 'node-pool': 'p' } : {};
+        const nodes = (mode: string, r: object): OvercommitConfig =>
+          ({ nodes: { defaultRatios: r, defaultMode: mode, pools: [{ name: 'p', nodeSelector: { matchLabels: { 'node-pool': 'p' } }, ratios: r, mode }] } }) as unknown as OvercommitConfig;
+        const webhook = strategy();
+        const raw = node('n', labels, allocatable, capacity);
+        let stored = kubeletWrite(webhook, raw, raw, nodes('enforce', before ?? {}));
+        // Shadow: the kubelet's next write carries its raw values (it does when stored differs).
+        stored = kubeletWrite(webhook, { ...structuredClone(stored), status: structuredClone(raw.status) }, stored, nodes('shadow', ratios));
+        expect(readAmounts(stored.status.allocatable)).toEqual(readAmounts(raw.status.allocatable));
+        const planned = planNode(stored, {}, nodes('shadow', ratios).nodes as NodesConfig, null);
+        expect(planned.mode).toBe('shadow');
+        // Enforce: the kubelet's next write, nothing changed on its side.
+        const written = kubeletWrite(webhook, structuredClone(stored), stored, nodes('enforce', ratios));
+        expect(readAmounts(written.status.allocatable)).toEqual(readAmounts(planned.planned));
+        expect(planNode(written, {}, nodes('enforce', ratios).nodes as NodesConfig, null).matches).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('planCluster', () => {
+  it('reads the requests of each node by name', () => {
+    const seen: string[] = [];
+    const nodes: NodeLike[] = [node('b', {}, { cpu: '1' }), node('a', {}, { cpu: '1' })];
+    planCluster(nodes, (name) => (seen.push(name), {}), undefined);
+    expect(seen).toEqual(['b', 'a']);
+  });
+});

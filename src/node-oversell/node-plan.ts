@@ -1,0 +1,185 @@
+/**
+ * The plan: per node, what the webhook writes at the node's next status write under a config,
+ * beside what is stored and what its pods request. Pure functions, shared by `GET /plan` (from
+ * the server's informer caches) and `kube-overcommit plan` (from one LIST). The invariants:
+ *
+ *   1. Planned allocatable = planNodeStatus(stored, policy, stored).allocatable, the function
+ *      the webhook runs, on the stored Node as both the incoming object and oldObject: what a
+ *      status write that does not change the kubelet's raw values produces. Plan and webhook
+ *      cannot disagree.
+ *   2. The mode does not change the plan: a node in `shadow` plans what `enforce` writes.
+ *   3. Requests are the effective requests of the node's bound, non-terminal pods (the
+ *      scheduler's sum); headroom = planned − requests, per resource, negative when
+ *      overcommitted; `fits` = how many more pods of the given size the headroom holds, the
+ *      pod counting one against `pods`.
+ *   4. `matches` is true when every managed resource's stored value equals the planned one
+ *      (compared by value, so "4000m" matches "4").
+ */
+import { MANAGED_RESOURCES, type ManagedResource, type NodeMode, type NodesConfig } from '../config/config.schema.js';
+import {
+  type AppliedRatios,
+  type NodeLike,
+  planNodeStatus,
+  readAmounts,
+  resolveNodePolicy,
+  type ResourceAmounts,
+} from './node-oversell.rules.js';
+import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+
+/** Quantities per managed resource, in the canonical form of formatResourceQuantity. */
+export type Quantities = Partial<Record<ManagedResource, string>>;
+
+/** Why the node has the ratios it has: a pool, the default ratios, or an opt-out label. */
+export type RatioReason = 'pool' | 'defaultRatios' | 'opted-out';
+
+export interface NodePlanRow {
+  node: string;
+  /** The matching pool's name; null for the default ratios or an opted-out node. */
+  pool: string | null;
+  reason: RatioReason;
+  /** null when opted out (nothing to enforce or shadow). */
+  mode: NodeMode | null;
+  /** The ratios the planned values apply, only those ≠ 1. */
+  ratios: AppliedRatios;
+  raw: Quantities;
+  planned: Quantities;
+  stored: Quantities;
+  requests: Quantities;
+  headroom: Quantities;
+  /** How many more pods of the requested size fit; null when no size was given. */
+  fits: number | null;
+  matches: boolean;
+  /** Set when the stored Node cannot be planned (an unparsable quantity): the other fields are empty. */
+  error?: string;
+}
+
+export interface ClusterPlan {
+  nodes: NodePlanRow[];
+  /** The pod size `fits` counts, as given. */
+  podSize: Quantities | null;
+}
+
+function format(amounts: ResourceAmounts): Quantities {
+  const out: Quantities = {};
+  for (const resource of MANAGED_RESOURCES) {
+    const amount = amounts[resource];
+    if (amount !== undefined) out[resource] = formatResourceQuantity(resource, amount);
+  }
+  return out;
+}
+
+/**
+ * `cpu=500m,memory=1Gi`: the managed resources of one pod. Throws with the offending part on
+ * anything else (an unknown resource, a bad or negative quantity, a repeated key).
+ */
+export function readPodSize(text: string): ResourceAmounts {
+  const size: ResourceAmounts = {};
+  for (const part of text.split(',')) {
+    const [key, value, extra] = part.trim().split('=');
+    if (!(MANAGED_RESOURCES as readonly string[]).includes(key) || value === undefined || extra !== undefined) {
+      throw new Error(`pod size ${JSON.stringify(part)}: expected <resource>=<quantity>, resource one of ${MANAGED_RESOURCES.join(', ')}`);
+    }
+    const resource = key as ManagedResource;
+    if (size[resource] !== undefined) throw new Error(`pod size: ${resource} given twice`);
+    const amount = parseResourceQuantity(resource, value);
+    if (amount < 0n) throw new Error(`pod size: ${resource} must not be negative`);
+    size[resource] = amount;
+  }
+  return size;
+}
+
+/** How many pods of `size` fit in `headroom` (rule 3): the pod itself counts one against `pods`. */
+export function podsThatFit(headroom: ResourceAmounts, size: ResourceAmounts): number {
+  const perPod: ResourceAmounts = { ...size, pods: 1n };
+  let fits: bigint | undefined;
+  for (const resource of MANAGED_RESOURCES) {
+    const need = perPod[resource];
+    if (need === undefined || need === 0n) continue;
+    const left = headroom[resource] ?? 0n;
+    const count = left <= 0n ? 0n : left / need;
+    if (fits === undefined || count < fits) fits = count;
+  }
+  return Number(fits ?? 0n);
+}
+
+/** The plan for one stored Node, with the requests of its bound pods (rules 1–4). */
+export function planNode(node: NodeLike, requests: ResourceAmounts, nodesConfig: NodesConfig | undefined, podSize: ResourceAmounts | null): NodePlanRow {
+  const policy = resolveNodePolicy(node.metadata?.labels, nodesConfig);
+  const row: NodePlanRow = {
+    node: node.metadata?.name ?? '',
+    pool: policy?.pool ?? null,
+    reason: policy === null ? 'opted-out' : policy.pool === null ? 'defaultRatios' : 'pool',
+    mode: policy?.mode ?? null,
+    ratios: {},
+    raw: {},
+    planned: {},
+    stored: {},
+    requests: format(requests),
+    headroom: {},
+    fits: null,
+    matches: true,
+  };
+  try {
+    const plan = planNodeStatus(node, policy, node);
+    const stored = plan?.incoming ?? readAmounts(node.status?.allocatable);
+    const planned = plan?.allocatable ?? {};
+    const headroom: ResourceAmounts = {};
+    for (const resource of MANAGED_RESOURCES) {
+      const amount = planned[resource];
+      if (amount !== undefined) headroom[resource] = amount - (requests[resource] ?? 0n);
+    }
+    row.ratios = plan?.ratios ?? {};
+    row.raw = format(plan?.raw ?? {});
+    row.planned = format(planned);
+    row.stored = format(stored);
+    row.headroom = format(headroom);
+    row.fits = podSize === null ? null : podsThatFit(headroom, podSize);
+    row.matches = MANAGED_RESOURCES.every((resource) => planned[resource] === stored[resource]);
+  } catch (error) {
+    row.error = (error as Error).message;
+    row.matches = false;
+  }
+  return row;
+}
+
+/** The plan of every node, sorted by name; `requestsOf` gives the Σ requests of a node's bound pods. */
+export function planCluster(
+  nodes: Iterable<NodeLike>,
+  requestsOf: (node: string) => ResourceAmounts,
+  nodesConfig: NodesConfig | undefined,
+  podSize: ResourceAmounts | null = null,
+): ClusterPlan {
+  const rows: NodePlanRow[] = [];
+  for (const node of nodes) rows.push(planNode(node, requestsOf(node.metadata?.name ?? ''), nodesConfig, podSize));
+  rows.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
+  return { nodes: rows, podSize: podSize === null ? null : format(podSize) };
+}
+
+const COLUMNS = ['NODE', 'POOL', 'MODE', 'RATIOS', 'RESOURCE', 'RAW', 'PLANNED', 'STORED', 'REQUESTS', 'HEADROOM', 'FITS', 'MATCHES'] as const;
+
+/**
+ * The plan as a table for people: one line per node and managed resource present (node-level
+ * columns on its first line only), columns padded to their widest cell.
+ */
+export function formatPlanTable(plan: ClusterPlan): string {
+  const lines: string[][] = [[...COLUMNS]];
+  for (const row of plan.nodes) {
+    const pool = row.reason === 'pool' ? row.pool! : row.reason;
+    const ratios = Object.entries(row.ratios).map(([resource, ratio]) => `${resource}=${ratio}`).join(',') || '-';
+    const head = [row.node, pool, row.mode ?? '-', ratios];
+    const blank = head.map(() => '');
+    if (row.error !== undefined) {
+      lines.push([...head, `error: ${row.error}`]);
+      continue;
+    }
+    const resources = MANAGED_RESOURCES.filter((resource) => row.stored[resource] !== undefined || row.planned[resource] !== undefined);
+    if (resources.length === 0) lines.push([...head, '(no allocatable)']);
+    resources.forEach((resource, i) => {
+      const cell = (q: Quantities) => q[resource] ?? '-';
+      const tail = i === 0 ? [row.fits === null ? '-' : String(row.fits), row.matches ? 'yes' : 'no'] : ['', ''];
+      lines.push([...(i === 0 ? head : blank), resource, cell(row.raw), cell(row.planned), cell(row.stored), row.requests[resource] ?? '0', cell(row.headroom), ...tail]);
+    });
+  }
+  const widths = COLUMNS.map((_, c) => Math.max(...lines.map((line) => (line[c] ?? '').length)));
+  return lines.map((line) => line.map((cell, c) => (c === line.length - 1 ? cell : cell.padEnd(widths[c]))).join('  ').trimEnd()).join('\n') + '\n';
+}

@@ -1,0 +1,42 @@
+import { BadRequestException, Controller, Get, Module, Query, ServiceUnavailableException } from '@nestjs/common';
+import { ConfigStore } from '../config/config.store.js';
+import { PodFactsService } from '../pod-policy/pod-facts.service.js';
+import { PodPolicyModule } from '../pod-policy/pod-policy.module.js';
+import { type ClusterPlan, planCluster, readPodSize } from './node-plan.js';
+
+export interface PlanResponse extends ClusterPlan {
+  /** The config generation and origin the plan was computed with. */
+  generation: number;
+  origin: string;
+}
+
+/**
+ * GET /plan on the ops endpoints (both ports): the plan of every node (node-plan.ts) under
+ * the config in force, from this replica's informer caches, never an API call per request.
+ * `?podSize=cpu=500m,memory=1Gi` counts how many more such pods fit. 503 outside a cluster
+ * and until the caches have listed (the first call starts them), 400 on a bad podSize.
+ */
+@Controller()
+export class PlanController {
+  constructor(
+    private readonly facts: PodFactsService,
+    private readonly config: ConfigStore,
+  ) {}
+
+  @Get('plan')
+  plan(@Query('podSize') podSize?: string): PlanResponse {
+    let size = null;
+    try {
+      if (podSize !== undefined) size = readPodSize(podSize);
+    } catch (error) {
+      throw new BadRequestException((error as Error).message);
+    }
+    if (!this.facts.available) throw new ServiceUnavailableException('not in a cluster: no node or pod cache to plan from');
+    if (!this.facts.watchForPlan()) throw new ServiceUnavailableException('node and pod caches not listed yet: retry in a few seconds');
+    const { config, generation, origin } = this.config.snapshot();
+    return { generation, origin, ...planCluster(this.facts.nodes(), (node) => this.facts.nodeUsage(node).requests, config.nodes, size) };
+  }
+}
+
+@Module({ imports: [PodPolicyModule], controllers: [PlanController] })
+export class PlanModule {}
