@@ -166,7 +166,7 @@ describe('PodFactsService', () => {
       await api.start();
       api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
       const store = configStore(NO_POD_POLICY);
-      facts = new PodFactsService(kubeFor(api), { KUBECONFIG: '/dev/null' }, store, syncedGauge(), backgroundTasks());
+      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, store, syncedGauge(), backgroundTasks());
       facts.onModuleInit();
       expect(facts.nodes()).toEqual([]);
       expect(facts.watchForPlan()).toBe(false); // started, not listed yet
