@@ -2,10 +2,12 @@ import { type DynamicModule, Global, Logger, Module } from '@nestjs/common';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KUBE_ENV, describeKubeConfigSource, kubeConfigSource } from './kube.env.js';
 import { NamespaceCache } from './namespace-cache.service.js';
+import { PodCache } from './pod-cache.service.js';
 
 /**
  * The API client configuration (OVERCOMMIT_KUBECONFIG when set, else in a pod its service
- * account, else none: see kubeConfigSource) and the caches shared by strategies. Loading the
+ * account, else none: see kubeConfigSource) and the caches shared by strategies (namespaces,
+ * pods). Loading the
  * configuration makes no request: the webhook starts without a cluster.
  */
 @Global()
@@ -28,8 +30,9 @@ export class KubeModule {
           },
         },
         NamespaceCache,
+        PodCache,
       ],
-      exports: [KUBE_ENV, KubeConfig, NamespaceCache],
+      exports: [KUBE_ENV, KubeConfig, NamespaceCache, PodCache],
     };
   }
 }

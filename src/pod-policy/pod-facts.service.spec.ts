@@ -9,8 +9,9 @@ import { container, runningPod } from '../../test/fixtures/pods.js';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { BACKGROUND_ERRORS } from '../common/background-tasks.js';
 import { ConfigStore } from '../config/config.store.js';
-import { NON_TERMINAL_PODS, PodFactsService, trimCachedNode } from './pod-facts.service.js';
-import { PodsByNode } from './pod-facts.js';
+import { NON_TERMINAL_PODS, PodCache } from '../kube/pod-cache.service.js';
+import { PodsByNode } from '../kube/pods-by-node.js';
+import { PodFactsService, trimCachedNode } from './pod-facts.service.js';
 
 const CAP_AND_DEFAULTS = 'pods:\n  cap: { mode: deny }\n  defaultRequests: { cpu: 100m }\n';
 const CAP_ONLY = 'pods:\n  cap: { mode: warn }\n';
@@ -23,6 +24,10 @@ function configStore(text?: string): ConfigStore {
   );
   if (text !== undefined) expect(store.apply(text, 'test').ok).toBe(true);
   return store;
+}
+
+function podFacts(kube: KubeConfig, env: NodeJS.ProcessEnv, store: ConfigStore, gauge: Gauge<string>): PodFactsService {
+  return new PodFactsService(kube, env, store, gauge, new PodCache(kube, env, backgroundTasks()));
 }
 
 function syncedGauge(): Gauge<string> {
@@ -97,7 +102,7 @@ describe('PodFactsService', () => {
   afterAll(() => Logger.overrideLogger(['log', 'error', 'warn', 'debug', 'verbose']));
 
   it('outside a cluster: no caches, nothing synced, nothing known', async () => {
-    const facts = new PodFactsService(new KubeConfig(), {}, configStore(CAP_AND_DEFAULTS), syncedGauge(), backgroundTasks());
+    const facts = podFacts(new KubeConfig(), {}, configStore(CAP_AND_DEFAULTS), syncedGauge());
     facts.onModuleInit();
     expect(facts.available).toBe(false);
     expect(facts.watchForPlan()).toBe(false);
@@ -135,7 +140,7 @@ describe('PodFactsService', () => {
       api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
       const store = configStore(NO_POD_POLICY);
       const gauge = syncedGauge();
-      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, store, gauge, backgroundTasks());
+      facts = podFacts(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, store, gauge);
       facts.onModuleInit();
       await new Promise((r) => setTimeout(r, 100));
       // No pod policy: nothing listed or watched (every Node write would come back as an event).
@@ -166,7 +171,7 @@ describe('PodFactsService', () => {
       await api.start();
       api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
       const store = configStore(NO_POD_POLICY);
-      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, store, syncedGauge(), backgroundTasks());
+      facts = podFacts(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, store, syncedGauge());
       facts.onModuleInit();
       expect(facts.nodes()).toEqual([]);
       expect(facts.watchForPlan()).toBe(false); // started, not listed yet
@@ -190,7 +195,7 @@ describe('PodFactsService', () => {
       expect(pod.metadata.managedFields).toHaveLength(1);
       api.objects.nodes.push(listed);
       api.objects.pods.push(pod);
-      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge(), backgroundTasks());
+      facts = podFacts(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge());
       facts.onModuleInit();
       await until(() => facts.isSynced('nodes') && facts.isSynced('pods') && api.watching('nodes'));
       api.emit('nodes', 'ADDED', kubeadmNode({ name: 'worker-2' }));
@@ -210,7 +215,9 @@ describe('PodFactsService', () => {
       api = new FakeApiServer();
       await api.start();
       const registry = new Registry();
-      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, configStore(CAP_ONLY), syncedGauge(), backgroundTasks(registry));
+      const kube = kubeFor(api);
+      const env = { OVERCOMMIT_KUBECONFIG: '/dev/null' };
+      facts = new PodFactsService(kube, env, configStore(CAP_ONLY), syncedGauge(), new PodCache(kube, env, backgroundTasks(registry)));
       facts.onModuleInit();
       await until(() => facts.isSynced('pods') && api.watching('pods'));
       const upsert = vi.spyOn(PodsByNode.prototype, 'upsert').mockImplementationOnce(() => {
@@ -240,7 +247,7 @@ describe('PodFactsService', () => {
       api.objects.nodes.push(kubeadmNode({ name: 'worker-1' }));
       api.objects.limitranges.push({ metadata: { name: 'defaults', namespace: 'shop' }, spec: { limits: [{ type: 'Container', max: { cpu: '2' } }] } });
 
-      facts = new PodFactsService(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, configStore(CAP_AND_DEFAULTS), syncedGauge(), backgroundTasks());
+      facts = podFacts(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, configStore(CAP_AND_DEFAULTS), syncedGauge());
       facts.onModuleInit();
 
       expect(facts.available).toBe(true);

@@ -1,27 +1,20 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Gauge } from 'prom-client';
-import { CoreV1Api, KubeConfig, type V1LimitRange, type V1Node, type V1Pod } from '@kubernetes/client-node';
-import { BackgroundTasks } from '../common/background-tasks.js';
+import { CoreV1Api, KubeConfig, type V1LimitRange, type V1Node } from '@kubernetes/client-node';
 import { ConfigStore } from '../config/config.store.js';
 import { KUBE_ENV, inCluster } from '../kube/kube.env.js';
+import { PodCache } from '../kube/pod-cache.service.js';
 import { ResilientInformer, stripManagedFields } from '../kube/resilient-informer.js';
 import type { NodeLike } from '../node-oversell/node-oversell.rules.js';
 import type { LimitRangeLike } from './limit-range.js';
 import type { NodeUsage } from './node-cap.js';
-import { PodsByNode, type FactsCache, type PodFacts } from './pod-facts.js';
+import type { FactsCache, PodFacts } from './pod-facts.js';
 import type { PodLike } from './pod-resources.js';
 import { mutatesResources, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_SYNCED } from './pod-policy.metrics.js';
 
-/**
- * Terminal pods hold nothing on their node: the scheduler's own pod informer leaves them out
- * the same way. A pod that turns Succeeded/Failed leaves the watch as a DELETED event.
- */
-export const NON_TERMINAL_PODS = 'status.phase!=Succeeded,status.phase!=Failed';
-
 type CacheInformers = {
-  pods: ResilientInformer<V1Pod>;
   nodes: ResilientInformer<V1Node>;
   limitranges: ResilientInformer<V1LimitRange>;
 };
@@ -47,8 +40,8 @@ export function cachesNeeded(policy: PodPolicyConfig | undefined): FactsCache[] 
 }
 
 /**
- * Informer caches of pods (non-terminal, all namespaces; indexed by node on every event),
- * nodes and LimitRanges, kept warm in the background. Created only in a cluster; outside one
+ * Informer caches of pods (the shared PodCache, which node oversell's commitment floor reads
+ * too), nodes and LimitRanges, kept warm in the background. Created only in a cluster; outside one
  * `available` is false and the strategy fails open (counted).
  *
  * A cache runs only while the pod policy in force needs it (cachesNeeded), started and
@@ -65,7 +58,8 @@ export function cachesNeeded(policy: PodPolicyConfig | undefined): FactsCache[] 
 export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('PodPolicy');
   private readonly informers: Partial<CacheInformers> = {};
-  private index = new PodsByNode();
+  /** Set while this service uses the shared pod cache: stops following its lists. */
+  private podsListed?: () => void;
   /** Set by the first /plan: the node and pod caches then run whatever the pod policy. */
   private planning = false;
   readonly available: boolean;
@@ -75,7 +69,7 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
     @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
     private readonly config: ConfigStore,
     @InjectMetric(CACHE_SYNCED) private readonly syncedGauge: Gauge<string>,
-    private readonly background: BackgroundTasks,
+    private readonly pods: PodCache,
   ) {
     this.available = inCluster(env);
   }
@@ -90,19 +84,20 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
   }
 
   async onApplicationShutdown(): Promise<void> {
-    await Promise.all(CACHES.map((cache) => this.informers[cache]?.stop()));
+    this.pods.use('node-cap', false);
+    await Promise.all(INFORMER_CACHES.map((cache) => this.informers[cache]?.stop()));
   }
 
   /** Starts the caches `policy` needs and stops (and forgets) the others. */
   private follow(policy: PodPolicyConfig | undefined): void {
     const needed = cachesNeeded(policy);
     if (this.planning) needed.push('pods', 'nodes');
-    for (const cache of CACHES) {
+    this.followPods(needed.includes('pods'));
+    for (const cache of INFORMER_CACHES) {
       const running = this.informers[cache];
       if (needed.includes(cache) && !running) this.start(cache);
       if (!needed.includes(cache) && running) {
         delete this.informers[cache];
-        if (cache === 'pods') this.index = new PodsByNode();
         this.syncedGauge.remove({ cache });
         void running.stop();
         this.logger.log(`${cache} cache stopped: the pod policy in force does not read it`);
@@ -110,24 +105,26 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
     }
   }
 
-  private start(cache: FactsCache): void {
+  /** The shared pod cache, wanted while the cap (or the plan) reads it; its synced gauge follows it. */
+  private followPods(needed: boolean): void {
+    if (needed === (this.podsListed !== undefined)) return;
+    this.pods.use('node-cap', needed);
+    if (needed) {
+      this.syncedGauge.set({ cache: 'pods' }, this.pods.isSynced() ? 1 : 0);
+      this.podsListed = this.pods.onListed(() => this.syncedGauge.set({ cache: 'pods' }, 1));
+      this.logger.log('pods cache in use: the pod policy in force reads it');
+    } else {
+      this.podsListed!();
+      this.podsListed = undefined;
+      this.syncedGauge.remove({ cache: 'pods' });
+    }
+  }
+
+  private start(cache: Exclude<FactsCache, 'pods'>): void {
     const core = this.kube.makeApiClient(CoreV1Api);
     const onListed = () => this.syncedGauge.set({ cache }, 1);
     this.syncedGauge.set({ cache }, 0);
-    if (cache === 'pods') {
-      const pods = new ResilientInformer<V1Pod>(
-        this.kube,
-        '/api/v1/pods',
-        () => core.listPodForAllNamespaces({ fieldSelector: NON_TERMINAL_PODS }),
-        { description: 'pods (non-terminal)', fieldSelector: NON_TERMINAL_PODS, onListed },
-      );
-      // A handler that throws inside client-node's watch is an unhandled rejection: guarded.
-      const upsert = this.background.guard('informer-event', (pod: V1Pod) => this.index.upsert(pod as PodLike));
-      pods.cache.on('add', upsert);
-      pods.cache.on('update', upsert);
-      pods.cache.on('delete', this.background.guard('informer-event', (pod: V1Pod) => this.index.remove(pod as PodLike)));
-      this.informers.pods = pods;
-    } else if (cache === 'nodes') {
+    if (cache === 'nodes') {
       this.informers.nodes = new ResilientInformer<V1Node>(this.kube, '/api/v1/nodes', () => core.listNode(), {
         description: 'nodes',
         onListed,
@@ -163,6 +160,7 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
   }
 
   isSynced(cache: FactsCache): boolean {
+    if (cache === 'pods') return this.podsListed !== undefined && this.pods.isSynced();
     return this.informers[cache]?.isSynced() ?? false;
   }
 
@@ -175,12 +173,12 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
   }
 
   pod(namespace: string, name: string): PodLike | undefined {
-    return this.informers.pods?.cache.get(name, namespace) as PodLike | undefined;
+    return this.podsListed === undefined ? undefined : this.pods.pod(namespace, name);
   }
 
   nodeUsage(nodeName: string, exclude?: string): NodeUsage {
-    return this.index.usage(nodeName, exclude);
+    return this.podsListed === undefined ? { requests: { pods: 0n } } : this.pods.usage(nodeName, exclude);
   }
 }
 
-const CACHES: readonly FactsCache[] = ['pods', 'nodes', 'limitranges'];
+const INFORMER_CACHES = ['nodes', 'limitranges'] as const;

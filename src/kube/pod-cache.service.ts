@@ -1,0 +1,97 @@
+import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { BackgroundTasks } from '../common/background-tasks.js';
+import type { NodeUsage } from '../pod-policy/node-cap.js';
+import type { PodLike } from '../pod-policy/pod-resources.js';
+import { KUBE_ENV, inCluster } from './kube.env.js';
+import { PodsByNode } from './pods-by-node.js';
+import { ResilientInformer } from './resilient-informer.js';
+
+/**
+ * Terminal pods hold nothing on their node: the scheduler's own pod informer leaves them out
+ * the same way. A pod that turns Succeeded/Failed leaves the watch as a DELETED event.
+ */
+export const NON_TERMINAL_PODS = 'status.phase!=Succeeded,status.phase!=Failed';
+
+/** Who reads the pod cache: the pod policies' node cap, node oversell's commitment floor. */
+export type PodCacheUser = 'node-cap' | 'commitment-floor';
+
+/**
+ * One informer of the cluster's non-terminal pods (all namespaces), indexed by node on every
+ * event (PodsByNode), shared by every feature that reads it. It runs while at least one user
+ * wants it (`use`), and only in a cluster; a user that stops wanting it leaves it to the others.
+ *
+ * RBAC: list and watch on pods, cluster-wide.
+ */
+@Injectable()
+export class PodCache implements OnApplicationShutdown {
+  private readonly logger = new Logger('PodCache');
+  private readonly users = new Set<PodCacheUser>();
+  private readonly listedListeners = new Set<() => void>();
+  private informer?: ResilientInformer<V1Pod>;
+  private index = new PodsByNode();
+  readonly available: boolean;
+
+  constructor(
+    private readonly kube: KubeConfig,
+    @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
+    private readonly background: BackgroundTasks,
+  ) {
+    this.available = inCluster(env);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.users.clear();
+    await this.informer?.stop();
+  }
+
+  /** `user` wants the cache (`on`) or no longer does: it starts with its first user and stops with its last. */
+  use(user: PodCacheUser, on: boolean): void {
+    if (!this.available || on === this.users.has(user)) return;
+    if (on) this.users.add(user);
+    else this.users.delete(user);
+    if (this.users.size > 0 && this.informer === undefined) this.start();
+    if (this.users.size === 0 && this.informer !== undefined) {
+      void this.informer.stop();
+      this.informer = undefined;
+      this.index = new PodsByNode();
+      this.logger.log('pods cache stopped: nothing in force reads it');
+    }
+  }
+
+  /** Called after every successful list; returns the unsubscribe function. */
+  onListed(listener: () => void): () => void {
+    this.listedListeners.add(listener);
+    return () => this.listedListeners.delete(listener);
+  }
+
+  private start(): void {
+    const core = this.kube.makeApiClient(CoreV1Api);
+    const informer = new ResilientInformer<V1Pod>(this.kube, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: NON_TERMINAL_PODS }), {
+      description: 'pods (non-terminal)',
+      fieldSelector: NON_TERMINAL_PODS,
+      onListed: () => this.listedListeners.forEach((listener) => listener()),
+    });
+    // A handler that throws inside client-node's watch is an unhandled rejection: guarded.
+    const upsert = this.background.guard('informer-event', (pod: V1Pod) => this.index.upsert(pod as PodLike));
+    informer.cache.on('add', upsert);
+    informer.cache.on('update', upsert);
+    informer.cache.on('delete', this.background.guard('informer-event', (pod: V1Pod) => this.index.remove(pod as PodLike)));
+    this.informer = informer;
+    this.logger.log(`pods cache started for ${[...this.users].join(', ')}`);
+    void informer.start();
+  }
+
+  isSynced(): boolean {
+    return this.informer?.isSynced() ?? false;
+  }
+
+  pod(namespace: string, name: string): PodLike | undefined {
+    return this.informer?.cache.get(name, namespace) as PodLike | undefined;
+  }
+
+  /** The requests committed to the node by its bound non-terminal pods, leaving out the pod with uid `exclude`. */
+  usage(nodeName: string, exclude?: string): NodeUsage {
+    return this.index.usage(nodeName, exclude);
+  }
+}
