@@ -1,11 +1,11 @@
-import { Global, Injectable, Logger, Module } from '@nestjs/common';
+import { Injectable, Logger, Module } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
 import fastJsonPatch from 'fast-json-patch';
 import { register } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { TestConfigModule } from '../../test/fixtures/config-module.js';
 import { kubeadmNode, nodeReview } from '../../test/fixtures/nodes.js';
 import { BackgroundTasksModule } from '../common/background-tasks.js';
-import { configMetrics } from '../config/config.metrics.js';
 import { ConfigStore } from '../config/config.store.js';
 import { KubeModule } from '../kube/kube.module.js';
 import { NodeOversellModule } from '../node-oversell/node-oversell.module.js';
@@ -36,9 +36,6 @@ class LastStrategy implements AdmissionStrategy {
   admit = (request: AdmissionRequest) => patchFrom(request, 'last');
 }
 
-@Global()
-@Module({ providers: [...configMetrics, ConfigStore], exports: [ConfigStore] })
-class TestConfigModule {}
 
 @Module({ providers: [FirstStrategy, LastStrategy] })
 class WidgetStrategiesModule {}

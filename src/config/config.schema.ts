@@ -1,6 +1,7 @@
 import { Type } from 'class-transformer';
 import {
   IsArray,
+  IsBoolean,
   IsDefined,
   IsIn,
   IsNumber,
@@ -65,6 +66,8 @@ export class NodesConfig {
     },
   })
   pools: NodePool[] = [];
+  /** Never write an allocatable below the requests bound to the node (node-oversell.rules.ts, rule 6). */
+  @IsOptional() @IsBoolean() commitmentFloor: boolean = true;
 }
 
 /** config.yaml, validated. A snapshot of it is deep-frozen and shared by concurrent requests. */

@@ -1,8 +1,8 @@
 import { Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import { CoreV1Api, KubeConfig, type CoreV1Event, type V1ConfigMap } from '@kubernetes/client-node';
-import { randomBytes } from 'node:crypto';
+import { CoreV1Api, KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { describeApiError } from '../kube/api-error.js';
+import { eventAbout } from '../kube/events.js';
 import { platformNamespace } from '../kube/kube.env.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import { ConfigStore } from './config.store.js';
@@ -86,28 +86,9 @@ export class ConfigMapSource implements OnModuleInit, OnApplicationShutdown {
   }
 
   private async warn(cm: V1ConfigMap, errors: string[]): Promise<void> {
-    const now = new Date();
-    const message = `invalid config rejected, last good config kept: ${errors.join('; ')}`.slice(0, 1024);
-    const event: CoreV1Event = {
-      metadata: { name: `${this.ref.name}.${randomBytes(8).toString('hex')}`, namespace: this.ref.namespace },
-      involvedObject: {
-        apiVersion: 'v1',
-        kind: 'ConfigMap',
-        namespace: this.ref.namespace,
-        name: this.ref.name,
-        uid: cm.metadata?.uid,
-        resourceVersion: cm.metadata?.resourceVersion,
-      },
-      type: 'Warning',
-      reason: 'InvalidConfig',
-      message,
-      source: { component: 'kube-overcommit' },
-      reportingComponent: 'kube-overcommit',
-      reportingInstance: process.env.POD_NAME ?? process.env.HOSTNAME ?? 'kube-overcommit',
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-    };
+    const message = `invalid config rejected, last good config kept: ${errors.join('; ')}`;
+    const object = { apiVersion: 'v1', kind: 'ConfigMap', namespace: this.ref.namespace, name: this.ref.name, uid: cm.metadata?.uid, resourceVersion: cm.metadata?.resourceVersion };
+    const event = eventAbout(object, this.ref.namespace, 'Warning', 'InvalidConfig', message);
     try {
       await this.core.createNamespacedEvent({ namespace: this.ref.namespace, body: event });
     } catch (error) {

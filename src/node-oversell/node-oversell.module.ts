@@ -1,15 +1,31 @@
 import { Module } from '@nestjs/common';
+import { CommitmentFloor, NODE_COMMITMENTS } from './commitment-floor.service.js';
+import { NODE_EVENTS, NodeEvents } from './node-events.service.js';
 import { nodeOversellMetrics } from './node-oversell.metrics.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
 
-export { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_METRICS_DROPPED_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
+export {
+  NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
+  NODE_ALLOCATABLE_RAW_METRIC,
+  NODE_ALLOCATABLE_REASON_METRIC,
+  NODE_METRICS_DROPPED_METRIC,
+  NODE_RATIO_METRIC,
+} from './node-oversell.metrics.js';
 
 /**
  * Node oversell: contributes NodeOversellStrategy (found by the admission pipeline through its
- * @AdmissionStrategyProvider decorator) and its per-node gauges.
+ * @AdmissionStrategyProvider decorator), its per-node gauges, the commitment floor's view of the
+ * shared pod cache and the Node Events it records.
  */
 @Module({
-  providers: [...nodeOversellMetrics, NodeOversellStrategy],
+  providers: [
+    ...nodeOversellMetrics,
+    CommitmentFloor,
+    { provide: NODE_COMMITMENTS, useExisting: CommitmentFloor },
+    NodeEvents,
+    { provide: NODE_EVENTS, useExisting: NodeEvents },
+    NodeOversellStrategy,
+  ],
   exports: [NodeOversellStrategy],
 })
 export class NodeOversellModule {}

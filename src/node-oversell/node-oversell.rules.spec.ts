@@ -7,6 +7,7 @@ import type { AdmissionRequest } from '../admission/admission.types.js';
 import { MANAGED_RESOURCES, type ManagedResource, type NodesConfig, type OvercommitConfig } from '../config/config.schema.js';
 import {
   DISABLED_LABEL,
+  FLOOR_ANNOTATION,
   LEGACY_DISABLED_LABEL,
   type NodeLike,
   planNodeStatus,
@@ -15,6 +16,7 @@ import {
   RAW_ANNOTATION,
   readRecord,
   resolveNodePolicy,
+  type ResourceAmounts,
 } from './node-oversell.rules.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
@@ -79,6 +81,7 @@ describe('readRecord', () => {
       allocatable: { cpu: 4000n, memory: 16709697536n },
       capacity: { cpu: 4000n, memory: 16814555136n },
       ratios: { cpu: 1.5 },
+      floor: {},
     });
   });
 
@@ -131,7 +134,7 @@ describe('planNodeStatus', () => {
     expect(plan.raw).toEqual(plan.incoming);
     expect(plan.allocatable).toEqual({ cpu: 6000n, memory: (16709697536n * 12n) / 10n, 'ephemeral-storage': 47438335103n, pods: 110n });
     expect(plan.ratios).toEqual({ cpu: 1.5, memory: 1.2 });
-    expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{"cpu":1.5,"memory":1.2}', [POOL_ANNOTATION]: 'batch' });
+    expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{"cpu":1.5,"memory":1.2}', [POOL_ANNOTATION]: 'batch', [FLOOR_ANNOTATION]: null });
   });
 
   it('recognises its own output, even re-canonicalised by the API server', () => {
@@ -164,7 +167,7 @@ describe('planNodeStatus', () => {
       const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu: '6' }, annotations), p)!;
       expect(plan.raw.cpu).toBe(4000n);
       expect(plan.allocatable.cpu).toBe(4000n);
-      expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: null, [RATIOS_ANNOTATION]: null, [POOL_ANNOTATION]: null });
+      expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: null, [RATIOS_ANNOTATION]: null, [POOL_ANNOTATION]: null, [FLOOR_ANNOTATION]: null });
     }
   });
 
@@ -242,6 +245,67 @@ describe('planNodeStatus', () => {
     const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu: '6' }, annotations), policy({ cpu: 1.5 }))!;
     expect(plan.raw.cpu).toBe(4000n);
     expect(plan.allocatable.cpu).toBe(6000n);
+  });
+});
+
+describe('planNodeStatus with the commitment floor (rule 6)', () => {
+  const cpuOnly = (cpu: bigint): ResourceAmounts => ({ cpu, pods: 3n });
+
+  it('writes the requests bound to the node when the ratio gives less, and records the value', () => {
+    const annotations = { [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{"cpu":2}' };
+    // Bound: 7.2 CPUs (1.8 × raw at ratio 2); the ratio is now 1.
+    const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu: '8' }, annotations), policy({}), undefined, cpuOnly(7200n))!;
+    expect(plan.raw.cpu).toBe(4000n);
+    expect(plan.allocatable.cpu).toBe(7200n);
+    expect(plan.floor).toEqual({ cpu: 7200n });
+    expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{}', [POOL_ANNOTATION]: null, [FLOOR_ANNOTATION]: '{"cpu":"7200m"}' });
+  });
+
+  it('below the ratio it changes nothing: no floor annotation', () => {
+    const plan = planNodeStatus(kubeletNode(RAW_ALLOCATABLE), policy({ cpu: 2 }), undefined, cpuOnly(7200n))!;
+    expect(plan.allocatable.cpu).toBe(8000n);
+    expect(plan.floor).toEqual({});
+    expect(plan.annotations[FLOOR_ANNOTATION]).toBeNull();
+  });
+
+  it('opted out: the raw value or the floor, whichever is higher', () => {
+    const annotations = { [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{"cpu":2}' };
+    const node = kubeletNode({ ...RAW_ALLOCATABLE, cpu: '8' }, annotations, { [DISABLED_LABEL]: 'true' });
+    expect(planNodeStatus(node, null, undefined, cpuOnly(5000n))!.allocatable.cpu).toBe(5000n);
+    const lower = planNodeStatus(node, null, undefined, cpuOnly(3000n))!;
+    expect(lower.allocatable.cpu).toBe(4000n);
+    expect(lower.annotations).toEqual({ [RAW_ANNOTATION]: null, [RATIOS_ANNOTATION]: null, [POOL_ANNOTATION]: null, [FLOOR_ANNOTATION]: null });
+  });
+
+  it('wins over floor(capacity × ratio): a running pod is never stranded', () => {
+    const plan = planNodeStatus(kubeletNode(RAW_ALLOCATABLE), policy({ cpu: 1.5 }), undefined, cpuOnly(9000n))!;
+    expect(plan.allocatable.cpu).toBe(9000n);
+    expect(plan.floor.cpu).toBe(9000n);
+  });
+
+  it('recognises a floor-raised value as ours (third parties, reinvocation), so raw stays the kubelet\'s', () => {
+    const annotations = { [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{}', [FLOOR_ANNOTATION]: '{"cpu":"7200m"}' };
+    for (const cpu of ['7200m', '7.2']) {
+      const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu }, annotations), policy({}), undefined, cpuOnly(3000n))!;
+      expect(plan.raw.cpu).toBe(4000n);
+      // The pods left: the floor no longer decides, the raw value comes back and the record goes.
+      expect(plan.allocatable.cpu).toBe(4000n);
+      expect(plan.annotations[FLOOR_ANNOTATION]).toBeNull();
+      expect(plan.annotations[RAW_ANNOTATION]).toBeNull();
+    }
+  });
+
+  it('unknown commitments (cache not listed, floor off): rule 4 alone', () => {
+    const plan = planNodeStatus(kubeletNode(RAW_ALLOCATABLE), policy({}), undefined, undefined)!;
+    expect(plan.allocatable.cpu).toBe(4000n);
+    expect(plan.floor).toEqual({});
+  });
+
+  it('a forged floor record raises nothing: the value written is computed from raw and the bound requests', () => {
+    const annotations = { [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{}', [FLOOR_ANNOTATION]: '{"cpu":"64"}' };
+    const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu: '64' }, annotations), policy({ cpu: 1.5 }), undefined, cpuOnly(1000n))!;
+    expect(plan.allocatable.cpu).toBe(6000n);
+    expect(readRecord({ ...annotations, [FLOOR_ANNOTATION]: '{"cpu":"lots"}' })).toBeNull();
   });
 });
 
@@ -502,15 +566,18 @@ const stats = {
   boundChecks: 0,
 };
 
-function newStrategy() {
+function newStrategy(committed: (node: string) => ResourceAmounts | undefined = () => undefined) {
   const gauge = (name: string, labelNames: string[]) => new Gauge({ name, help: name, labelNames, registers: [] });
   return new NodeOversellStrategy(
     gauge('raw', ['node', 'resource']),
     gauge('overcommitted', ['node', 'resource']),
     gauge('ratio', ['node', 'resource', 'pool']),
+    gauge('reason', ['node', 'resource', 'reason']),
     new Counter({ name: 'dropped', help: 'dropped', labelNames: ['reason'], registers: [] }),
     backgroundTasks(),
     {},
+    { committed },
+    { record: () => undefined },
   );
 }
 

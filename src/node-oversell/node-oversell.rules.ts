@@ -5,12 +5,12 @@
  * own annotations, which NodeRestriction allows):
  *
  *   1. We own status.allocatable for the managed resources; capacity is never changed.
- *   2. With every value written we record the raw allocatable, the capacity seen and the
- *      ratios applied (annotations below). A record that is not exactly what we write counts as
+ *   2. With every value written we record the raw allocatable, the capacity seen, the
+ *      ratios applied and the values the floor decided (annotations below). A record that is not exactly what we write counts as
  *      absent: bad JSON, unknown keys, quantities negative, unparsable or beyond int64, ratios
  *      not numbers or outside [1, 10], or a resource whose recorded raw exceeds its capacity.
  *   3. Per managed resource, the incoming value is our output iff it equals
- *      floor(recorded raw × recorded ratio) and the resource's capacity equals its recorded
+ *      floor(recorded raw × recorded ratio) or the recorded floor value, and the resource's capacity equals its recorded
  *      capacity; then raw = recorded raw. The record read is the incoming object's; for an
  *      inflated node, when that one does not explain a resource, the stored Node's (oldObject),
  *      so a writer that drops our annotations but keeps the inflated value does not compound.
@@ -23,6 +23,13 @@
  *      left as the writer sent it.
  *   5. mutate(mutate(x)) = mutate(x) for every input: the record written explains every value
  *      written (amounts outside [0, 2^63−1] are left out of it and never inflated).
+ *   6. The commitment floor, the last step: when the node's committed requests are known (the
+ *      sum, counted as the scheduler counts them, of its bound non-terminal pods), the value
+ *      written is max(rule 4's value, committed), opted out and ratio 1 included. The floor wins
+ *      over floor(capacity × ratio): a kubelet re-admits its running pods against the stored
+ *      allocatable on restart, and a value below what is bound would reject (strand) them. A
+ *      value the floor decides is recorded (the floor annotation), so rule 3 recognises it as
+ *      ours and raw stays the kubelet's; the record is kept while the floor decides anything.
  *
  * Quantities are compared by value in base units (millicores, bytes, count), never as
  * strings: the API server may store "4000m" as "4".
@@ -54,7 +61,9 @@ export const RAW_ANNOTATION = 'kube-overcommit.io/allocatable-raw';
 export const RATIOS_ANNOTATION = 'kube-overcommit.io/ratios';
 /** The pool name; absent for the default ratios. Informational: rule 3 does not read it. */
 export const POOL_ANNOTATION = 'kube-overcommit.io/pool';
-export const NODE_ANNOTATIONS = [RAW_ANNOTATION, RATIOS_ANNOTATION, POOL_ANNOTATION] as const;
+/** JSON `{"cpu":"7200m"}`: the values the commitment floor decided (rule 6), only those; absent when it decided none. */
+export const FLOOR_ANNOTATION = 'kube-overcommit.io/floor';
+export const NODE_ANNOTATIONS = [RAW_ANNOTATION, RATIOS_ANNOTATION, POOL_ANNOTATION, FLOOR_ANNOTATION] as const;
 export type NodeAnnotation = (typeof NODE_ANNOTATIONS)[number];
 
 export const DISABLED_LABEL = 'kube-overcommit.io/disabled';
@@ -106,6 +115,8 @@ export interface RawRecord {
   allocatable: ResourceAmounts;
   capacity: ResourceAmounts;
   ratios: AppliedRatios;
+  /** The values the floor decided (rule 6); empty when it decided none. */
+  floor: ResourceAmounts;
 }
 
 export interface NodeStatusPlan {
@@ -117,8 +128,10 @@ export interface NodeStatusPlan {
   capacity: ResourceAmounts;
   /** The ratios applied (rule 4): only those ≠ 1, of resources present and inflatable. */
   ratios: AppliedRatios;
-  /** The desired allocatable of the managed resources present: floor(raw × ratio). */
+  /** The desired allocatable of the managed resources present: max(floor(raw × ratio), committed). */
   allocatable: ResourceAmounts;
+  /** The resources whose value the commitment floor decided (rule 6), with that value. */
+  floor: ResourceAmounts;
   /** The desired value of each of our annotations: a string to set, null to remove. */
   annotations: Record<NodeAnnotation, string | null>;
 }
@@ -206,17 +219,20 @@ export function readRecord(annotations: Readonly<Record<string, string>> | undef
   const rawText = annotations?.[RAW_ANNOTATION];
   const ratiosText = annotations?.[RATIOS_ANNOTATION];
   if (typeof rawText !== 'string' || typeof ratiosText !== 'string') return null;
+  const floorText = annotations?.[FLOOR_ANNOTATION];
+  const floor = typeof floorText === 'string' ? floorText : '{}';
   // Bounded input (no memo entry for a huge hostile annotation); a record is frozen, so shareable.
-  if (rawText.length + ratiosText.length > 4096) return parseRecord(rawText, ratiosText);
-  return recordMemo.get(`${rawText}\u0000${ratiosText}`, () => parseRecord(rawText, ratiosText));
+  if (rawText.length + ratiosText.length + floor.length > 4096) return parseRecord(rawText, ratiosText, floor);
+  return recordMemo.get(`${rawText}\u0000${ratiosText}\u0000${floor}`, () => parseRecord(rawText, ratiosText, floor));
 }
 const recordMemo = new Memo<string, Readonly<RawRecord> | null>(8192);
 
-function parseRecord(rawText: string, ratiosText: string): Readonly<RawRecord> | null {
+function parseRecord(rawText: string, ratiosText: string, floorText: string): Readonly<RawRecord> | null {
   try {
     const raw: unknown = JSON.parse(rawText);
     const ratios: unknown = JSON.parse(ratiosText);
-    if (!isRecord(raw) || !isRecord(ratios)) return null;
+    const floor = readRecordedList(JSON.parse(floorText));
+    if (!isRecord(raw) || !isRecord(ratios) || floor === null) return null;
     if (Object.keys(raw).some((key) => key !== 'allocatable' && key !== 'capacity')) return null;
     const allocatable = readRecordedList(raw.allocatable);
     const capacity = readRecordedList(raw.capacity);
@@ -229,7 +245,12 @@ function parseRecord(rawText: string, ratiosText: string): Readonly<RawRecord> |
       if (!(MANAGED_RESOURCES as readonly string[]).includes(key) || !isValidRatio(ratio)) return null;
       applied[key as ManagedResource] = ratio;
     }
-    return Object.freeze({ allocatable: Object.freeze(allocatable), capacity: Object.freeze(capacity), ratios: Object.freeze(applied) });
+    return Object.freeze({
+      allocatable: Object.freeze(allocatable),
+      capacity: Object.freeze(capacity),
+      ratios: Object.freeze(applied),
+      floor: Object.freeze(floor),
+    });
   } catch {
     return null;
   }
@@ -253,6 +274,11 @@ export function formatRawRecord(raw: ResourceAmounts, capacity: ResourceAmounts)
   return JSON.stringify(json);
 }
 
+/** The `kube-overcommit.io/floor` annotation value: `{"cpu":"7200m"}`, keys in MANAGED_RESOURCES order. */
+export function formatFloor(floor: ResourceAmounts): string {
+  return JSON.stringify(formatList(floor));
+}
+
 /** The `kube-overcommit.io/ratios` annotation value: `{"cpu":1.5}`, keys in MANAGED_RESOURCES order. */
 export function formatRatios(ratios: AppliedRatios): string {
   const out: AppliedRatios = {};
@@ -267,6 +293,7 @@ export function formatRatios(ratios: AppliedRatios): string {
 function recordedRaw(record: Readonly<RawRecord> | null, resource: ManagedResource, amount: bigint, capacity: bigint | undefined): bigint | undefined {
   const raw = record?.allocatable[resource];
   if (raw === undefined || capacity === undefined || record!.capacity[resource] !== capacity) return undefined;
+  if (record!.floor[resource] === amount) return raw;
   const ratio = record!.ratios[resource];
   const output = ratio === undefined || ratio === 1 ? raw : multiplyFloor(raw, ratio);
   return output === amount ? raw : undefined;
@@ -286,13 +313,14 @@ function configuredRatios(policy: NodePolicy | null, present: ResourceAmounts): 
 }
 
 /**
- * Rules 3 and 4 for one incoming Node (CREATE, or the merged object of a nodes/status
+ * Rules 3, 4 and 6 for one incoming Node (CREATE, or the merged object of a nodes/status
  * UPDATE); `previous` is the stored Node (the request's oldObject), absent on CREATE.
- * `policy` null = opted out. Returns null when the object has no status.allocatable (nothing
+ * `policy` null = opted out. `committed`: the requests bound to the node (rule 6), undefined
+ * when unknown (no floor). Returns null when the object has no status.allocatable (nothing
  * to do). Throws if a managed quantity on the object itself is unparsable (the API server
  * rejects such a write after admission; the pipeline fails open).
  */
-export function planNodeStatus(node: NodeLike, policy: NodePolicy | null, previous?: NodeLike): NodeStatusPlan | null {
+export function planNodeStatus(node: NodeLike, policy: NodePolicy | null, previous?: NodeLike, committed?: ResourceAmounts): NodeStatusPlan | null {
   const allocatableList = node.status?.allocatable;
   if (!isRecord(allocatableList)) return null;
   const incoming = readAmounts(allocatableList);
@@ -302,7 +330,7 @@ export function planNodeStatus(node: NodeLike, policy: NodePolicy | null, previo
 
   // Rule 3, per resource.
   const record = readRecord(node.metadata?.annotations);
-  const stored = inflating && previous ? readRecord(previous.metadata?.annotations) : null;
+  const stored = (inflating || committed !== undefined) && previous ? readRecord(previous.metadata?.annotations) : null;
   const raw: ResourceAmounts = {};
   const ratios: AppliedRatios = {};
   for (const resource of MANAGED_RESOURCES) {
@@ -317,16 +345,28 @@ export function planNodeStatus(node: NodeLike, policy: NodePolicy | null, previo
     if (ratio !== undefined && inRange(cap) && value >= 0n && value <= cap) ratios[resource] = ratio;
   }
 
+  // Rule 6.
+  const allocatable = inflate(raw, ratios);
+  const floor: ResourceAmounts = {};
+  for (const resource of MANAGED_RESOURCES) {
+    const bound = committed?.[resource];
+    const planned = allocatable[resource];
+    if (bound !== undefined && planned !== undefined && inRange(bound) && bound > planned) allocatable[resource] = floor[resource] = bound;
+  }
+  const recording = inflating || Object.keys(floor).length > 0;
+
   return {
     incoming,
     raw,
     capacity,
     ratios,
-    allocatable: inflate(raw, ratios),
+    allocatable,
+    floor,
     annotations: {
-      [RAW_ANNOTATION]: inflating ? formatRawRecord(raw, capacity) : null,
-      [RATIOS_ANNOTATION]: inflating ? formatRatios(ratios) : null,
+      [RAW_ANNOTATION]: recording ? formatRawRecord(raw, capacity) : null,
+      [RATIOS_ANNOTATION]: recording ? formatRatios(ratios) : null,
       [POOL_ANNOTATION]: inflating && policy?.pool ? policy.pool : null,
+      [FLOOR_ANNOTATION]: Object.keys(floor).length > 0 ? formatFloor(floor) : null,
     },
   };
 }

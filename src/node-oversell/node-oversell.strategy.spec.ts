@@ -4,6 +4,7 @@ import fastJsonPatch from 'fast-json-patch';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { describe, expect, it, vi } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
+import { TestConfigModule } from '../../test/fixtures/config-module.js';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, StrategyResult } from '../admission/admission.types.js';
 import { BACKGROUND_ERRORS, BackgroundTasksModule } from '../common/background-tasks.js';
@@ -12,11 +13,12 @@ import type { OvercommitConfig } from '../config/config.schema.js';
 import {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
   NODE_ALLOCATABLE_RAW_METRIC,
+  NODE_ALLOCATABLE_REASON_METRIC,
   NODE_METRICS_DROPPED_METRIC,
   NODE_RATIO_METRIC,
   NodeOversellModule,
 } from './node-oversell.module.js';
-import { POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION } from './node-oversell.rules.js';
+import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, type ResourceAmounts } from './node-oversell.rules.js';
 import { KubeModule } from '../kube/kube.module.js';
 import {
   DEFAULT_NODE_METRICS_MAX_NODES,
@@ -169,13 +171,19 @@ const CONFIG = config({
 function harness(env: NodeJS.ProcessEnv = {}) {
   const registry = new Registry();
   const gauge = (name: string, labelNames: string[]) => new Gauge({ name, help: name, labelNames, registers: [registry] });
+  /** The requests bound to each node, as the pod cache would report them; absent = unknown. */
+  const committed = new Map<string, ResourceAmounts>();
+  const events: Array<{ node: { name: string; uid?: string }; reason: string; message: string }> = [];
   const strategy = new NodeOversellStrategy(
     gauge(NODE_ALLOCATABLE_RAW_METRIC, ['node', 'resource']),
     gauge(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, ['node', 'resource']),
     gauge(NODE_RATIO_METRIC, ['node', 'resource', 'pool']),
+    gauge(NODE_ALLOCATABLE_REASON_METRIC, ['node', 'resource', 'reason']),
     new Counter({ name: NODE_METRICS_DROPPED_METRIC, help: 'h', labelNames: ['reason'], registers: [registry] }),
     backgroundTasks(registry),
     env,
+    { committed: (node) => committed.get(node) },
+    { record: (node, reason, message) => events.push({ node, reason, message }) },
   );
   const request = (object: Json, extra: Partial<AdmissionRequest> = {}): AdmissionRequest => ({
     uid: 'e911857d-c318-11e8-bbad-025000000001',
@@ -201,7 +209,7 @@ function harness(env: NodeJS.ProcessEnv = {}) {
     (await registry.getSingleMetric(name)!.get()).values.map(({ labels, value }) => ({ ...labels, value }));
   /** The nodes that have series, sorted. */
   const nodes = async () => [...new Set((await samples(NODE_RATIO_METRIC)).map((s) => s.node))].sort();
-  return { strategy, request, admit, samples, nodes };
+  return { strategy, request, admit, samples, nodes, committed, events };
 }
 
 /** Everything but status.allocatable and our annotations must come out as it went in. */
@@ -209,7 +217,7 @@ function expectOnlyOursChanged(before: Json, after: Json): void {
   const strip = (node: Json) => {
     const copy = structuredClone(node);
     delete copy.status.allocatable;
-    for (const key of [RAW_ANNOTATION, RATIOS_ANNOTATION, POOL_ANNOTATION]) delete copy.metadata.annotations?.[key];
+    for (const key of [RAW_ANNOTATION, RATIOS_ANNOTATION, POOL_ANNOTATION, FLOOR_ANNOTATION]) delete copy.metadata.annotations?.[key];
     if (copy.metadata.annotations && Object.keys(copy.metadata.annotations).length === 0 && !before.metadata.annotations) delete copy.metadata.annotations;
     return copy;
   };
@@ -435,6 +443,53 @@ describe('NodeOversellStrategy', () => {
   });
 });
 
+describe('NodeOversellStrategy with the commitment floor', () => {
+  // kubeadmNode: 4 CPUs raw; CONFIG gives cpu 1.5 → 6. Bound: 7.2 CPUs.
+  const bound: ResourceAmounts = { cpu: 7200n, memory: 1024n ** 3n, pods: 9n };
+
+  it('writes the bound requests, says so in an annotation, the reason gauge and one Event when it starts and one when it stops', async () => {
+    const { admit, samples, committed, events } = harness();
+    committed.set('worker-1', bound);
+    const raised = admit(kubeadmNode()).node;
+    expect(raised.status.allocatable.cpu).toBe('7200m');
+    expect(raised.metadata.annotations[FLOOR_ANNOTATION]).toBe('{"cpu":"7200m"}');
+    expect(await samples(NODE_ALLOCATABLE_REASON_METRIC)).toContainEqual({ node: 'worker-1', resource: 'cpu', reason: 'floor', value: 1 });
+    expect(await samples(NODE_ALLOCATABLE_REASON_METRIC)).toContainEqual({ node: 'worker-1', resource: 'memory', reason: 'static', value: 1 });
+    expect(events).toEqual([
+      {
+        node: { name: 'worker-1', uid: expect.any(String) },
+        reason: 'CommitmentFloorApplied',
+        message: 'allocatable raised to the requests bound to the node, so the kubelet keeps admitting its running pods: cpu 7200m (raw 4 × ratio 1.5 = 6)',
+      },
+    ]);
+    // Reinvocation, a heartbeat, a dry run: no second Event.
+    expect(admit(raised).result).toEqual({});
+    admit(raised, CONFIG, { dryRun: true });
+    expect(events).toHaveLength(1);
+
+    committed.set('worker-1', { cpu: 5000n, pods: 5n });
+    const lifted = admit(raised).node;
+    expect(lifted.status.allocatable.cpu).toBe('6');
+    expect(lifted.metadata.annotations[FLOOR_ANNOTATION]).toBeUndefined();
+    expect(events.map((e) => e.reason)).toEqual(['CommitmentFloorApplied', 'CommitmentFloorLifted']);
+    const cpuReasons = (await samples(NODE_ALLOCATABLE_REASON_METRIC)).filter((s) => s.resource === 'cpu');
+    expect(cpuReasons).toEqual([{ node: 'worker-1', resource: 'cpu', reason: 'static', value: 1 }]);
+  });
+
+  it('nodes.commitmentFloor: false writes what the ratios give, whatever is bound', () => {
+    const { admit, committed, events } = harness();
+    committed.set('worker-1', bound);
+    const off = { ...CONFIG, nodes: { ...CONFIG.nodes, commitmentFloor: false } } as OvercommitConfig;
+    expect(admit(kubeadmNode(), off).node.status.allocatable.cpu).toBe('6');
+    expect(events).toEqual([]);
+  });
+
+  it('unknown commitments (the pod cache has not listed): what the ratios give', () => {
+    const { admit } = harness();
+    expect(admit(kubeadmNode()).node.status.allocatable.cpu).toBe('6');
+  });
+});
+
 describe('per-node series: bounded, whatever the reviews carry', () => {
   const named = (name: unknown): Json => {
     const node = kubeadmNode();
@@ -526,7 +581,7 @@ describe('per-node series: bounded, whatever the reviews carry', () => {
 
 describe('NodeOversellModule', () => {
   it('provides the strategy with its gauges', async () => {
-    const moduleRef = await Test.createTestingModule({ imports: [KubeModule.forRoot({}), BackgroundTasksModule, NodeOversellModule] }).compile();
+    const moduleRef = await Test.createTestingModule({ imports: [TestConfigModule, KubeModule.forRoot({}), BackgroundTasksModule, NodeOversellModule] }).compile();
     const strategy = moduleRef.get(NodeOversellStrategy);
     expect(strategy).toBeInstanceOf(NodeOversellStrategy);
     for (const name of [NODE_ALLOCATABLE_RAW_METRIC, NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_RATIO_METRIC]) {

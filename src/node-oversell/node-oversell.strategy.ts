@@ -7,13 +7,18 @@ import { BackgroundTasks } from '../common/background-tasks.js';
 import { jsonPointer } from '../common/json-pointer.js';
 import { MANAGED_RESOURCES, type OvercommitConfig } from '../config/config.schema.js';
 import { KUBE_ENV } from '../kube/kube.env.js';
+import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from './commitment-floor.service.js';
+import { NODE_EVENTS, type NodeEventRecorder } from './node-events.service.js';
 import {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
   NODE_ALLOCATABLE_RAW_METRIC,
+  NODE_ALLOCATABLE_REASON_METRIC,
   NODE_METRICS_DROPPED_METRIC,
   NODE_RATIO_METRIC,
 } from './node-oversell.metrics.js';
 import {
+  FLOOR_ANNOTATION,
+  inflate,
   isRecord,
   NODE_ANNOTATIONS,
   type NodeLike,
@@ -122,9 +127,12 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     @InjectMetric(NODE_ALLOCATABLE_RAW_METRIC) private readonly rawGauge: Gauge<string>,
     @InjectMetric(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC) private readonly overcommittedGauge: Gauge<string>,
     @InjectMetric(NODE_RATIO_METRIC) private readonly ratioGauge: Gauge<string>,
+    @InjectMetric(NODE_ALLOCATABLE_REASON_METRIC) private readonly reasonGauge: Gauge<string>,
     @InjectMetric(NODE_METRICS_DROPPED_METRIC) private readonly dropped: Counter<string>,
     private readonly background: BackgroundTasks,
     @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
+    @Inject(NODE_COMMITMENTS) private readonly commitments: NodeCommitments,
+    @Inject(NODE_EVENTS) private readonly events: NodeEventRecorder,
   ) {
     this.maxNodes = nodeMetricsMaxNodes(env);
     for (const reason of ['silent', 'limit']) this.dropped.inc({ reason }, 0);
@@ -158,6 +166,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
       this.rawGauge.remove({ node, resource });
       this.overcommittedGauge.remove({ node, resource });
       this.ratioGauge.remove({ node, resource, pool });
+      for (const reason of ALLOCATABLE_REASONS) this.reasonGauge.remove({ node, resource, reason });
     }
   }
 
@@ -166,19 +175,40 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     if (typeof node !== 'object' || node === null) return {};
     const policy = resolveNodePolicy(node.metadata?.labels, config.nodes);
     const previous = request.oldObject as NodeLike | undefined;
-    const plan = planNodeStatus(node, policy, typeof previous === 'object' && previous !== null ? previous : undefined);
+    const name = node.metadata?.name ?? request.name;
+    const committed = floorEnabled(config.nodes) && isNodeName(name) ? this.commitments.committed(name) : undefined;
+    const plan = planNodeStatus(node, policy, typeof previous === 'object' && previous !== null ? previous : undefined, committed);
     if (plan === null) return {};
     const patch = nodeStatusPatch(node, plan);
-    const name = node.metadata?.name ?? request.name;
-    if (!request.dryRun && isNodeName(name)) this.export(name, plan, policy);
+    if (!request.dryRun && isNodeName(name)) {
+      this.export(name, plan, policy);
+      // Shadow writes nothing to the Node, so nothing starts or stops deciding there.
+      if (policy?.mode !== 'shadow') this.reportFloor(name, node, plan);
+    }
     // Shadow: the object stays as its writer sent it, so a kubelet write brings an inflated node back to raw.
     return patch.length === 0 || policy?.mode === 'shadow' ? {} : { patch };
+  }
+
+  /**
+   * A Normal Event when the floor starts deciding the node's allocatable, and when it stops, read
+   * from the incoming object's floor annotation: the same on every replica, and a reinvocation
+   * (which carries our annotation) records nothing twice.
+   */
+  private reportFloor(name: string, node: NodeLike, plan: NodeStatusPlan): void {
+    const annotations = node.metadata?.annotations;
+    const before = isRecord(annotations) && typeof annotations[FLOOR_ANNOTATION] === 'string';
+    const after = plan.annotations[FLOOR_ANNOTATION] !== null;
+    if (before === after) return;
+    const uid = (node.metadata as { uid?: unknown } | undefined)?.uid;
+    const ref = { name, ...(typeof uid === 'string' ? { uid } : {}) };
+    if (after) this.events.record(ref, 'CommitmentFloorApplied', floorMessage(plan));
+    else this.events.record(ref, 'CommitmentFloorLifted', 'allocatable follows the ratios again: the requests bound to the node fit in raw × ratio');
   }
 
   private export(node: string, plan: NodeStatusPlan, policy: NodePolicy | null): void {
     const pool = policy?.pool ?? '';
     let signature = '';
-    for (const resource of MANAGED_RESOURCES) signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]};`;
+    for (const resource of MANAGED_RESOURCES) signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${plan.floor[resource]};`;
     const previous = this.exported.get(node);
     const seenAt = Date.now();
     // Re-inserted, so the map stays in the order of the last admission.
@@ -201,11 +231,28 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
         this.rawGauge.remove({ node, resource });
         this.overcommittedGauge.remove({ node, resource });
         this.ratioGauge.remove({ node, resource, pool });
+        for (const reason of ALLOCATABLE_REASONS) this.reasonGauge.remove({ node, resource, reason });
         continue;
       }
       this.rawGauge.set({ node, resource }, baseAmountToNumber(resource, raw));
       this.overcommittedGauge.set({ node, resource }, baseAmountToNumber(resource, inflated));
       this.ratioGauge.set({ node, resource, pool }, plan.ratios[resource] ?? 1);
+      const reason = plan.floor[resource] === undefined ? 'static' : 'floor';
+      this.reasonGauge.remove({ node, resource, reason: reason === 'floor' ? 'static' : 'floor' });
+      this.reasonGauge.set({ node, resource, reason }, 1);
     }
   }
+}
+
+/** What decided a node's allocatable for a resource: its ratio (`static`), or the commitment floor. */
+const ALLOCATABLE_REASONS = ['static', 'floor'] as const;
+
+/** `allocatable raised to the requests bound to the node: cpu 7200m (raw 4 × ratio 1 = 4)`. */
+function floorMessage(plan: NodeStatusPlan): string {
+  const planned = inflate(plan.raw, plan.ratios);
+  const parts = MANAGED_RESOURCES.filter((resource) => plan.floor[resource] !== undefined).map((resource) => {
+    const f = (amount: bigint | undefined) => formatResourceQuantity(resource, amount ?? 0n);
+    return `${resource} ${f(plan.floor[resource])} (raw ${f(plan.raw[resource])} × ratio ${plan.ratios[resource] ?? 1} = ${f(planned[resource])})`;
+  });
+  return `allocatable raised to the requests bound to the node, so the kubelet keeps admitting its running pods: ${parts.join(', ')}`;
 }

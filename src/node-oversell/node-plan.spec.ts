@@ -42,9 +42,12 @@ function strategy(): NodeOversellStrategy {
     gauge(NODE_ALLOCATABLE_RAW_METRIC, ['node', 'resource']),
     gauge(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, ['node', 'resource']),
     gauge(NODE_RATIO_METRIC, ['node', 'resource', 'pool']),
+    gauge('kube_overcommit_node_allocatable_reason', ['node', 'resource', 'reason']),
     new Counter({ name: NODE_METRICS_DROPPED_METRIC, help: 'h', labelNames: ['reason'], registers: [registry] }),
     backgroundTasks(registry),
     {},
+    { committed: () => undefined },
+    { record: () => undefined },
   );
 }
 

@@ -1,0 +1,40 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import type { NodesConfig } from '../config/config.schema.js';
+import { ConfigStore } from '../config/config.store.js';
+import { PodCache } from '../kube/pod-cache.service.js';
+import type { ResourceAmounts } from './node-oversell.rules.js';
+
+export const NODE_COMMITMENTS = Symbol('NODE_COMMITMENTS');
+
+/** The requests bound to each node, as the commitment floor (rule 6) reads them. */
+export interface NodeCommitments {
+  /** The sum of the node's bound non-terminal pods' requests (`pods`: their count); undefined while unknown. */
+  committed(node: string): ResourceAmounts | undefined;
+}
+
+/** True unless the config turns the commitment floor off (`nodes.commitmentFloor: false`). */
+export function floorEnabled(nodes: NodesConfig | undefined): boolean {
+  return nodes?.commitmentFloor !== false;
+}
+
+/**
+ * The commitment floor's view of the shared pod cache: wanted while the config in force has the
+ * floor on; unknown (no floor) outside a cluster and until the cache has listed, so a replica
+ * that just started writes what the ratios give rather than a floor from a partial list.
+ */
+@Injectable()
+export class CommitmentFloor implements NodeCommitments, OnModuleInit {
+  constructor(
+    private readonly pods: PodCache,
+    private readonly config: ConfigStore,
+  ) {}
+
+  onModuleInit(): void {
+    this.config.onChange(({ config }) => this.pods.use('commitment-floor', floorEnabled(config.nodes)));
+    this.pods.use('commitment-floor', floorEnabled(this.config.snapshot().config.nodes));
+  }
+
+  committed(node: string): ResourceAmounts | undefined {
+    return this.pods.isSynced() ? this.pods.usage(node).requests : undefined;
+  }
+}

@@ -1,0 +1,230 @@
+import fc from 'fast-check';
+import fastJsonPatch from 'fast-json-patch';
+import { Counter, Gauge } from 'prom-client';
+import { afterAll, describe, expect, it } from 'vitest';
+import { backgroundTasks } from '../../test/fixtures/background.js';
+import type { AdmissionRequest } from '../admission/admission.types.js';
+import type { NodesConfig, OvercommitConfig } from '../config/config.schema.js';
+import { floorEnabled } from './commitment-floor.service.js';
+import { DISABLED_LABEL, FLOOR_ANNOTATION, type ResourceAmounts } from './node-oversell.rules.js';
+import { NodeOversellStrategy } from './node-oversell.strategy.js';
+import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+
+const { applyPatch } = fastJsonPatch;
+
+/** The resources the model's pods request and the floor guards (ephemeral-storage is left to rule 4). */
+const FLOORED = ['cpu', 'memory', 'pods'] as const;
+type Floored = (typeof FLOORED)[number];
+type Amounts = Record<Floored, bigint>;
+/** Ratios as integer hundredths (150 = 1.5), so the model computes floor(raw × k / 100) on its own. */
+type Hundredths = Partial<Record<Floored, number>>;
+
+type Step =
+  | { kind: 'ratios'; k: Hundredths }
+  | { kind: 'optOut'; on: boolean }
+  | { kind: 'bind'; cpu: number; memoryMi: number }
+  | { kind: 'delete'; pick: number }
+  | { kind: 'kubelet'; reserve: boolean; picks: [number, number] }
+  | { kind: 'thirdParty' };
+
+const hundredths = fc.oneof(fc.constant(100), fc.integer({ min: 100, max: 300 }), fc.constantFrom(150, 200));
+const ratioSet: fc.Arbitrary<Hundredths> = fc.record({ cpu: hundredths, memory: hundredths, pods: hundredths }, { requiredKeys: [] });
+const step: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('ratios' as const), k: ratioSet }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('optOut' as const), on: fc.boolean() }) },
+  { weight: 6, arbitrary: fc.record({ kind: fc.constant('bind' as const), cpu: fc.integer({ min: 50, max: 2500 }), memoryMi: fc.integer({ min: 16, max: 4096 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), pick: fc.nat() }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('kubelet' as const), reserve: fc.boolean(), picks: fc.tuple(fc.nat(), fc.nat()) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('thirdParty' as const) }) },
+);
+const machine = fc.record({ cores: fc.integer({ min: 1, max: 16 }), memGi: fc.integer({ min: 1, max: 64 }), maxPods: fc.integer({ min: 4, max: 40 }) });
+
+type Node = {
+  metadata: { name: string; uid: string; labels: Record<string, string>; annotations?: Record<string, string> };
+  status: { allocatable: Record<string, string>; capacity: Record<string, string> };
+};
+
+const GiB = 1024n ** 3n;
+const MiB = 1024n ** 2n;
+const stats = { writes: 0, floorDecided: 0, floorLifted: 0, belowWithoutFloor: 0, scenariosBelowWithoutFloor: 0, binds: 0, refused: 0 };
+
+const amountsOf = (list: Record<string, string>): Amounts =>
+  Object.fromEntries(FLOORED.map((r) => [r, parseResourceQuantity(r, list[r])])) as Amounts;
+const listOf = (amounts: Amounts): Record<string, string> => Object.fromEntries(FLOORED.map((r) => [r, formatResourceQuantity(r, amounts[r])]));
+
+/**
+ * One node under random ratio edits, opt-outs, pod bindings (by a scheduler: a pod is bound only
+ * if it fits in the stored allocatable) and deletions, kubelet reports (raw changes) and third-party
+ * status writes, the webhook in the API server's admission path and the pod cache current.
+ * After every step, the kubelet's restart check: Σ requests of the bound pods ≤ stored allocatable.
+ * With `floor` off, the same steps count the steps where that check fails instead.
+ */
+function runScenario(m: { cores: number; memGi: number; maxPods: number }, k0: Hundredths, steps: Step[], floor: boolean): number {
+  const cap: Amounts = { cpu: BigInt(m.cores) * 1000n, memory: BigInt(m.memGi) * GiB, pods: BigInt(m.maxPods) };
+  const w = { raw: { ...cap }, k: k0, optOut: false, pods: [] as Array<{ cpu: bigint; memory: bigint }>, stored: null as Node | null, below: 0 };
+  const committed = (): Amounts => ({
+    cpu: w.pods.reduce((sum, p) => sum + p.cpu, 0n),
+    memory: w.pods.reduce((sum, p) => sum + p.memory, 0n),
+    pods: BigInt(w.pods.length),
+  });
+  const strategy = new NodeOversellStrategy(
+    ...(['raw', 'overcommitted', 'ratio', 'reason'].map((name) => new Gauge({ name, help: name, labelNames: ['node', 'resource', 'pool', 'reason'], registers: [] })) as [Gauge, Gauge, Gauge, Gauge]),
+    new Counter({ name: 'dropped', help: 'dropped', labelNames: ['reason'], registers: [] }),
+    backgroundTasks(),
+    {},
+    { committed: (): ResourceAmounts => committed() },
+    { record: (_, reason) => void (reason === 'CommitmentFloorApplied' ? (stats.floorDecided += 1) : (stats.floorLifted += 1)) },
+  );
+  const config = (): OvercommitConfig =>
+    ({ nodes: { defaultRatios: Object.fromEntries(Object.entries(w.k).map(([r, v]) => [r, v! / 100])), pools: [], commitmentFloor: floor } }) as unknown as OvercommitConfig;
+  const mutate = (object: Node, old: Node | undefined): Node => {
+    const request: AdmissionRequest = {
+      uid: 'u',
+      kind: { group: '', version: 'v1', kind: 'Node' },
+      resource: { group: '', version: 'v1', resource: 'nodes' },
+      subResource: old ? 'status' : undefined,
+      name: 'worker-1',
+      operation: old ? 'UPDATE' : 'CREATE',
+      object,
+      oldObject: old,
+    };
+    const result = strategy.admit(request, config());
+    return result.patch?.length ? applyPatch(structuredClone(object), result.patch, true, false).newDocument : object;
+  };
+  const write = (incoming: Node) => {
+    const old = w.stored ?? undefined;
+    const once = mutate(incoming, old);
+    expect(mutate(once, old)).toEqual(once); // idempotent, the floor included
+    w.stored = once;
+    stats.writes += 1;
+    if (!floor) return;
+    // The value is exactly max(floor(raw × ratio), committed) (rule 4, then rule 6).
+    const applied = w.optOut ? {} : w.k;
+    const expected = Object.fromEntries(
+      FLOORED.map((r) => {
+        const inflated = (w.raw[r] * BigInt(applied[r] ?? 100)) / 100n;
+        const bound = committed()[r];
+        return [r, bound > inflated ? bound : inflated];
+      }),
+    );
+    expect(amountsOf(once.status.allocatable)).toEqual(expected);
+    const raised = FLOORED.some((r) => committed()[r] > (w.raw[r] * BigInt(applied[r] ?? 100)) / 100n);
+    expect(once.metadata.annotations?.[FLOOR_ANNOTATION] !== undefined).toBe(raised);
+  };
+  /** The kubelet's admission on restart: every bound pod, in creation order, within the stored allocatable. */
+  const kubeletRestartCheck = () => {
+    const stored = amountsOf(w.stored!.status.allocatable);
+    const admitted: Amounts = { cpu: 0n, memory: 0n, pods: 0n };
+    let rejected = 0;
+    for (const pod of w.pods) {
+      if (admitted.cpu + pod.cpu > stored.cpu || admitted.memory + pod.memory > stored.memory || admitted.pods + 1n > stored.pods) {
+        rejected += 1;
+        continue;
+      }
+      admitted.cpu += pod.cpu;
+      admitted.memory += pod.memory;
+      admitted.pods += 1n;
+    }
+    if (floor && rejected > 0) expect.fail(`the kubelet would reject ${rejected} running pods: ${JSON.stringify({ stored: listOf(stored), committed: listOf(committed()) })}`);
+    if (rejected > 0) w.below += 1;
+  };
+  const nodeObject = (allocatable: Record<string, string>): Node => ({
+    metadata: {
+      name: 'worker-1',
+      uid: 'node-uid',
+      labels: w.optOut ? { [DISABLED_LABEL]: 'true' } : {},
+      ...(w.stored?.metadata.annotations ? { annotations: w.stored.metadata.annotations } : {}),
+    },
+    status: { allocatable: { ...allocatable, 'ephemeral-storage': '100Gi' }, capacity: { ...listOf(cap), 'ephemeral-storage': '100Gi' } },
+  });
+
+  write(nodeObject(listOf(w.raw)));
+  for (const s of steps) {
+    switch (s.kind) {
+      case 'ratios':
+        w.k = s.k;
+        break;
+      case 'optOut': // a label edit: the main resource, which the webhook does not see
+        w.optOut = s.on;
+        w.stored = { ...w.stored!, metadata: { ...w.stored!.metadata, labels: s.on ? { [DISABLED_LABEL]: 'true' } : {} } };
+        break;
+      case 'bind': {
+        const pod = { cpu: BigInt(s.cpu), memory: BigInt(s.memoryMi) * MiB };
+        const stored = amountsOf(w.stored!.status.allocatable);
+        const now = committed();
+        if (now.cpu + pod.cpu > stored.cpu || now.memory + pod.memory > stored.memory || now.pods + 1n > stored.pods) {
+          stats.refused += 1; // the scheduler's fit check
+          break;
+        }
+        w.pods.push(pod);
+        stats.binds += 1;
+        break;
+      }
+      case 'delete':
+        if (w.pods.length > 0) w.pods.splice(s.pick % w.pods.length, 1);
+        break;
+      case 'kubelet': {
+        if (s.reserve) {
+          w.raw = { ...w.raw, cpu: cap.cpu - (BigInt(s.picks[0]) % (cap.cpu / 2n + 1n)), memory: cap.memory - (BigInt(s.picks[1]) % (cap.memory / 2n + 1n)) };
+        }
+        // The kubelet's two-way patch carries its allocatable only where it differs from the
+        // stored one: where they are equal the merged object keeps the stored (our) value.
+        const stored = w.stored!.status.allocatable;
+        const sent = Object.fromEntries(FLOORED.map((r) => [r, parseResourceQuantity(r, stored[r]) === w.raw[r] ? stored[r] : formatResourceQuantity(r, w.raw[r])]));
+        write(nodeObject(sent));
+        break;
+      }
+      case 'thirdParty': // conditions only: the stored allocatable and annotations carried as they are
+        write(structuredClone(w.stored!));
+        break;
+    }
+    kubeletRestartCheck();
+  }
+  return w.below;
+}
+
+describe('the commitment floor under ratio edits, opt-outs, bindings and deletions (property)', () => {
+  afterAll(() => {
+    // Not vacuous: the floor decided and stopped deciding, and without it the same steps strand pods.
+    expect(stats.floorDecided).toBeGreaterThan(100);
+    expect(stats.floorLifted).toBeGreaterThan(20);
+    expect(stats.binds).toBeGreaterThan(2000);
+    expect(stats.scenariosBelowWithoutFloor).toBeGreaterThan(50);
+  });
+
+  it('stored allocatable ≥ Σ requests of the bound pods after every step; exactly max(floor(raw × ratio), committed) after every write', () => {
+    fc.assert(
+      fc.property(machine, ratioSet, fc.array(step, { minLength: 1, maxLength: 60, size: 'max' }), (m, k, steps) => {
+        runScenario(m, k, steps, true);
+      }),
+      { numRuns: 300 },
+    );
+  }, 60_000);
+
+  it('without the floor the same steps leave running pods above the stored allocatable', () => {
+    fc.assert(
+      fc.property(machine, ratioSet, fc.array(step, { minLength: 1, maxLength: 60, size: 'max' }), (m, k, steps) => {
+        const below = runScenario(m, k, steps, false);
+        stats.belowWithoutFloor += below;
+        if (below > 0) stats.scenariosBelowWithoutFloor += 1;
+      }),
+      { numRuns: 300 },
+    );
+  }, 60_000);
+
+  it('the issue\'s scenario: pods up to 1.8 × raw at ratio 2, ratio set to 1: the kubelet keeps every pod', () => {
+    const steps: Step[] = [
+      ...Array.from({ length: 9 }, (): Step => ({ kind: 'bind', cpu: 800, memoryMi: 64 })), // 7.2 of 4 CPUs × 2
+      { kind: 'ratios', k: {} },
+      { kind: 'kubelet', reserve: false, picks: [0, 0] },
+    ];
+    expect(runScenario({ cores: 4, memGi: 16, maxPods: 110 }, { cpu: 200 }, steps, true)).toBe(0);
+    expect(runScenario({ cores: 4, memGi: 16, maxPods: 110 }, { cpu: 200 }, steps, false)).toBe(1);
+  });
+
+  it('floorEnabled: on unless the config turns it off', () => {
+    expect(floorEnabled(undefined)).toBe(true);
+    expect(floorEnabled({ commitmentFloor: true } as NodesConfig)).toBe(true);
+    expect(floorEnabled({ commitmentFloor: false } as NodesConfig)).toBe(false);
+  });
+});

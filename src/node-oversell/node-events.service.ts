@@ -1,0 +1,70 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { CoreV1Api, KubeConfig, type CoreV1Event } from '@kubernetes/client-node';
+import { BackgroundTasks } from '../common/background-tasks.js';
+import { describeApiError } from '../kube/api-error.js';
+import { eventAbout } from '../kube/events.js';
+import { KUBE_ENV, inCluster } from '../kube/kube.env.js';
+
+/** Events waiting to be written at most; past it a new one is dropped (logged): a flood of transitions must not grow memory. */
+export const MAX_QUEUED_NODE_EVENTS = 1000;
+
+/** Where Events about cluster-scoped objects go: the API server accepts no other namespace for them. */
+const CLUSTER_SCOPED_EVENTS_NAMESPACE = 'default';
+
+export const NODE_EVENTS = Symbol('NODE_EVENTS');
+
+/** Normal Events on Nodes, recorded from the request path without waiting for the API server. */
+export interface NodeEventRecorder {
+  record(node: { name: string; uid?: string }, reason: string, message: string): void;
+}
+
+/**
+ * Queues Node Events and writes them one at a time in the background (task `node-events`), so
+ * an admission never waits on an API call. Outside a cluster it records nothing. A write that
+ * fails is logged and the Event dropped: Events are informational, the decision they report
+ * is also in the node's annotations and gauges.
+ *
+ * RBAC: create on events (in `default`, where Events about Nodes live).
+ */
+@Injectable()
+export class NodeEvents implements NodeEventRecorder {
+  private readonly logger = new Logger('NodeEvents');
+  private readonly queue: CoreV1Event[] = [];
+  private readonly core?: CoreV1Api;
+  private readonly server?: string;
+  private readonly drainInBackground: () => void;
+  private draining = false;
+
+  constructor(kube: KubeConfig, @Inject(KUBE_ENV) env: NodeJS.ProcessEnv, background: BackgroundTasks) {
+    if (inCluster(env)) this.core = kube.makeApiClient(CoreV1Api);
+    this.server = kube.getCurrentCluster()?.server;
+    this.drainInBackground = background.guard('node-events', () => this.drain());
+  }
+
+  record(node: { name: string; uid?: string }, reason: string, message: string): void {
+    if (this.core === undefined) return;
+    if (this.queue.length >= MAX_QUEUED_NODE_EVENTS) {
+      this.logger.warn(`node ${node.name}: Event ${reason} dropped, ${MAX_QUEUED_NODE_EVENTS} already waiting to be written`);
+      return;
+    }
+    const object = { apiVersion: 'v1', kind: 'Node', name: node.name, ...(node.uid ? { uid: node.uid } : {}) };
+    this.queue.push(eventAbout(object, CLUSTER_SCOPED_EVENTS_NAMESPACE, 'Normal', reason, message));
+    if (!this.draining) setImmediate(this.drainInBackground);
+  }
+
+  private async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      for (let event = this.queue.shift(); event !== undefined; event = this.queue.shift()) {
+        try {
+          await this.core!.createNamespacedEvent({ namespace: CLUSTER_SCOPED_EVENTS_NAMESPACE, body: event });
+        } catch (error) {
+          this.logger.warn(`could not record Event ${event.reason} on node ${event.involvedObject.name}: ${describeApiError(error, this.server)}`);
+        }
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+}
