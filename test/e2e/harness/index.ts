@@ -7,6 +7,7 @@ export * from './config.js';
 export * from './context.js';
 export * from './env.js';
 export * from './kube-client.js';
+export * from './kubelet-admission.js';
 export * from './metrics.js';
 export * from './nodes.js';
 export * from './pods.js';

@@ -1,5 +1,6 @@
 import type { E2eEnv } from './env.js';
 import { adminClient, KubeApiError, nodeClient, type KubeClient } from './kube-client.js';
+import { admitPods, type KubeletAdmission } from './kubelet-admission.js';
 import { sameQuantity } from './quantity.js';
 import { deepEqual, diffObject } from './strategic-merge.js';
 import { waitUntil } from './wait.js';
@@ -264,6 +265,23 @@ export class SimKubelet {
       intervalMs: 50,
       describe: () => this.stats,
     }).then(() => undefined);
+  }
+
+  /**
+   * A kubelet restart's pod admission (kubelet-admission.ts): reads its Node and the non-terminal
+   * pods bound to it from the API server and re-admits them in creation order against the stored
+   * allocatable. Rejected pods are reported, not failed: the scenario decides what follows.
+   */
+  async readmitPods(): Promise<KubeletAdmission & { allocatable: Record<string, string> }> {
+    const node = await this.client.get(`/api/v1/nodes/${this.name}`);
+    const admin = adminClient(this.env);
+    try {
+      const fieldSelector = encodeURIComponent(`spec.nodeName=${this.name},status.phase!=Succeeded,status.phase!=Failed`);
+      const pods = (await admin.get(`/api/v1/pods?fieldSelector=${fieldSelector}`)).items;
+      return { ...admitPods(pods, node.status.allocatable), allocatable: node.status.allocatable };
+    } finally {
+      admin.close();
+    }
   }
 
   /** Throws, with the errors, if any PATCH, GET or Lease renewal failed. */
