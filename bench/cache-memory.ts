@@ -9,17 +9,25 @@
  * The fixtures carry one managedFields entry each; real objects usually carry several, so the
  * figures understate what stripping managedFields saves.
  *
- * Flags: --count n (2000) --runs n (5)
+ * Then the pod cache as a whole, per pod: `--count` distinct pods (names and uids differ) held
+ * the way client-node's ListWatch holds them (a Map per namespace) and indexed by node
+ * (PodsByNode), as received (managedFields stripped: the cache before it kept CachedPods) and
+ * as CachedPods. `--json FILE` writes that figure ({ bytesPerPod, bytesPerPodAsReceived }).
+ *
+ * Flags: --count n (2000) --runs n (5) --json FILE
  */
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { cachedPod, PodsByNode } from '../src/kube/pods-by-node.js';
 import { stripManagedFields } from '../src/kube/resilient-informer.js';
+import type { PodLike } from '../src/pod-policy/pod-resources.js';
 import { trimCachedNode } from '../src/pod-policy/pod-facts.service.js';
 import { kubeadmNode, kwokNode } from '../test/fixtures/nodes.js';
 import { runningPod } from '../test/fixtures/pods.js';
 import { median, round, table } from './lib.js';
 
-const { values: flags } = parseArgs({ options: { count: { type: 'string' }, runs: { type: 'string' } } });
+const { values: flags } = parseArgs({ options: { count: { type: 'string' }, runs: { type: 'string' }, json: { type: 'string' } } });
 const count = Number(flags.count ?? 2000);
 const runs = Number(flags.runs ?? 5);
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -58,3 +66,49 @@ const rows = objects.map(({ name, object, trim }) => {
   return [name, json.length, trim.name, round(whole, 0), round(trimmed, 0), `${round((100 * (whole - trimmed)) / whole, 0)} %`];
 });
 console.log(table(['object', 'JSON bytes', 'transform', 'heap B as received', 'heap B cached', 'saved'], rows));
+
+/**
+ * Heap bytes per pod of a pod cache holding `count` distinct pods parsed from `json` through
+ * `keep`: ListWatch's Map<namespace, Map<name, object>> and the node index.
+ */
+function heapPerCachedPod(json: string, keep: (pod: PodLike) => PodLike): number {
+  const samples: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    gc!();
+    const before = process.memoryUsage().heapUsed;
+    const byNamespace = new Map<string, Map<string, PodLike>>();
+    const index = new PodsByNode();
+    for (let i = 0; i < count; i++) {
+      const unique = json.replace('"POD_NAME"', `"checkout-6f8b9c7d4-${i}"`).replace('"POD_UID"', `"${String(i).padStart(8, '0')}-2f6b-4c1e-9a57-0c1d2e3f4a5b"`);
+      const pod = keep(JSON.parse(unique) as PodLike);
+      const namespace = pod.metadata!.namespace!;
+      let pods = byNamespace.get(namespace);
+      if (!pods) byNamespace.set(namespace, (pods = new Map()));
+      pods.set(pod.metadata!.name!, pod);
+      index.upsert(pod);
+    }
+    gc!();
+    samples.push((process.memoryUsage().heapUsed - before) / count);
+    // Both read after the measurement, so neither is collected before it.
+    const held = [...byNamespace.values()].reduce((sum, pods) => sum + pods.size, 0);
+    if (index.size !== count || held !== count) throw new Error(`held ${held}, indexed ${index.size} pods of ${count}`);
+    byNamespace.clear();
+    index.clear();
+  }
+  return median(samples);
+}
+
+const podJson = JSON.stringify({ ...runningPod('checkout-1', 'node-1'), metadata: { ...runningPod('POD_NAME', 'node-1').metadata, uid: 'POD_UID' } });
+const asReceived = heapPerCachedPod(podJson, stripManagedFields as (pod: PodLike) => PodLike);
+const cached = heapPerCachedPod(podJson, cachedPod);
+console.log(`\nthe pod cache per pod (informer map + node index; ${count} distinct pods of the running Deployment pod, median of ${runs} runs)\n`);
+console.log(
+  table(
+    ['kept', 'heap B per pod'],
+    [
+      ['as received (managedFields stripped)', round(asReceived, 0)],
+      ['CachedPod (identity, node, phase, requests)', round(cached, 0)],
+    ],
+  ),
+);
+if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ count, runs, bytesPerPod: round(cached, 0), bytesPerPodAsReceived: round(asReceived, 0) }, null, 2)}\n`);

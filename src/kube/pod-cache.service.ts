@@ -4,7 +4,7 @@ import { BackgroundTasks } from '../common/background-tasks.js';
 import type { NodeUsage } from '../pod-policy/node-cap.js';
 import type { PodLike } from '../pod-policy/pod-resources.js';
 import { KUBE_ENV, inCluster } from './kube.env.js';
-import { PodsByNode } from './pods-by-node.js';
+import { cachedPod, PodsByNode, type CachedPod } from './pods-by-node.js';
 import { ResilientInformer } from './resilient-informer.js';
 
 /**
@@ -17,8 +17,9 @@ export const NON_TERMINAL_PODS = 'status.phase!=Succeeded,status.phase!=Failed';
 export type PodCacheUser = 'node-cap' | 'commitment-floor';
 
 /**
- * One informer of the cluster's non-terminal pods (all namespaces), indexed by node on every
- * event (PodsByNode), shared by every feature that reads it. It runs while at least one user
+ * One informer of the cluster's non-terminal pods (all namespaces), each kept as a CachedPod
+ * (identity, node, phase, effective requests), indexed by node on every event (PodsByNode),
+ * shared by every feature that reads it. It runs while at least one user
  * wants it (`use`), and only in a cluster; a user that stops wanting it leaves it to the others.
  *
  * RBAC: list and watch on pods, cluster-wide.
@@ -71,6 +72,7 @@ export class PodCache implements OnApplicationShutdown {
       description: 'pods (non-terminal)',
       fieldSelector: NON_TERMINAL_PODS,
       onListed: () => this.listedListeners.forEach((listener) => listener()),
+      transform: (pod) => cachedPod(pod as PodLike) as unknown as V1Pod,
     });
     // A handler that throws inside client-node's watch is an unhandled rejection: guarded.
     const upsert = this.background.guard('informer-event', (pod: V1Pod) => this.index.upsert(pod as PodLike));
@@ -86,8 +88,9 @@ export class PodCache implements OnApplicationShutdown {
     return this.informer?.isSynced() ?? false;
   }
 
-  pod(namespace: string, name: string): PodLike | undefined {
-    return this.informer?.cache.get(name, namespace) as PodLike | undefined;
+  /** The pod as the cache keeps it: identity, node, phase and its effective requests. */
+  pod(namespace: string, name: string): CachedPod | undefined {
+    return this.informer?.cache.get(name, namespace) as CachedPod | undefined;
   }
 
   /** The requests committed to the node by its bound non-terminal pods, leaving out the pod with uid `exclude`. */

@@ -5,13 +5,65 @@
  */
 import { Logger } from '@nestjs/common';
 import { MANAGED_RESOURCES } from '../config/config.schema.js';
+import { Memo } from '../node-oversell/memo.js';
 import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
 import type { NodeUsage } from '../pod-policy/node-cap.js';
-import { effectivePodRequests, isTerminal, type PodLike } from '../pod-policy/pod-resources.js';
+import { effectivePodRequests, isMirrorPod, isTerminal, MIRROR_POD_ANNOTATION, type PodLike } from '../pod-policy/pod-resources.js';
 
-interface Entry {
-  node: string;
-  requests: ResourceAmounts;
+const logger = new Logger('PodCache');
+
+/**
+ * What the pod cache keeps of a pod: what identifies it (name, namespace, uid, resourceVersion,
+ * the mirror-pod annotation), its node and phase, and its effective requests computed once on
+ * arrival. Nothing reads the rest (containers, images, env, status) after that, and at a
+ * cluster's pod count it is most of the webhook's memory.
+ */
+export interface CachedPod extends PodLike {
+  metadata: { name?: string; namespace?: string; uid?: string; resourceVersion?: string; annotations?: Record<string, string> };
+  spec: { nodeName?: string };
+  status: { phase?: string };
+  /** effectivePodRequests, frozen (shared by the cache and the index). */
+  requests: Readonly<ResourceAmounts>;
+}
+
+// Namespaces, node names and phases repeat across pods: one string each instead of one per pod.
+const shared = new Memo<string, string>(65_536);
+const share = (text: string | undefined) => (text === undefined ? undefined : shared.get(text, () => text));
+// Pods of one Deployment request the same: one frozen object per distinct set of requests.
+const sharedRequests = new Memo<string, Readonly<ResourceAmounts>>(65_536);
+
+function requestsOf(pod: PodLike): Readonly<ResourceAmounts> {
+  let requests: ResourceAmounts;
+  try {
+    requests = effectivePodRequests(pod);
+  } catch (error) {
+    // The API server validated these quantities; should one still not parse, the pod counts as `pods: 1` only.
+    logger.warn(`pod ${pod.metadata?.namespace}/${pod.metadata?.name}: ${(error as Error).message}; counting it as one pod with no requests`);
+    requests = { pods: 1n };
+  }
+  const key = `${requests.cpu}/${requests.memory}/${requests['ephemeral-storage']}/${requests.pods}`;
+  return sharedRequests.get(key, () => Object.freeze(requests));
+}
+
+/** The pod cache's transform (ResilientInformer's `transform`): a CachedPod in place of the pod as received. */
+export function cachedPod(pod: PodLike): CachedPod {
+  const { name, namespace, uid, resourceVersion } = (pod.metadata ?? {}) as CachedPod['metadata'];
+  return {
+    metadata: {
+      name,
+      namespace: share(namespace),
+      uid,
+      resourceVersion,
+      ...(isMirrorPod(pod) ? { annotations: { [MIRROR_POD_ANNOTATION]: '' } } : {}),
+    },
+    spec: { nodeName: share(pod.spec?.nodeName) },
+    status: { phase: share(pod.status?.phase) },
+    requests: requestsOf(pod),
+  };
+}
+
+function isCached(pod: PodLike): pod is CachedPod {
+  return (pod as Partial<CachedPod>).requests !== undefined;
 }
 
 function keyOf(pod: PodLike): string | undefined {
@@ -26,11 +78,12 @@ function keyOf(pod: PodLike): string | undefined {
  * pod informer's add/update/delete events (a relist replays them): Map<node, Map<uid, requests>>.
  */
 export class PodsByNode {
-  private readonly logger = new Logger('PodCache');
-  private readonly byNode = new Map<string, Map<string, ResourceAmounts>>();
-  private readonly byKey = new Map<string, Entry>();
+  private readonly byNode = new Map<string, Map<string, Readonly<ResourceAmounts>>>();
+  /** The node each indexed pod is on. */
+  private readonly nodeOf = new Map<string, string>();
 
-  upsert(pod: PodLike): void {
+  /** `pod` as received, or as the pod cache keeps it (cachedPod). */
+  upsert(pod: PodLike | CachedPod): void {
     const key = keyOf(pod);
     if (key === undefined) return;
     const node = pod.spec?.nodeName;
@@ -38,17 +91,10 @@ export class PodsByNode {
       this.remove(pod);
       return;
     }
-    let requests: ResourceAmounts;
-    try {
-      requests = effectivePodRequests(pod);
-    } catch (error) {
-      // The API server validated these quantities; should one still not parse, the pod counts as `pods: 1` only.
-      this.logger.warn(`pod ${pod.metadata?.namespace}/${pod.metadata?.name}: ${(error as Error).message}; counting it as one pod with no requests`);
-      requests = { pods: 1n };
-    }
-    const previous = this.byKey.get(key);
-    if (previous && previous.node !== node) this.byNode.get(previous.node)?.delete(key);
-    this.byKey.set(key, { node, requests });
+    const requests = isCached(pod) ? pod.requests : requestsOf(pod);
+    const previous = this.nodeOf.get(key);
+    if (previous !== undefined && previous !== node) this.byNode.get(previous)?.delete(key);
+    this.nodeOf.set(key, node);
     let pods = this.byNode.get(node);
     if (!pods) this.byNode.set(node, (pods = new Map()));
     pods.set(key, requests);
@@ -57,17 +103,17 @@ export class PodsByNode {
   remove(pod: PodLike): void {
     const key = keyOf(pod);
     if (key === undefined) return;
-    const previous = this.byKey.get(key);
-    if (!previous) return;
-    this.byKey.delete(key);
-    const pods = this.byNode.get(previous.node);
+    const previous = this.nodeOf.get(key);
+    if (previous === undefined) return;
+    this.nodeOf.delete(key);
+    const pods = this.byNode.get(previous);
     pods?.delete(key);
-    if (pods?.size === 0) this.byNode.delete(previous.node);
+    if (pods?.size === 0) this.byNode.delete(previous);
   }
 
   clear(): void {
     this.byNode.clear();
-    this.byKey.clear();
+    this.nodeOf.clear();
   }
 
   usage(node: string, exclude?: string): NodeUsage {
@@ -84,6 +130,6 @@ export class PodsByNode {
 
   /** For tests and metrics: how many pods are indexed. */
   get size(): number {
-    return this.byKey.size;
+    return this.nodeOf.size;
   }
 }

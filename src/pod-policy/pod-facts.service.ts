@@ -5,12 +5,12 @@ import { CoreV1Api, KubeConfig, type V1LimitRange, type V1Node } from '@kubernet
 import { ConfigStore } from '../config/config.store.js';
 import { KUBE_ENV, inCluster } from '../kube/kube.env.js';
 import { PodCache } from '../kube/pod-cache.service.js';
+import type { CachedPod } from '../kube/pods-by-node.js';
 import { ResilientInformer, stripManagedFields } from '../kube/resilient-informer.js';
 import type { NodeLike } from '../node-oversell/node-oversell.rules.js';
 import type { LimitRangeLike } from './limit-range.js';
 import type { NodeUsage } from './node-cap.js';
 import type { FactsCache, PodFacts } from './pod-facts.js';
-import type { PodLike } from './pod-resources.js';
 import { mutatesResources, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_SYNCED } from './pod-policy.metrics.js';
 
@@ -172,7 +172,7 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
     return this.informers.nodes?.cache.get(name) as NodeLike | undefined;
   }
 
-  pod(namespace: string, name: string): PodLike | undefined {
+  pod(namespace: string, name: string): CachedPod | undefined {
     return this.podsListed === undefined ? undefined : this.pods.pod(namespace, name);
   }
 

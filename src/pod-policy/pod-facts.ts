@@ -6,7 +6,7 @@
 import type { NodeLike } from '../node-oversell/node-oversell.rules.js';
 import type { LimitRangeLike } from './limit-range.js';
 import type { NodeUsage } from './node-cap.js';
-import type { PodLike } from './pod-resources.js';
+import type { CachedPod } from '../kube/pods-by-node.js';
 
 export const POD_FACTS = Symbol('POD_FACTS');
 
@@ -19,7 +19,8 @@ export interface PodFacts {
   isSynced(cache: FactsCache): boolean;
   limitRanges(namespace: string): readonly LimitRangeLike[];
   node(name: string): NodeLike | undefined;
-  pod(namespace: string, name: string): PodLike | undefined;
+  /** A pod as the pod cache keeps it (its effective requests computed). */
+  pod(namespace: string, name: string): CachedPod | undefined;
   /** The requests of the node's non-terminal pods, leaving out the pod with uid `exclude`. */
   nodeUsage(nodeName: string, exclude?: string): NodeUsage;
 }

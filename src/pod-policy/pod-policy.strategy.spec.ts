@@ -12,7 +12,7 @@ import { planNodeStatus } from '../node-oversell/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import type { LimitRangeLike } from './limit-range.js';
 import { ORIGINAL_RESOURCES_ANNOTATION } from './pod-mutation.js';
-import { PodsByNode } from '../kube/pods-by-node.js';
+import { cachedPod, PodsByNode, type CachedPod } from '../kube/pods-by-node.js';
 import type { FactsCache, PodFacts } from './pod-facts.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
 import { PodPolicyMetrics, PodPolicyStrategy } from './pod-policy.strategy.js';
@@ -23,13 +23,14 @@ class FakeFacts implements PodFacts {
   available = true;
   synced: Record<FactsCache, boolean> = { pods: true, nodes: true, limitranges: true };
   readonly nodes = new Map<string, any>();
-  readonly pods = new Map<string, PodLike>();
+  readonly pods = new Map<string, CachedPod>();
   readonly ranges = new Map<string, LimitRangeLike[]>();
   readonly index = new PodsByNode();
 
   addPod(pod: PodLike): void {
-    this.pods.set(`${pod.metadata!.namespace}/${pod.metadata!.name}`, pod);
-    this.index.upsert(pod);
+    const cached = cachedPod(pod);
+    this.pods.set(`${pod.metadata!.namespace}/${pod.metadata!.name}`, cached);
+    this.index.upsert(cached);
   }
   isSynced(cache: FactsCache) {
     return this.synced[cache];

@@ -115,7 +115,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     const pod = this.facts.pod(namespace, podName);
     if (pod === undefined) return this.skip(request, 'pod-unknown');
     if (isMirrorPod(pod)) return {};
-    return this.checkCap(request, `${namespace}/${podName}`, nodeName, effectivePodRequests(pod), pod.metadata?.uid, mode);
+    return this.checkCap(request, `${namespace}/${podName}`, nodeName, pod.requests, pod.metadata?.uid, mode);
   }
 
   private capCachesReady(request: AdmissionRequest): boolean {

@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest';
+import { container, mirrorPod, runningPod } from '../../test/fixtures/pods.js';
+import { effectivePodRequests, isMirrorPod, type PodLike } from '../pod-policy/pod-resources.js';
+import { cachedPod, PodsByNode } from './pods-by-node.js';
+
+describe('cachedPod', () => {
+  it('keeps identity, node, phase and the effective requests (init containers and sidecars counted), nothing else', () => {
+    const pod = runningPod('web-1', 'n1', {
+      initContainers: [container('setup', { requests: { cpu: '2' } }), { ...container('proxy', { requests: { cpu: '100m' } }), restartPolicy: 'Always' }],
+    }) as PodLike;
+    const cached = cachedPod(pod);
+    expect(cached).toEqual({
+      metadata: { name: 'web-1', namespace: pod.metadata!.namespace, uid: pod.metadata!.uid, resourceVersion: pod.metadata!.resourceVersion },
+      spec: { nodeName: 'n1' },
+      status: { phase: 'Running' },
+      requests: effectivePodRequests(pod),
+    });
+    expect(Object.isFrozen(cached.requests)).toBe(true);
+  });
+
+  it('pods requesting the same share one requests object; a mirror pod stays recognisable', () => {
+    const a = cachedPod(runningPod('a', 'n1') as PodLike);
+    const b = cachedPod(runningPod('b', 'n2') as PodLike);
+    expect(b.requests).toBe(a.requests);
+    const mirror = cachedPod(mirrorPod() as PodLike);
+    expect(isMirrorPod(mirror)).toBe(true);
+    expect(isMirrorPod(a)).toBe(false);
+  });
+
+  it('the index counts a cached pod as it counts the pod it came from', () => {
+    const pod = runningPod('a', 'n1') as PodLike;
+    const fromPod = new PodsByNode();
+    fromPod.upsert(pod);
+    const fromCache = new PodsByNode();
+    fromCache.upsert(cachedPod(pod));
+    expect(fromCache.usage('n1')).toEqual(fromPod.usage('n1'));
+    fromCache.remove(cachedPod(pod));
+    expect(fromCache.size).toBe(0);
+  });
+});
