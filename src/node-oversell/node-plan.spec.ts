@@ -124,6 +124,14 @@ describe('planNode', () => {
     expect(row).toMatchObject({ reason: 'defaultRatios', pool: null, raw: { cpu: '4' }, planned: { cpu: '6' }, stored: { cpu: '6' }, matches: true, fits: null });
   });
 
+  it('plans the commitment floor where the requests exceed floor(raw × ratio), as the webhook writes; without the floor the headroom is negative', () => {
+    const requests = { cpu: 7200n, pods: 9n };
+    const raw = node('f1', { [DISABLED_LABEL]: 'true' }, { cpu: '4', pods: '110' });
+    expect(planNode(raw, requests, cfg.nodes, null)).toMatchObject({ planned: { cpu: '7200m', pods: '110' }, headroom: { cpu: '0', pods: '101' } });
+    const off = { ...cfg.nodes, commitmentFloor: false } as NodesConfig;
+    expect(planNode(raw, requests, off, null)).toMatchObject({ planned: { cpu: '4' }, headroom: { cpu: '-3200m' } });
+  });
+
   it('plans raw for an opted-out node, and says why', () => {
     const row = planNode(node('o1', { [DISABLED_LABEL]: 'true' }, { cpu: '4' }), {}, cfg.nodes, null);
     expect(row).toMatchObject({ reason: 'opted-out', mode: null, ratios: {}, planned: { cpu: '4' }, matches: true });

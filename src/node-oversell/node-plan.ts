@@ -3,8 +3,9 @@
  * beside what is stored and what its pods request. Pure functions, shared by `GET /plan` (from
  * the server's informer caches) and `kube-overcommit plan` (from one LIST). The invariants:
  *
- *   1. Planned allocatable = planNodeStatus(stored, policy, stored).allocatable, the function
- *      the webhook runs, on the stored Node as both the incoming object and oldObject: what a
+ *   1. Planned allocatable = planNodeStatus(stored, policy, stored, committed).allocatable, the
+ *      function the webhook runs, on the stored Node as both the incoming object and oldObject,
+ *      with the node's requests as the commitment floor when the config has it on: what a
  *      status write that does not change the kubelet's raw values produces. Plan and webhook
  *      cannot disagree.
  *   2. The mode does not change the plan: a node in `shadow` plans what `enforce` writes.
@@ -24,6 +25,7 @@ import {
   resolveNodePolicy,
   type ResourceAmounts,
 } from './node-oversell.rules.js';
+import { floorEnabled } from './commitment-floor.service.js';
 import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
 
 /** Quantities per managed resource, in the canonical form of formatResourceQuantity. */
@@ -120,7 +122,7 @@ export function planNode(node: NodeLike, requests: ResourceAmounts, nodesConfig:
     matches: true,
   };
   try {
-    const plan = planNodeStatus(node, policy, node);
+    const plan = planNodeStatus(node, policy, node, floorEnabled(nodesConfig) ? requests : undefined);
     const stored = plan?.incoming ?? readAmounts(node.status?.allocatable);
     const planned = plan?.allocatable ?? {};
     const headroom: ResourceAmounts = {};
