@@ -216,20 +216,20 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
       },
       { timeoutMs: 120_000, intervalMs: 250, describe: async () => ({ bundle: (await readBundle()).cas, secret: (await readSecret()).issuer }) },
     );
-    expect(bothSeenAt, 'the bundle held the old and the new CA').toBeDefined();
-    expect(newServingAt).toBeDefined();
-    expect((await readSecret()).issuer).toBe(newCa);
-    // Settled: the serving certificate was issued SETTLE_MS or more after the bundle was written.
-    const issuedAt = Date.parse((await readSecret()).serving!.validFrom) + 5 * 60_000;
-    expect(issuedAt - Date.parse(since!)).toBeGreaterThanOrEqual(SETTLE_MS - 1_000);
     await Promise.all(nodes.map((k) => k.waitForPatches(2)));
-
     const after = webhookCallCounts(await apiserverMetrics(env), name);
     const patched = nodes.reduce((sum, k, i) => sum + k.stats.patchSuccesses - patches0[i]!, 0);
     expect(after.failOpen, 'calls that failed open').toBe(before.failOpen);
     expect(after.rejections, 'calls rejected').toBe(before.rejections);
     expect(after.notOk, 'calls answered other than 200').toBe(before.notOk);
     expect(after.ok - before.ok).toBeGreaterThanOrEqual(patched);
+
+    expect(bothSeenAt, 'the bundle held the old and the new CA').toBeDefined();
+    expect(newServingAt).toBeDefined();
+    expect((await readSecret()).issuer).toBe(newCa);
+    // Settled: the serving certificate was issued SETTLE_MS or more after the bundle was written.
+    const issuedAt = Date.parse((await readSecret()).serving!.validFrom) + 5 * 60_000;
+    expect(issuedAt - Date.parse(since!)).toBeGreaterThanOrEqual(SETTLE_MS - 1_000);
     const metrics = await webhook.metrics();
     expect(metrics.sum('kube_overcommit_tls_reloads_total', { result: 'success' })).toBeGreaterThanOrEqual(2);
     expect(metrics.sum('kube_overcommit_tls_reloads_total', { result: 'failure' })).toBe(0);
