@@ -9,6 +9,7 @@ import {
   type V1MutatingWebhookConfiguration,
   type V1Secret,
 } from '@kubernetes/client-node';
+import { BackgroundTasks } from '../common/background-tasks.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
 import { LeaderLease } from '../kube/leader-lease.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
@@ -54,11 +55,14 @@ export class SelfManagedCertificates implements OnModuleInit, OnApplicationShutd
   private running?: Promise<void>;
   private again = false;
   private stopped = false;
+  /** reconcileSoon(), guarded: what timers, Secret events and the Lease call. */
+  private readonly wake: () => void;
 
   constructor(
     kube: KubeConfig,
     @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
     private readonly tls: TlsReloader,
+    background: BackgroundTasks,
   ) {
     if (!inCluster(env)) throw new Error('OVERCOMMIT_CERT_MODE=self-managed needs the API server: run in a cluster, or set KUBECONFIG');
     this.settings = readSelfManagedSettings(env, platformNamespace(env));
@@ -72,8 +76,10 @@ export class SelfManagedCertificates implements OnModuleInit, OnApplicationShutd
       () => this.core.listNamespacedSecret({ namespace, fieldSelector }),
       { description: `Secret ${this.describeSecret()}`, fieldSelector },
     );
-    this.informer.cache.on('add', (secret) => this.onSecret(secret));
-    this.informer.cache.on('update', (secret) => this.onSecret(secret));
+    const onSecret = background.guard('tls-reload', (secret: V1Secret) => this.onSecret(secret));
+    this.informer.cache.on('add', onSecret);
+    this.informer.cache.on('update', onSecret);
+    this.wake = background.guard('tls-reload', () => this.reconcileSoon());
     const identity = env.POD_NAME || `${hostname()}-${randomBytes(4).toString('hex')}`;
     this.lease = new LeaderLease(kube.makeApiClient(CoordinationV1Api), { namespace, name: CERT_LEASE }, identity, (leader) => {
       if (leader) this.wake();
@@ -107,7 +113,7 @@ export class SelfManagedCertificates implements OnModuleInit, OnApplicationShutd
   }
 
   /** Runs a reconcile now (or right after the one running). */
-  private wake(): void {
+  private reconcileSoon(): void {
     if (this.stopped) return;
     if (this.running) {
       this.again = true;
