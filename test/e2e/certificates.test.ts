@@ -16,7 +16,10 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { connect } from 'node:tls';
+import { generate, type SelfsignedOptions } from 'selfsigned';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import {
@@ -299,7 +302,8 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
     const root = get('Issuer', 'kube-overcommit-selfsigned');
     expect(root.spec).toEqual({ selfSigned: {} });
     const ca = get('Certificate', 'kube-overcommit-ca');
-    expect(ca.spec).toMatchObject({ isCA: true, issuerRef: { kind: 'Issuer', name: root.metadata.name } });
+    // Renewed with the same key: what it signed before still verifies against the renewed CA.
+    expect(ca.spec).toMatchObject({ isCA: true, privateKey: { rotationPolicy: 'Never' }, issuerRef: { kind: 'Issuer', name: root.metadata.name } });
     const caIssuer = get('Issuer', 'kube-overcommit-ca');
     expect(caIssuer.spec).toEqual({ ca: { secretName: ca.spec.secretName } });
     const serving = get('Certificate', 'kube-overcommit');
@@ -329,6 +333,42 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
     for (const entry of configuration.webhooks) expect(entry.clientConfig.caBundle).toBeUndefined();
 
     expect(docs.filter((d) => d.kind === 'Secret' || d.kind === 'Lease' || d.metadata.name === 'kube-overcommit-certificates')).toEqual([]);
+  });
+
+  it('4b. a CA renewed with the same key and name (rotationPolicy: Never) still verifies what the CA signed before', async () => {
+    const subject = [{ name: 'commonName', value: 'kube-overcommit-ca' }];
+    const caOptions: SelfsignedOptions = {
+      keyType: 'ec',
+      algorithm: 'sha256',
+      extensions: [
+        { name: 'basicConstraints', cA: true, critical: true },
+        { name: 'keyUsage', keyCertSign: true, critical: true },
+      ],
+    };
+    const before = await generate(subject, { ...caOptions, notAfterDate: new Date(Date.now() + 3_600_000) });
+    const renewed = await generate(subject, { ...caOptions, keyPair: { privateKey: before.private, publicKey: before.public }, notAfterDate: new Date(Date.now() + 7_200_000) });
+    expect(renewed.cert).not.toBe(before.cert);
+    const serving = await generate([{ name: 'commonName', value: 'kube-overcommit.kube-overcommit.svc' }], {
+      keyType: 'ec',
+      algorithm: 'sha256',
+      ca: { cert: before.cert, key: before.private },
+      extensions: [{ name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] }],
+    });
+    const server = createServer({ cert: serving.cert, key: serving.private });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const authorized = await new Promise<boolean>((resolve, reject) => {
+        const socket = connect({ host: '127.0.0.1', port, ca: renewed.cert }, () => {
+          resolve(socket.authorized);
+          socket.end();
+        });
+        socket.on('error', reject);
+      });
+      expect(authorized).toBe(true);
+    } finally {
+      server.close();
+    }
   });
 
   it("5. applied with cert-manager's CRDs (strict validation by the API server), the CA injected and renewals of the serving certificate from that CA while kubelets write: no call fails open; delete -k leaves nothing", async () => {
