@@ -36,6 +36,7 @@ import {
   webhookCallCounts,
   WebhookProcess,
 } from './harness/index.js';
+import { freePort } from './harness/process.js';
 import { renewWebhookToken } from './harness/setup.js';
 
 const env = e2eEnv();
@@ -57,9 +58,16 @@ function containerEnv(docs: Record<string, any>[]): Record<string, string> {
   return Object.fromEntries(vars.filter((v) => v.value !== undefined && !v.value.includes('$(')).map((v) => [v.name, v.value!]));
 }
 
-const webhook = new WebhookProcess(env, {
-  env: { ...containerEnv(parseAllDocuments(execFileSync(join(env.binDir, 'kubectl'), ['kustomize', K8S], { encoding: 'utf8' })).map((d) => d.toJS())), OVERCOMMIT_SHUTDOWN_DELAY_MS: '200', OVERCOMMIT_CERT_EXTRA_SANS: '127.0.0.1', OVERCOMMIT_CERT_VALIDITY: VALIDITY },
-});
+const walkEnv = {
+  ...containerEnv(parseAllDocuments(execFileSync(join(env.binDir, 'kubectl'), ['kustomize', K8S], { encoding: 'utf8' })).map((d) => d.toJS())),
+  OVERCOMMIT_SHUTDOWN_DELAY_MS: '200',
+  OVERCOMMIT_CERT_EXTRA_SANS: '127.0.0.1',
+  OVERCOMMIT_CERT_VALIDITY: VALIDITY,
+};
+const webhook = new WebhookProcess(env, { env: walkEnv });
+/** A second replica on ports of its own: the API server does not call it, it only serves what the Secret holds. */
+let replica2: WebhookProcess | undefined;
+const REPLICA_2 = 'kube-overcommit-e2e-replica-2';
 const kubelets: SimKubelet[] = [];
 
 const pem = (base64: string | undefined) => Buffer.from(base64 ?? '', 'base64').toString('utf8');
@@ -83,9 +91,9 @@ async function readBundle() {
 }
 
 /** The certificate a handshake gets, verified as the API server does: against the caBundle, for the address in the URL. */
-function handshake(caBundle: string): Promise<string> {
+function handshake(caBundle: string, port = env.webhook.httpsPort): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port: env.webhook.httpsPort, ca: caBundle, rejectUnauthorized: true }, () => {
+    const socket = connect({ host: '127.0.0.1', port, ca: caBundle, rejectUnauthorized: true }, () => {
       resolve(socket.getPeerX509Certificate()!.fingerprint256);
       socket.end();
     });
@@ -127,6 +135,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(kubelets.map((k) => k.stop({ deleteNode: true })));
+  await replica2?.stop();
   await webhook.stop();
   await kubectl(env, ['delete', '-k', K8S, '--ignore-not-found', '--wait=true'], { timeoutMs: 180_000 });
   await waitBare('k8s/ to be gone before the harness overlay comes back');
@@ -185,8 +194,12 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
     kubelet.assertHealthy();
   });
 
-  it('2. renewal while kubelets write: the new CA joins the bundle, the serving certificate follows after the settle time, the old CA leaves; no call fails open or is rejected', async () => {
+  it('2. renewal while kubelets write: the new CA joins the bundle, the serving certificate follows after the settle time, the old CA leaves, the other replica serves it too; no call fails open or is rejected', async () => {
     const nodes = [kubelets[0]!, ...(await Promise.all(claimNodeNames(env, 'sim-node', 2).map(startKubelet)))];
+    const [httpsPort, httpPort] = [await freePort(), await freePort()];
+    replica2 = new WebhookProcess({ ...env, webhook: { ...env.webhook, httpsPort, httpPort } }, { env: { ...walkEnv, POD_NAME: REPLICA_2 } });
+    await replica2.start();
+    expect(await handshake((await readBundle()).text, httpsPort)).toBe((await readSecret()).serving!.fingerprint256);
     // From a steady state (one CA) to the next one with another CA.
     const start = await waitUntil('one CA in the bundle', async () => ((await readBundle()).cas.length === 1 ? readBundle() : undefined), { timeoutMs: 90_000 });
     const oldCa = start.cas[0]!;
@@ -219,6 +232,9 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
       },
       { timeoutMs: 120_000, intervalMs: 250, describe: async () => ({ bundle: (await readBundle()).cas, secret: (await readSecret()).issuer }) },
     );
+    // The other replica serves the new certificate too, without a restart; the leader did not change.
+    await waitUntil('replica 2 serves the new certificate', async () => (await handshake((await readBundle()).text, httpsPort)) === (await readSecret()).serving!.fingerprint256);
+    expect((await admin.get(LEASE)).spec.holderIdentity).toBe(POD_NAME);
     await Promise.all(nodes.map((k) => k.waitForPatches(2)));
     const after = webhookCallCounts(await apiserverMetrics(env), name);
     const patched = nodes.reduce((sum, k, i) => sum + k.stats.patchSuccesses - patches0[i]!, 0);
@@ -242,9 +258,11 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
     }
   }, 180_000);
 
-  it('3. kubectl delete -k k8s/ leaves nothing behind; the stopped webhook released its Lease first', async () => {
+  it('3. the leader stopped releases the Lease and the other replica takes it; kubectl delete -k k8s/ leaves nothing behind', async () => {
     await Promise.all(kubelets.splice(0).map((k) => k.stop({ deleteNode: true })));
     await webhook.stop();
+    await waitUntil('replica 2 to take the Lease', async () => (await admin.get(LEASE)).spec.holderIdentity === REPLICA_2, { timeoutMs: 10_000 });
+    await replica2!.stop();
     expect((await admin.get(LEASE)).spec.holderIdentity).toBeUndefined();
     await kubectl(env, ['delete', '-k', K8S, '--wait=true'], { timeoutMs: 180_000 });
     await waitBare('everything of k8s/ to be gone');
