@@ -180,6 +180,14 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
     expect(await handshake(bundle.text)).toBe(serving!.fingerprint256);
     expect((await admin.get(LEASE)).spec.holderIdentity).toBe(POD_NAME);
 
+    // Applying the manifests again leaves the issued certificate and the Lease alone.
+    const shipped = parseAllDocuments(await kubectl(env, ['kustomize', K8S])).map((d) => d.toJS());
+    const secretAndLease = shipped.filter((d) => (d.kind === 'Secret' && d.metadata.name === 'kube-overcommit-tls') || d.kind === 'Lease');
+    expect(secretAndLease).toHaveLength(2);
+    await kubectl(env, ['apply', '-f', '-'], { input: secretAndLease.map((d) => JSON.stringify(d)).join('\n---\n') });
+    expect((await admin.get(SECRET)).data).toEqual(secret.data);
+    expect((await admin.get(LEASE)).spec.holderIdentity).toBe(POD_NAME);
+
     // The one edit that turns overcommit on, then a kubelet registers: its first write is inflated.
     await webhook.useConfig({ nodes: { defaultRatios: { cpu: 2 } } });
     const name = nodesWebhookName(env);
