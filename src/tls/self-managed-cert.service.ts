@@ -64,7 +64,7 @@ export class SelfManagedCertificates implements OnModuleInit, OnApplicationShutd
     private readonly tls: TlsReloader,
     background: BackgroundTasks,
   ) {
-    if (!inCluster(env)) throw new Error('OVERCOMMIT_CERT_MODE=self-managed needs the API server: run in a cluster, or set KUBECONFIG');
+    if (!inCluster(env)) throw new Error('OVERCOMMIT_CERT_MODE=self-managed needs the API server: run in a cluster, or set OVERCOMMIT_KUBECONFIG');
     this.settings = readSelfManagedSettings(env, platformNamespace(env));
     const namespace = this.settings.namespace;
     this.core = kube.makeApiClient(CoreV1Api);
