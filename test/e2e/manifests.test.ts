@@ -115,7 +115,7 @@ describe('shipped manifests', () => {
     );
     writeFileSync(join(overlay, 'kustomization.yaml'), JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }));
     const webhook = find(kustomize(overlay), 'MutatingWebhookConfiguration', 'kube-overcommit')!;
-    expect(webhook.metadata.annotations).toEqual({ 'example.com/owner': 'platform-team', 'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit' });
+    expect(webhook.metadata.annotations).toEqual({ 'example.com/owner': 'platform-team', 'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca' });
   });
 
   it('k8s/monitoring: the one-line label for kube-prometheus-stack is there, commented, and valid once uncommented', () => {
