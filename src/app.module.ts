@@ -13,6 +13,8 @@ import { PlanModule } from './node-oversell/plan.controller.js';
 import { PodPolicyModule } from './pod-policy/pod-policy.module.js';
 import { SidecarModule } from './sidecar/sidecar.module.js';
 import type { TlsMaterial } from './tls/tls-material.js';
+import { SelfManagedCertModule } from './tls/self-managed-cert.module.js';
+import { readCertMode } from './tls/self-managed-cert.rules.js';
 import { TlsModule } from './tls/tls.module.js';
 
 @Module({})
@@ -31,6 +33,7 @@ export class AppModule {
         KubeModule.forRoot(env),
         ConfigModule.forRoot(env),
         TlsModule.forRoot(tls, getHttpsServer),
+        ...(readCertMode(env) === 'self-managed' ? [SelfManagedCertModule] : []),
         HealthModule,
         AdmissionModule,
         NodeOversellModule,

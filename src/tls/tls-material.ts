@@ -3,6 +3,7 @@ import { access, readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import { generate } from 'selfsigned';
 import { type TlsPolicy, readTlsPolicy } from './tls-policy.js';
+import { readCertMode } from './self-managed-cert.rules.js';
 
 export interface TlsMaterial {
   key: string;
@@ -15,6 +16,8 @@ export interface TlsMaterial {
   policy?: TlsPolicy;
   /** The client CA bundle (PEM) read from `policy.clientCaFile`. */
   clientCa?: string;
+  /** Served only until the real certificate is installed (self-managed mode); readiness stays down. */
+  placeholder?: boolean;
 }
 
 export interface TlsLog {
@@ -93,6 +96,10 @@ export async function loadInitialTls(env: NodeJS.ProcessEnv, log: TlsLog): Promi
 }
 
 async function loadServingPair(env: NodeJS.ProcessEnv, log: TlsLog): Promise<TlsMaterial> {
+  if (readCertMode(env) === 'self-managed') {
+    log.info('TLS: self-managed certificates; not ready until the Secret holds a serving certificate');
+    return { ...(await generateSelfSigned('kube-overcommit-placeholder')), placeholder: true };
+  }
   const certFile = env.OVERCOMMIT_TLS_CERT_FILE || DEFAULT_TLS_CERT_FILE;
   const keyFile = env.OVERCOMMIT_TLS_KEY_FILE || DEFAULT_TLS_KEY_FILE;
   const [hasCert, hasKey] = await Promise.all([exists(certFile), exists(keyFile)]);

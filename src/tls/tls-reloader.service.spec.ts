@@ -199,11 +199,46 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
     expect(await count('failure')).toBe(0);
   });
 
+  it('installs a pair from elsewhere (the self-managed Secret) and refuses an unusable one, keeping what it serves', async () => {
+    expect(reloader.install(second.cert, second.key, 'Secret ns/tls')).toBe(true);
+    expect(await peerFingerprint(port)).toBe(fingerprint(second.cert));
+    expect(reloader.current()).toMatchObject({ cert: second.cert, key: second.key });
+    expect(await count('success')).toBe(1);
+
+    expect(reloader.install(first.cert, second.key, 'Secret ns/tls')).toBe(false);
+    expect(await peerFingerprint(port)).toBe(fingerprint(second.cert));
+    expect(await count('failure')).toBe(1);
+    expect((await expiry.get()).values[0].value).toBe(second.notAfter.getTime() / 1000);
+  });
+
   it('ignores events that do not change the content', async () => {
     await writeFile(join(dir, 'unrelated'), 'x');
     await new Promise((r) => setTimeout(r, 400));
     expect(await count('success')).toBe(0);
     expect(await count('failure')).toBe(0);
+  });
+});
+
+describe('TlsReloader with a placeholder (self-managed mode)', () => {
+  it('is not ready until a certificate is installed', async () => {
+    const placeholder = await loadInitialTls({ OVERCOMMIT_CERT_MODE: 'self-managed' }, { info: () => {}, warn: () => {} });
+    expect(placeholder.placeholder).toBe(true);
+    const real = await generateSelfSigned();
+    const server = createServer({ key: placeholder.key, cert: placeholder.cert });
+    const registry = new Registry();
+    const reloads = new Counter({ name: TLS_RELOADS_METRIC, help: 'h', labelNames: ['result'], registers: [registry] });
+    const expiry = new Gauge({ name: TLS_EXPIRY_METRIC, help: 'h', registers: [registry] });
+    Logger.overrideLogger(false);
+    try {
+      const reloader = new TlsReloader(placeholder, { server }, reloads, expiry, backgroundTasks(registry));
+      expect(reloader.isReady()).toBe(false);
+      expect((await expiry.get()).values[0].value).toBe(0);
+      expect(reloader.install(real.cert, real.key, 'Secret ns/tls')).toBe(true);
+      expect(reloader.isReady()).toBe(true);
+      expect((await expiry.get()).values[0].value).toBe(real.notAfter.getTime() / 1000);
+    } finally {
+      Logger.overrideLogger(['log', 'error', 'warn', 'debug', 'verbose', 'fatal']);
+    }
   });
 });
 

@@ -67,7 +67,7 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
     this.seen = digest(material.cert, material.key, material.clientCa);
     this.reloads.inc({ result: 'success' }, 0);
     this.reloads.inc({ result: 'failure' }, 0);
-    this.expiry.set(material.notAfter.getTime() / 1000);
+    if (!material.placeholder) this.expiry.set(material.notAfter.getTime() / 1000);
     this.guardedTrigger = background.guard('tls-reload', () => this.trigger());
   }
 
@@ -98,9 +98,9 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
     this.close();
   }
 
-  /** True while a valid, unexpired certificate is installed on the HTTPS server. */
+  /** True while a valid, unexpired certificate (not a placeholder) is installed on the HTTPS server. */
   isReady(): boolean {
-    return this.https.server !== null && this.material.notAfter.getTime() > Date.now();
+    return this.https.server !== null && !this.material.placeholder && this.material.notAfter.getTime() > Date.now();
   }
 
   current(): TlsMaterial {
@@ -160,15 +160,8 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
           key: `TLS private key ${keyFile}`,
         });
         if (clientCa !== undefined) validateClientCa(clientCa, `client CA ${caFile}`);
-        const server = this.https.server;
-        if (!server) throw new Error('no HTTPS server registered to receive the certificate');
-        // New handshakes use the new context; established connections keep theirs.
-        server.setSecureContext(secureContextOptions({ key, cert, clientCa }, policy));
-        this.material = { ...this.material, key, cert, notAfter, ...(clientCa !== undefined ? { clientCa } : {}) };
+        this.serve({ key, cert, notAfter, clientCa }, `${certFile ?? '(generated)'}${caFile ? ` and client CA ${caFile}` : ''}`);
         this.seen = lastDigest;
-        this.reloads.inc({ result: 'success' });
-        this.expiry.set(notAfter.getTime() / 1000);
-        this.logger.log(`reloaded TLS certificate ${certFile ?? '(generated)'} (expires ${notAfter.toISOString()})${caFile ? ` and client CA ${caFile}` : ''}`);
         return;
       } catch (err) {
         lastError = err;
@@ -183,6 +176,34 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
       `TLS reload failed after ${this.options.attempts} attempts, still serving the previous certificate: ` +
         (lastError instanceof Error ? lastError.message : String(lastError)),
     );
+  }
+
+  /**
+   * Serves a certificate that comes from elsewhere than the files (the self-managed Secret).
+   * An unusable pair is counted and logged, and the previous certificate stays: false.
+   */
+  install(cert: string, key: string, source: string): boolean {
+    try {
+      const { notAfter } = validatePair(key, cert, { cert: `TLS certificate from ${source}`, key: `TLS private key from ${source}` });
+      this.serve({ key, cert, notAfter }, `from ${source}`);
+      return true;
+    } catch (err) {
+      this.reloads.inc({ result: 'failure' });
+      this.logger.error(`TLS certificate from ${source} not installed, still serving the previous one: ${(err as Error).message}`);
+      return false;
+    }
+  }
+
+  /** Installs a validated pair (and client CA) for new handshakes; established connections keep theirs. */
+  private serve(pair: { key: string; cert: string; notAfter: Date; clientCa?: string }, source: string): void {
+    const server = this.https.server;
+    if (!server) throw new Error('no HTTPS server registered to receive the certificate');
+    const clientCa = pair.clientCa ?? this.material.clientCa;
+    server.setSecureContext(secureContextOptions({ key: pair.key, cert: pair.cert, clientCa }, this.material.policy));
+    this.material = { ...this.material, key: pair.key, cert: pair.cert, notAfter: pair.notAfter, placeholder: false, ...(clientCa !== undefined ? { clientCa } : {}) };
+    this.reloads.inc({ result: 'success' });
+    this.expiry.set(pair.notAfter.getTime() / 1000);
+    this.logger.log(`reloaded TLS certificate ${source} (expires ${pair.notAfter.toISOString()})`);
   }
 
   private close(): void {

@@ -19,18 +19,16 @@ const APP_LABELS = { 'app.kubernetes.io/name': 'kube-overcommit', 'app.kubernete
 const find = (docs: Doc[], kind: string, name?: string) => docs.find((d) => d.kind === kind && (!name || d.metadata?.name === name));
 
 describe('shipped manifests', () => {
-  it('k8s/ renders the base with cert-manager: certificate into the mounted Secret, CA injected', () => {
+  it('k8s/ renders the base with self-managed certificates: no cert-manager object, caBundle left to the webhook', () => {
     const docs = kustomize('k8s');
-    const certificate = find(docs, 'Certificate');
     const deployment = find(docs, 'Deployment', 'kube-overcommit');
     const webhook = find(docs, 'MutatingWebhookConfiguration', 'kube-overcommit');
-    expect(find(docs, 'Issuer')).toBeDefined();
-    expect(certificate?.spec.dnsNames).toContain('kube-overcommit.kube-overcommit.svc');
-    const secretVolume = deployment?.spec.template.spec.volumes.find((v: Doc) => v.secret);
-    expect(secretVolume.secret.secretName).toBe(certificate?.spec.secretName);
-    expect(webhook?.metadata.annotations['cert-manager.io/inject-ca-from']).toBe(`kube-overcommit/${certificate?.metadata.name}`);
+    expect(docs.filter((d) => String(d.apiVersion).startsWith('cert-manager.io/'))).toEqual([]);
+    expect(deployment?.spec.template.spec.containers[0].env).toContainEqual({ name: 'OVERCOMMIT_CERT_MODE', value: 'self-managed' });
+    expect(find(docs, 'Secret', 'kube-overcommit-tls')).toBeDefined();
+    expect(find(docs, 'Lease', 'kube-overcommit-certificates')).toBeDefined();
     for (const entry of webhook?.webhooks ?? []) {
-      expect(entry.clientConfig.caBundle, `${entry.name} caBundle is injected, never hand-written`).toBeUndefined();
+      expect(entry.clientConfig.caBundle, `${entry.name} caBundle is written by the webhook, never by the manifests`).toBeUndefined();
       expect(entry.failurePolicy).toBe('Ignore');
       expect(entry.timeoutSeconds).toBeLessThanOrEqual(2);
       expect(entry.sideEffects).toBe('None');
@@ -117,7 +115,7 @@ describe('shipped manifests', () => {
     );
     writeFileSync(join(overlay, 'kustomization.yaml'), JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }));
     const webhook = find(kustomize(overlay), 'MutatingWebhookConfiguration', 'kube-overcommit')!;
-    expect(webhook.metadata.annotations).toEqual({ 'example.com/owner': 'platform-team', 'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit' });
+    expect(webhook.metadata.annotations).toEqual({ 'example.com/owner': 'platform-team', 'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca' });
   });
 
   it('k8s/monitoring: the one-line label for kube-prometheus-stack is there, commented, and valid once uncommented', () => {

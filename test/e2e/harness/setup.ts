@@ -26,7 +26,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import type { E2eEnv } from './env.js';
-import { adminClient } from './kube-client.js';
+import { adminClient, kubectl } from './kube-client.js';
 import { alive, freePort, run, type Log } from './process.js';
 import { createCa, issueServingCertificate, writeSecretVolume } from './tls.js';
 import { waitUntil } from './wait.js';
@@ -317,6 +317,15 @@ function writeTokenKubeconfig(file: string, server: string, caFile: string, user
     '',
   ].join('\n');
   writeFileSync(file, text, { mode: 0o600 });
+}
+
+/**
+ * A new ServiceAccount token into env.webhook.kubeconfig: needed after the ServiceAccount was
+ * deleted and created again (a token is bound to the ServiceAccount's uid).
+ */
+export async function renewWebhookToken(env: E2eEnv): Promise<void> {
+  const token = (await kubectl(env, ['-n', PLATFORM_NAMESPACE, 'create', 'token', SERVICE_ACCOUNT, '--duration=24h'])).trim();
+  writeTokenKubeconfig(env.webhook.kubeconfig, env.apiserverUrl, env.caFile, `system:serviceaccount:${PLATFORM_NAMESPACE}:${SERVICE_ACCOUNT}`, token);
 }
 
 /** Runs `cluster.sh down DIR`: stops every process with a pid file there (webhooks, kwok, control plane). */
