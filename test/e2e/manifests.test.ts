@@ -74,7 +74,7 @@ describe('shipped manifests', () => {
     const docs = kustomize('k8s/monitoring');
     expect(find(docs, 'ServiceMonitor')?.spec.endpoints[0].port).toBe('http-metrics');
     const rule = find(docs, 'PrometheusRule')!;
-    const alerts = rule.spec.groups.flatMap((g: Doc) => g.rules.map((r: Doc) => r.alert));
+    const alerts = rule.spec.groups.flatMap((g: Doc) => g.rules.filter((r: Doc) => r.alert).map((r: Doc) => r.alert));
     expect(alerts).toEqual([
       'KubeOvercommitWebhookAbsent',
       'KubeOvercommitWebhookFailingOpen',
@@ -91,7 +91,7 @@ describe('shipped manifests', () => {
     // promtool, built from its Go module by control-plane/build.sh. Non-zero exit throws with its output.
     const promtool = join(e2eEnv().binDir, 'promtool');
     const check = execFileSync(promtool, ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
-    expect(check).toMatch(/SUCCESS: 8 rules found/);
+    expect(check).toMatch(/SUCCESS: 20 rules found/); // 8 alerts, 12 recording rules (monitoring.test.ts)
     const unit = execFileSync(promtool, ['test', 'rules', join(dir, 'alerts.test.yaml')], { encoding: 'utf8', cwd: dir });
     expect(unit).toMatch(/SUCCESS/);
   });
@@ -124,10 +124,10 @@ describe('shipped manifests', () => {
     const line = '  # - pairs: { release: kube-prometheus-stack }';
     expect(text.split('\n')).toContain(line);
     const copy = mkdtempSync(join(runDir, 'monitoring-release-'));
-    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml']) copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
+    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml', 'kube-overcommit-dashboard.json']) copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
     writeFileSync(join(copy, 'kustomization.yaml'), text.replace(line, line.replace('# ', '')));
     const docs = kustomize(copy);
-    expect(docs.map((d) => d.kind).sort()).toEqual(['PrometheusRule', 'ServiceMonitor']);
+    expect(docs.map((d) => d.kind).sort()).toEqual(['ConfigMap', 'PrometheusRule', 'ServiceMonitor']);
     for (const doc of docs) expect(doc.metadata.labels).toMatchObject({ ...APP_LABELS, release: 'kube-prometheus-stack' });
   });
 });

@@ -347,7 +347,8 @@ export async function setUpE2e(options: SetUpOptions = {}): Promise<E2eEnv> {
 
   const controlPlane = join(root, 'test', 'e2e', 'control-plane');
   await run(join(controlPlane, 'build.sh'), [], { log, prefix: '  ' });
-  step('control-plane binaries ready');
+  await run(join(root, 'test', 'e2e', 'helm', 'build.sh'), [], { log, prefix: '  ' });
+  step('control-plane binaries and helm ready');
   mkdirSync(runDir, { recursive: true });
   const appDir = join(runDir, 'app');
   await withLock(join(runsDir, '.build.lock'), log, async () => {

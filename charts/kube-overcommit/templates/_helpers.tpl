@@ -1,0 +1,44 @@
+{{/*
+Labels of every object: those k8s/ sets (name, part-of), Helm's own, and commonLabels.
+*/}}
+{{- define "kube-overcommit.labels" -}}
+app.kubernetes.io/name: kube-overcommit
+app.kubernetes.io/part-of: kube-overcommit
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+metadata: of an object. Call with (dict "root" $ "name" NAME "namespaced" true/false
+"labels" MORE "annotations" MORE).
+*/}}
+{{- define "kube-overcommit.metadata" -}}
+metadata:
+  name: {{ .name }}
+  {{- if .namespaced }}
+  namespace: {{ .root.Release.Namespace }}
+  {{- end }}
+  labels:
+    {{- include "kube-overcommit.labels" .root | nindent 4 }}
+    {{- with .labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- $annotations := merge (dict) (.annotations | default dict) .root.Values.commonAnnotations }}
+  {{- with $annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{- define "kube-overcommit.certManager" -}}
+{{- $mode := .Values.certificates.mode -}}
+{{- if not (has $mode (list "self-managed" "cert-manager")) -}}
+{{- fail (printf "certificates.mode must be self-managed or cert-manager, got %q" $mode) -}}
+{{- end -}}
+{{- if eq $mode "cert-manager" }}true{{ end -}}
+{{- end }}
