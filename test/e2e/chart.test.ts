@@ -153,8 +153,9 @@ describe('Helm chart charts/kube-overcommit', () => {
       LOG_LEVEL: 'debug',
       OVERCOMMIT_NODE_METRICS_MAX_NODES: '20000',
     });
+    // Helm merges maps with the defaults (memory: 1 stays) and replaces lists.
     expect(parse(find(docs, 'ConfigMap', 'kube-overcommit-config')!.data['config.yaml'])).toEqual({
-      nodes: { defaultRatios: { cpu: 2 }, pools: [{ name: 'batch', nodeSelector: { matchLabels: { pool: 'batch' } }, ratios: { cpu: 3 } }] },
+      nodes: { defaultRatios: { cpu: 2, memory: 1 }, pools: [{ name: 'batch', nodeSelector: { matchLabels: { pool: 'batch' } }, ratios: { cpu: 3 } }] },
       pods: {},
     });
     const webhook = find(docs, 'MutatingWebhookConfiguration')!;

@@ -145,4 +145,13 @@ describe('recording rules (PrometheusRule group kube-overcommit.rules)', () => {
     copyFileSync(join('test', 'e2e', 'prometheus', 'recording.test.yaml'), join(dir, 'recording.test.yaml'));
     expect(promtool(dir, ['test', 'rules', 'recording.test.yaml'])).toMatch(/SUCCESS/);
   });
+
+  it('the alerts docs/monitoring.md gives in place of kubernetes-mixin\'s pass promtool check rules', () => {
+    const doc = readFileSync(join('docs', 'monitoring.md'), 'utf8');
+    const section = doc.slice(doc.indexOf('## Pointing the common alerts'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)![1]!;
+    const dir = mkdtempSync(join(tmpdir(), 'kube-overcommit-docs-rules-'));
+    writeFileSync(join(dir, 'alerts.yaml'), block);
+    expect(promtool(dir, ['check', 'rules', 'alerts.yaml'])).toMatch(/SUCCESS: 3 rules found/);
+  });
 });
