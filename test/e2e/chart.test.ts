@@ -93,7 +93,9 @@ describe('Helm chart charts/kube-overcommit', () => {
     expect(objects(template('certificates.mode=cert-manager', 'namespace.create=true'))).toEqual(
       objects(kustomizeOf({ resources: ['k8s/base'], components: ['k8s/cert-manager'] })),
     );
-    expect(() => template('certificates.mode=vault')).toThrow(/certificates.mode must be self-managed or cert-manager, got "vault"/);
+    // values.schema.json: a clear error for a value the chart does not know.
+    expect(() => template('certificates.mode=vault')).toThrow(/at '\/certificates\/mode': value must be one of 'self-managed', 'cert-manager'/);
+    expect(() => template('webhook.url=http://203.0.113.7/mutate')).toThrow(/at '\/webhook\/url'/);
   });
 
   it('monitoring.* renders what `kubectl kustomize k8s/monitoring` renders: ServiceMonitor, PrometheusRule, dashboard ConfigMap', () => {

@@ -35,10 +35,10 @@ metadata:
   {{- end }}
 {{- end }}
 
+{{/*
+"true" when cert-manager issues the serving certificate (values.schema.json admits only
+self-managed and cert-manager).
+*/}}
 {{- define "kube-overcommit.certManager" -}}
-{{- $mode := .Values.certificates.mode -}}
-{{- if not (has $mode (list "self-managed" "cert-manager")) -}}
-{{- fail (printf "certificates.mode must be self-managed or cert-manager, got %q" $mode) -}}
-{{- end -}}
-{{- if eq $mode "cert-manager" }}true{{ end -}}
+{{- if eq .Values.certificates.mode "cert-manager" }}true{{ end -}}
 {{- end }}
