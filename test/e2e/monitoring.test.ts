@@ -60,9 +60,9 @@ function exposedNames(text: string): Set<string> {
   return names;
 }
 
-/** Runs promtool (the one on PATH, as manifests.test.ts) in `dir`; a non-zero exit throws with its output. */
+/** Runs promtool (built from its Go module by control-plane/build.sh) in `dir`; a non-zero exit throws with its output. */
 function promtool(dir: string, args: string[]): string {
-  return execFileSync('promtool', args, { encoding: 'utf8', cwd: dir });
+  return execFileSync(join(env.binDir, 'promtool'), args, { encoding: 'utf8', cwd: dir });
 }
 
 describe('Grafana dashboard k8s/monitoring/kube-overcommit-dashboard.json', () => {
