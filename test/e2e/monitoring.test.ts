@@ -104,6 +104,7 @@ describe('Grafana dashboard k8s/monitoring/kube-overcommit-dashboard.json', () =
         'node_resource:kube_overcommit_requests_per_raw_allocatable:ratio',
         'resource:kube_overcommit_requests_per_raw_allocatable:ratio',
         'kube_overcommit_node_ratio',
+        'kube_overcommit_node_allocatable_reason',
         'kube_overcommit_admission_requests_total',
         'kube_overcommit_admission_duration_seconds_bucket',
         'apiserver_admission_webhook_fail_open_count',
