@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 // Vite's oxc transform emits the legacy decorators and design:* metadata that Nest's
 // dependency injection reads (as tsc does with experimentalDecorators + emitDecoratorMetadata).
 const decorators = { oxc: { decorator: { legacy: true, emitDecoratorMetadata: true } } } as const;
+// A test that asserts nothing fails: it could not catch a regression.
+const expect = { requireAssertions: true };
 
 export default defineConfig({
   test: {
@@ -10,16 +12,17 @@ export default defineConfig({
       {
         ...decorators,
         // nest-logs: Nest's logger lines are kept for assertions, not printed.
-        test: { name: 'unit', include: ['src/**/*.spec.ts'], environment: 'node', setupFiles: ['reflect-metadata', 'test/setup/nest-logs.ts'] },
+        test: { name: 'unit', expect, include: ['src/**/*.spec.ts'], environment: 'node', setupFiles: ['reflect-metadata', 'test/setup/nest-logs.ts'] },
       },
       {
         ...decorators,
-        test: { name: 'app', include: ['test/app/**/*.test.ts'], environment: 'node', setupFiles: ['reflect-metadata'], testTimeout: 20_000 },
+        test: { name: 'app', expect, include: ['test/app/**/*.test.ts'], environment: 'node', setupFiles: ['reflect-metadata'], testTimeout: 20_000 },
       },
       {
         ...decorators,
         test: {
           name: 'e2e',
+          expect,
           include: ['test/e2e/**/*.test.ts'],
           environment: 'node',
           // Builds and starts one control plane for the whole run; tests read it with e2eEnv().

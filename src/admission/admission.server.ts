@@ -12,7 +12,7 @@ export function isAdmissionTarget(url: string | undefined): boolean {
 }
 
 export interface AdmissionServerOptions {
-  /** DESIGN's body limit: a larger body gets 413. */
+  /** The largest body accepted (docs/architecture.md, "A request's path"): a larger one gets 413. */
   bodyLimit: number;
 }
 

@@ -3,7 +3,7 @@
  * within raw allocatable × the node's ratio, for each managed resource.
  *
  * Raw allocatable and ratio come from node-oversell's annotations, read with its own rule 3
- * (DESIGN.md): when the stored allocatable is our output, raw is the recorded raw; otherwise
+ * (docs/architecture.md, "The node rules"): when the stored allocatable is our output, raw is the recorded raw; otherwise
  * (the webhook was down when a kubelet wrote) the stored allocatable is raw. A node with no
  * (valid) record is capped at its allocatable as stored. Like the scheduler's fit check, a
  * resource the pod does not request is not checked (the pod count always is).

@@ -46,7 +46,7 @@ export async function waitUntil<T>(what: string, probe: () => T | Promise<T>, op
   const timeoutMs = options.timeoutMs ?? 30_000;
   const intervalMs = options.intervalMs ?? 250;
   const start = Date.now();
-  let last: unknown = undefined;
+  let last: unknown;
   for (;;) {
     try {
       const value = await probe();
