@@ -1,0 +1,219 @@
+/**
+ * The fuzzing campaign (issue 12): `npm run fuzz`.
+ *
+ * Starts the built server as the image runs it (`node dist/main.js`, the Deployment's
+ * NODE_OPTIONS, in a memory cgroup at the Deployment's limit where cgroups are writable) with
+ * test/fuzz/cases.ts's FUZZ_CONFIG (node ratios, pod policies, sidecars all on), sends it
+ * `--cases` structure-aware cases over HTTPS and checks every answer (test/fuzz/campaign.ts):
+ * no 5xx, the process alive, every 200 a well-formed AdmissionReview echoing the uid, every
+ * patch applying to `request.object`, mutating twice changing nothing more. The server's RSS is
+ * sampled every 10,000 cases.
+ *
+ * Flags: --seed n (random by default; printed and written) --cases n (100000) --concurrency n (8)
+ *   --case i (replay case i of --seed alone: print it, its answer and its findings, and write its
+ *   body to bench/.run/fuzz/) --shrink (with --case: let fast-check shrink it to a minimal case with
+ *   the same first finding) --memory-limit MiB (the Deployment's by default, 0 for none)
+ *   --log-level (the server's LOG_LEVEL, fatal by default: most cases are logged as a strategy
+ *   failure, and the campaign is about answers) --no-build --out file
+ * Writes bench/results/fuzz.json; the exit status is 1 when anything was found.
+ */
+import fc from 'fast-check';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join, relative } from 'node:path';
+import { parseArgs } from 'node:util';
+import { FINDING_KINDS, httpsPoster, runCampaign, runCase, type Post } from '../test/fuzz/campaign.js';
+import { buildCase, caseAt, FUZZ_CONFIG, planArbitrary } from '../test/fuzz/cases.js';
+import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
+import {
+  DEPLOYMENT_MEMORY_LIMIT_MIB,
+  ensureBuilt,
+  freePort,
+  machineInfo,
+  oursEnv,
+  resultsPath,
+  ROOT,
+  round,
+  RUN_DIR,
+  serverCgroup,
+  startProcess,
+  statusKiB,
+  table,
+  waitReady,
+  writeTls,
+} from './lib.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    seed: { type: 'string' },
+    cases: { type: 'string' },
+    concurrency: { type: 'string' },
+    case: { type: 'string' },
+    shrink: { type: 'boolean' },
+    'memory-limit': { type: 'string' },
+    'log-level': { type: 'string' },
+    'no-build': { type: 'boolean' },
+    out: { type: 'string' },
+  },
+});
+
+function integer(flag: string | undefined, name: string, fallback: number, min: number): number {
+  if (flag === undefined) return fallback;
+  const value = Number(flag);
+  if (!Number.isInteger(value) || value < min) throw new Error(`--${name}: expected an integer ≥ ${min}, got ${flag}`);
+  return value;
+}
+
+const options = {
+  seed: integer(flags.seed, 'seed', Math.floor(Math.random() * 2 ** 31), -(2 ** 31)),
+  cases: integer(flags.cases, 'cases', 100_000, 1),
+  concurrency: integer(flags.concurrency, 'concurrency', 8, 1),
+  replay: flags.case === undefined ? undefined : integer(flags.case, 'case', 0, 0),
+  memoryLimitMiB: integer(flags['memory-limit'], 'memory-limit', DEPLOYMENT_MEMORY_LIMIT_MIB, 0),
+  logLevel: flags['log-level'] ?? 'fatal',
+};
+const RSS_EVERY = 10_000;
+const dir = join(RUN_DIR, 'fuzz');
+const log = (line: string) => process.stdout.write(`${line}\n`);
+const rssMiB = (pid: number) => round(statusKiB(pid, 'VmRSS') / 1024, 1);
+
+/** One case alone, then (--shrink) the smallest case fast-check finds with the same first finding. */
+async function replay(post: Post, index: number): Promise<number> {
+  const fuzzCase = caseAt(options.seed, index);
+  const outcome = await runCase(post, fuzzCase);
+  const file = join(dir, `case-${options.seed}-${index}.json`);
+  writeFileSync(file, fuzzCase.body);
+  log(`case ${index} of seed ${options.seed}: ${fuzzCase.description}`);
+  log(`content-type ${fuzzCase.contentType ?? '(none)'}, ${fuzzCase.body.length} bytes, written to ${relative(process.cwd(), file)}`);
+  log(`answer: HTTP ${outcome.status} ${outcome.reply?.text.slice(0, 600) ?? ''}`);
+  for (const finding of outcome.findings) log(`FINDING ${finding.kind}: ${finding.signature}\n  ${finding.detail}`);
+  if (outcome.findings.length === 0) log('no finding');
+  if (!flags.shrink || outcome.findings.length === 0) return outcome.findings.length ? 1 : 0;
+
+  const target = outcome.findings[0].signature;
+  const result = await fc.check(
+    fc.asyncProperty(planArbitrary, async (plan) => !(await runCase(post, buildCase(plan))).findings.some((f) => f.signature === target)),
+    { seed: options.seed, path: String(index), numRuns: 1 },
+  );
+  if (!result.failed || !result.counterexample) {
+    log('shrinking: the case did not fail again');
+    return 1;
+  }
+  const minimal = buildCase(result.counterexample[0]);
+  const minimalFile = join(dir, `case-${options.seed}-${index}-shrunk.json`);
+  writeFileSync(minimalFile, minimal.body);
+  log(`\nshrunk in ${result.numShrinks} steps: ${minimal.description}`);
+  log(`content-type ${minimal.contentType ?? '(none)'}, ${minimal.body.length} bytes, written to ${relative(process.cwd(), minimalFile)}`);
+  return 1;
+}
+
+async function main(): Promise<number> {
+  const startedAt = new Date();
+  if (!flags['no-build']) ensureBuilt(log);
+  mkdirSync(dir, { recursive: true });
+  const tls = await writeTls(join(dir, 'tls'));
+  const configFile = join(dir, 'config.yaml');
+  writeFileSync(configFile, FUZZ_CONFIG);
+  const [httpsPort, httpPort] = [await freePort(), await freePort()];
+  const cgroup = serverCgroup('fuzz', options.memoryLimitMiB, log);
+  const server = startProcess(
+    'webhook',
+    [join(ROOT, 'dist', 'main.js')],
+    { ...oursEnv({ https: httpsPort, http: httpPort }, configFile, tls), LOG_LEVEL: options.logLevel },
+    httpsPort,
+    dir,
+    cgroup,
+  );
+  const client = httpsPoster(server.url, { sockets: options.concurrency, timeoutMs: 10_000 });
+  const alive = () => server.child.exitCode === null && server.child.signalCode === null;
+  try {
+    const node = Buffer.from(JSON.stringify(nodeReview(kwokNode())));
+    await waitReady(server, node);
+    // The config is in force: a plain node review is inflated.
+    if (!(await client.post(node, 'application/json')).text.includes('"patch":"')) throw new Error('a kwok node review got no patch: FUZZ_CONFIG is not in force');
+    if (options.replay !== undefined) return await replay(client.post, options.replay);
+
+    log(`kube-overcommit fuzz — seed ${options.seed}, ${options.cases} cases, ${options.concurrency} in flight; ${machineInfo().cpus} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    log(`server pid ${server.pid}, memory limit ${cgroup ? `${cgroup.limitMiB} MiB` : 'none'}, log ${relative(process.cwd(), server.logFile)}`);
+    const rssSamples = [{ cases: 0, rssMiB: rssMiB(server.pid) }];
+    const result = await runCampaign({
+      post: client.post,
+      seed: options.seed,
+      cases: options.cases,
+      concurrency: options.concurrency,
+      every: RSS_EVERY,
+      isAlive: alive,
+      onMilestone: (done) => {
+        if (!alive()) return;
+        rssSamples.push({ cases: done, rssMiB: rssMiB(server.pid) });
+        log(`${done} cases, ${Math.round(done / ((Date.now() - startedAt.getTime()) / 1000))}/s, server RSS ${rssSamples.at(-1)!.rssMiB} MiB`);
+      },
+    });
+    // A crash caused by an earlier request (a timer, a late callback) shows a moment later.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    if (alive() && result.counts.crashes === 0) rssSamples.push({ cases: result.cases, rssMiB: rssMiB(server.pid) });
+    else if (result.counts.crashes === 0) result.counts.crashes = 1;
+
+    const rssStart = rssSamples[0].rssMiB;
+    const rssEnd = rssSamples.at(-1)!.rssMiB;
+    const rssMax = Math.max(...rssSamples.map((s) => s.rssMiB));
+    const rssHalf = rssSamples[Math.floor((rssSamples.length - 1) / 2)].rssMiB;
+    // Bounded: under the pod's limit with room to spare, and flat over the run's second half
+    // (warm-up growth — V8's young generation, JIT code — happens in the first).
+    const rssBounded = rssMax < 0.9 * (options.memoryLimitMiB || DEPLOYMENT_MEMORY_LIMIT_MIB) && rssEnd - rssHalf <= Math.max(32, 0.15 * rssHalf);
+    const failures = FINDING_KINDS.reduce((sum, kind) => sum + result.counts[kind], 0) + (rssBounded ? 0 : 1);
+    const report = {
+      benchmark: 'fuzz',
+      command: `npm run fuzz -- ${process.argv.slice(2).join(' ')}`.trim(),
+      replay: `npm run fuzz -- --seed ${options.seed} --case INDEX [--shrink]`,
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      machine: { ...machineInfo(), loadAvgAtStart: loadAtStart },
+      seed: options.seed,
+      cases: result.cases,
+      byStatus: result.byStatus,
+      serverErrors: result.counts.serverErrors,
+      crashes: result.counts.crashes,
+      patchesNotApplying: result.counts.patchesNotApplying,
+      nonIdempotent: result.counts.nonIdempotent,
+      malformed: result.counts.malformed,
+      noAnswer: result.counts.noAnswer,
+      patched: result.patched,
+      rssStartMiB: rssStart,
+      rssEndMiB: rssEnd,
+      rssMaxMiB: rssMax,
+      rssBounded,
+      rssSamples,
+      memoryLimitMiB: cgroup?.limitMiB ?? null,
+      seconds: result.seconds,
+      casesPerSecond: Math.round(result.cases / result.seconds),
+      concurrency: options.concurrency,
+      server: { command: 'node dist/main.js', config: FUZZ_CONFIG.trim(), logLevel: options.logLevel },
+      findings: result.findings,
+    };
+    const outFile = flags.out ?? resultsPath('fuzz.json');
+    writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
+
+    log(`\n${result.cases} cases in ${result.seconds} s (${report.casesPerSecond}/s); by status: ${JSON.stringify(result.byStatus)}; ${result.patched} patched`);
+    log(`RSS ${rssStart} → ${rssEnd} MiB (max ${rssMax}): ${rssBounded ? 'bounded' : 'NOT BOUNDED'}`);
+    log(FINDING_KINDS.map((kind) => `${kind} ${result.counts[kind]}`).join(', '));
+    if (result.findings.length) {
+      log('\nfindings (replay: npm run fuzz -- --seed SEED --case INDEX --shrink):');
+      log(table(['kind', 'count', 'first case', 'signature'], result.findings.map((f) => [f.kind, f.count, f.examples[0].index, f.signature])));
+    }
+    log(`wrote ${relative(process.cwd(), outFile)}`);
+    return failures === 0 ? 0 : 1;
+  } finally {
+    client.close();
+    await server.stop();
+  }
+}
+
+const loadAtStart = os.loadavg().map((l) => round(l, 2));
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    console.error(error instanceof Error ? error.stack : error);
+    process.exit(1);
+  },
+);
