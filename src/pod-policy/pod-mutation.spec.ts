@@ -105,6 +105,15 @@ describe('planPodMutation on a Deployment pod', () => {
     expect(JSON.parse(out.metadata.annotations[ORIGINAL_RESOURCES_ANNOTATION])).toEqual({ checkout: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '1Gi' } } });
   });
 
+  it('leaves a container holding a negative amount as it is, so that mutating twice changes nothing more', () => {
+    // Changing it would record an original that readOriginals distrusts on the next call.
+    const pod = deploymentPod({ containers: [container('checkout', { limits: { memory: '1Gi' }, requests: { cpu: '-0.9', memory: '512Mi' } })] });
+    const once = mutate(pod, CRO);
+    expect(once.pod.spec.containers[0].resources).toEqual({ limits: { memory: '1Gi' }, requests: { cpu: '-0.9', memory: '512Mi' } });
+    expect(Object.keys(JSON.parse(once.pod.metadata.annotations[ORIGINAL_RESOURCES_ANNOTATION]))).toEqual(['migrate', 'log-shipper']);
+    expect(planPodMutation(once.pod, CRO, {})).toEqual({ patch: [], changes: [] });
+  });
+
   it('removes a stale annotation of ours when nothing is changed any more', () => {
     const pod = deploymentPod({ annotations: { [ORIGINAL_RESOURCES_ANNOTATION]: 'not json' } });
     const plan = planPodMutation(pod, policySettings({}), {});

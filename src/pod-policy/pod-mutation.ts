@@ -91,6 +91,8 @@ export function recordResources(resources: ResourceRequirements | undefined): Re
   return { ...(requests ? { requests } : {}), ...(limits ? { limits } : {}) };
 }
 
+const holdsNegative = (amounts: ContainerAmounts) => [...Object.values(amounts.requests), ...Object.values(amounts.limits)].some((amount) => amount! < 0n);
+
 /** The annotation, parsed defensively: anything not exactly our shape counts as absent. */
 export function readOriginals(annotations: Readonly<Record<string, string>> | undefined): Map<string, { recorded: RecordedResources; amounts: ContainerAmounts }> {
   const out = new Map<string, { recorded: RecordedResources; amounts: ContainerAmounts }>();
@@ -115,7 +117,7 @@ export function readOriginals(annotations: Readonly<Record<string, string>> | un
     try {
       const recorded = entry as RecordedResources;
       const amounts = readContainerAmounts(recorded as ResourceRequirements);
-      if ([...Object.values(amounts.requests), ...Object.values(amounts.limits)].some((amount) => amount! < 0n)) continue;
+      if (holdsNegative(amounts)) continue;
       out.set(name, { recorded, amounts });
     } catch {
       // An unparsable quantity: the entry is ignored.
@@ -193,6 +195,9 @@ export function planPodMutation(pod: PodLike, settings: PolicySettings, bounds: 
     containers.forEach((container, index) => {
       if (!isRecord(container) || typeof container.name !== 'string') return;
       const current = readContainerAmounts(container.resources);
+      // The API server refuses a negative amount; its original could not be recorded (readOriginals
+      // distrusts it), so changing the container would not be idempotent.
+      if (holdsNegative(current)) return;
       const policy = (amounts: ContainerAmounts) => holding(applyContainerPolicy(amounts, podSettings, bounds), current, held);
       let origin = current;
       let originRecord = recordResources(container.resources);
