@@ -26,6 +26,7 @@ import { FINDING_KINDS, httpsPoster, runCampaign, runCase, type Post } from '../
 import { buildCase, caseAt, FUZZ_CONFIG, planArbitrary } from '../test/fuzz/cases.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import {
+  cpuSeconds,
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   ensureBuilt,
   freePort,
@@ -75,6 +76,7 @@ const options = {
 const RSS_EVERY = 10_000;
 const dir = join(RUN_DIR, 'fuzz');
 const log = (line: string) => process.stdout.write(`${line}\n`);
+const cpuTotal = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1e6;
 const rssMiB = (pid: number) => round(statusKiB(pid, 'VmRSS') / 1024, 1);
 
 /** One case alone, then (--shrink) the smallest case fast-check finds with the same first finding. */
@@ -136,6 +138,7 @@ async function main(): Promise<number> {
     log(`kube-overcommit fuzz — seed ${options.seed}, ${options.cases} cases, ${options.concurrency} in flight; ${machineInfo().cpus} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     log(`server pid ${server.pid}, memory limit ${cgroup ? `${cgroup.limitMiB} MiB` : 'none'}, log ${relative(process.cwd(), server.logFile)}`);
     const rssSamples = [{ cases: 0, rssMiB: rssMiB(server.pid) }];
+    const cpuStart = { server: cpuSeconds(server.pid), fuzzer: process.cpuUsage() };
     const result = await runCampaign({
       post: client.post,
       seed: options.seed,
@@ -149,6 +152,7 @@ async function main(): Promise<number> {
         log(`${done} cases, ${Math.round(done / ((Date.now() - startedAt.getTime()) / 1000))}/s, server RSS ${rssSamples.at(-1)!.rssMiB} MiB`);
       },
     });
+    const cpu = alive() ? { serverSeconds: round(cpuSeconds(server.pid) - cpuStart.server, 1), fuzzerSeconds: round(cpuTotal(process.cpuUsage(cpuStart.fuzzer)), 1) } : null;
     // A crash caused by an earlier request (a timer, a late callback) shows a moment later.
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     if (alive() && result.counts.crashes === 0) rssSamples.push({ cases: result.cases, rssMiB: rssMiB(server.pid) });
@@ -177,6 +181,7 @@ async function main(): Promise<number> {
       patchesNotApplying: result.counts.patchesNotApplying,
       nonIdempotent: result.counts.nonIdempotent,
       malformed: result.counts.malformed,
+      validJsonRefused: result.counts.validJsonRefused,
       noAnswer: result.counts.noAnswer,
       patched: result.patched,
       rssStartMiB: rssStart,
@@ -188,6 +193,7 @@ async function main(): Promise<number> {
       seconds: result.seconds,
       casesPerSecond: Math.round(result.cases / result.seconds),
       concurrency: options.concurrency,
+      cpu,
       server: { command: 'node dist/main.js', config: FUZZ_CONFIG.trim(), logLevel: options.logLevel },
       findings: result.findings,
     };
@@ -195,6 +201,7 @@ async function main(): Promise<number> {
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
 
     log(`\n${result.cases} cases in ${result.seconds} s (${report.casesPerSecond}/s); by status: ${JSON.stringify(result.byStatus)}; ${result.patched} patched`);
+    if (cpu) log(`CPU: server ${cpu.serverSeconds} s, fuzzer ${cpu.fuzzerSeconds} s`);
     log(`RSS ${rssStart} → ${rssEnd} MiB (max ${rssMax}): ${rssBounded ? 'bounded' : 'NOT BOUNDED'}`);
     log(FINDING_KINDS.map((kind) => `${kind} ${result.counts[kind]}`).join(', '));
     if (result.findings.length) {

@@ -12,7 +12,8 @@
  *   4. The patch applies to `request.object` (fast-json-patch, every operation validated).
  *   5. Mutating twice changes nothing more: the patched object sent back (same envelope, as on
  *      a reinvocation) gets a 200 with no patch, or one that leaves it as it is.
- *   6. Any other answer is a JSON error with a message, of bounded size.
+ *   6. Any other answer is a JSON error with a message, of bounded size; a body that is valid
+ *      JSON is never refused as invalid JSON (whatever keys its maps hold).
  */
 import https from 'node:https';
 import { isDeepStrictEqual } from 'node:util';
@@ -27,8 +28,8 @@ export interface Reply {
 }
 
 /** The checks a case can fail, as named in bench/results/fuzz.json. */
-export type FindingKind = 'crashes' | 'noAnswer' | 'serverErrors' | 'malformed' | 'patchesNotApplying' | 'nonIdempotent';
-export const FINDING_KINDS: FindingKind[] = ['crashes', 'noAnswer', 'serverErrors', 'malformed', 'patchesNotApplying', 'nonIdempotent'];
+export type FindingKind = 'crashes' | 'noAnswer' | 'serverErrors' | 'malformed' | 'validJsonRefused' | 'patchesNotApplying' | 'nonIdempotent';
+export const FINDING_KINDS: FindingKind[] = ['crashes', 'noAnswer', 'serverErrors', 'malformed', 'validJsonRefused', 'patchesNotApplying', 'nonIdempotent'];
 
 export interface Finding {
   kind: FindingKind;
@@ -88,7 +89,7 @@ function checkAdmission(requestText: string, replyText: string): { patched: Json
   return applyAnswer(response, sent.value.request.object);
 }
 
-function checkError(reply: Reply): Finding | undefined {
+function checkError(reply: Reply, requestText: string): Finding | undefined {
   if (reply.status >= 500) {
     const message = parse(reply.text);
     const text = message.ok && typeof message.value?.message === 'string' ? message.value.message : reply.text;
@@ -97,6 +98,9 @@ function checkError(reply: Reply): Finding | undefined {
   if (reply.text.length > MAX_ERROR_BYTES) return { kind: 'malformed', signature: `HTTP ${reply.status} error of more than 64 KiB`, detail: `HTTP ${reply.status}, ${reply.text.length} bytes` };
   const body = parse(reply.text);
   if (!body.ok || typeof body.value?.message !== 'string') return { kind: 'malformed', signature: `HTTP ${reply.status} without a JSON error`, detail: reply.text.slice(0, 200) };
+  if (/not valid JSON/i.test(body.value.message) && parse(requestText).ok) {
+    return { kind: 'validJsonRefused', signature: `HTTP ${reply.status}: ${normalise(body.value.message)}`, detail: body.value.message };
+  }
   return undefined;
 }
 
@@ -124,7 +128,7 @@ export async function runCase(post: Post, fuzzCase: FuzzCase): Promise<CaseOutco
     return { status: 0, patched: false, findings: [{ kind: 'noAnswer', signature: `no answer: ${normalise(code)}`, detail: String(error) }] };
   }
   if (reply.status !== 200) {
-    const finding = checkError(reply);
+    const finding = checkError(reply, fuzzCase.body.toString('utf8'));
     return { status: reply.status, patched: false, findings: finding ? [finding] : [], reply };
   }
   const requestText = fuzzCase.body.toString('utf8');
@@ -134,6 +138,7 @@ export async function runCase(post: Post, fuzzCase: FuzzCase): Promise<CaseOutco
 
   // The reinvocation: the same envelope with the patched object.
   const outcome = { status: 200, patched: true, reply };
+  if (!fuzzCase.reserialises) return { ...outcome, findings: [] };
   const again = JSON.parse(requestText);
   again.request.object = first.patched;
   let secondText: string;
@@ -150,7 +155,7 @@ export async function runCase(post: Post, fuzzCase: FuzzCase): Promise<CaseOutco
     return { ...outcome, findings: [{ kind: 'noAnswer', signature: `no answer on the second pass: ${(error as NodeJS.ErrnoException).code}`, detail: String(error) }] };
   }
   if (second.status !== 200) {
-    const finding = checkError(second);
+    const finding = checkError(second, secondText);
     if (finding?.kind === 'serverErrors') return { ...outcome, findings: [finding] };
     return { ...outcome, findings: [{ kind: 'nonIdempotent', signature: `second pass answered HTTP ${second.status}`, detail: second.text.slice(0, 300) }] };
   }

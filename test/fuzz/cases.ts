@@ -223,7 +223,7 @@ type Op =
   | { op: 'long'; char: string; length: number }
   | { op: 'deep'; depth: number; open: string }
   | { op: 'wide'; keys: number; array: boolean }
-  | { op: 'hostileKey'; key: string; value: Json }
+  | { op: 'hostileKey'; key: string; value: Json; wrap: boolean }
   | { op: 'duplicate'; value: Json; first: boolean }
   | { op: 'annotation'; side: 'object' | 'oldObject'; name: string; value: string }
   | { op: 'oldObject'; base: number; drop: boolean };
@@ -260,7 +260,10 @@ const op: fc.Arbitrary<Op> = fc.oneof(
       .tuple(fc.oneof({ weight: 20, arbitrary: fc.integer({ min: 2, max: 300 }) }, fc.integer({ min: 300, max: 20_000 })), fc.boolean())
       .map(([keys, array]): Op => ({ op: 'wide', keys, array })),
   },
-  { weight: 3, arbitrary: fc.tuple(fc.constantFrom(...HOSTILE_KEYS), jsonValue).map(([key, value]): Op => ({ op: 'hostileKey', key, value })) },
+  {
+    weight: 3,
+    arbitrary: fc.tuple(fc.constantFrom(...HOSTILE_KEYS), jsonValue, fc.boolean()).map(([key, value, wrap]): Op => ({ op: 'hostileKey', key, value, wrap })),
+  },
   { weight: 2, arbitrary: fc.tuple(jsonValue, fc.boolean()).map(([value, first]): Op => ({ op: 'duplicate', value, first })) },
   {
     weight: 5,
@@ -317,8 +320,14 @@ export interface FuzzCase {
   description: string;
   contentType: string | null;
   body: Buffer;
+  /**
+   * Whether the body survives JSON.parse and JSON.stringify unchanged in meaning: not when it
+   * holds a number beyond a double (`1e400` parses to Infinity, written back as null).
+   */
+  reserialises: boolean;
 }
 
+// Plan values are fast-check's, shared between cases (constants, shrinking): the review gets copies.
 const isContainer = (value: unknown): value is Record<string, Json> => typeof value === 'object' && value !== null && !(value instanceof RawJson);
 
 function setMember(parent: Record<string, Json>, key: string | number, value: Json): void {
@@ -359,7 +368,7 @@ function replacement(change: Op): Json {
     case 'null':
       return null;
     case 'swap':
-      return change.value;
+      return structuredClone(change.value);
     case 'quantity':
     case 'text':
       return change.value;
@@ -392,7 +401,7 @@ function applyMutation(review: Json, base: Base, mutation: Mutation): string {
   }
   if (change.op === 'oldObject') {
     if (!isContainer(review.request)) return 'oldObject: no request';
-    const other = BASES[change.base].review().request.object;
+    const other = structuredClone(BASES[change.base].review().request.object);
     if (change.drop) delete review.request.oldObject;
     else setMember(review.request, 'oldObject', other);
     return change.drop ? 'oldObject removed' : `oldObject = ${BASES[change.base].name}'s object`;
@@ -410,15 +419,17 @@ function applyMutation(review: Json, base: Base, mutation: Mutation): string {
       else delete (parent as Json)[key];
       return `delete ${where}`;
     case 'hostileKey': {
+      // wrap: the field becomes an object holding the key (`"uid": {"constructor": 1}`).
+      if (change.wrap) parent[key] = {};
       const target = isContainer(parent[key]) && !Array.isArray(parent[key]) ? parent[key] : parent;
       if (Array.isArray(target)) return `hostileKey at ${where}: an array`;
-      setMember(target, change.key, change.value);
+      setMember(target, change.key, structuredClone(change.value));
       return `key ${JSON.stringify(change.key)} = ${excerpt(change.value)} in ${target === parent ? pathText(path.slice(0, -1)) || '(root)' : where}`;
     }
     case 'duplicate': {
       if (Array.isArray(parent)) return `duplicate at ${where}: in an array`;
       const duplicates: Duplicate[] = ((parent as Json)[DUPLICATES] ??= []);
-      duplicates.push({ key: String(key), value: change.value, first: change.first });
+      duplicates.push({ key: String(key), value: structuredClone(change.value), first: change.first });
       return `duplicate key ${where} = ${excerpt(change.value)} ${change.first ? 'before' : 'after'} the original`;
     }
     default: {
@@ -448,19 +459,21 @@ export function buildCase(plan: Plan): FuzzCase {
   switch (plan.kind) {
     case 'review': {
       const base = BASES[plan.base];
-      const review = base.review();
+      // A copy: the fixtures give an UPDATE's object and oldObject as one shared object.
+      const review = structuredClone(base.review());
       const steps = plan.mutations.map((m) => applyMutation(review, base, m));
-      return { description: `${base.name}: ${steps.join('; ')}`, contentType: plan.contentType, body: Buffer.from(toJsonText(review)) };
+      const reserialises = plan.mutations.every(({ change }) => change.op !== 'number' || Number.isFinite(Number(change.raw)));
+      return { description: `${base.name}: ${steps.join('; ')}`, contentType: plan.contentType, body: Buffer.from(toJsonText(review)), reserialises };
     }
     case 'bytes':
-      return { description: `${plan.bytes.length} bytes of garbage`, contentType: plan.contentType, body: Buffer.from(plan.bytes) };
+      return { description: `${plan.bytes.length} bytes of garbage`, contentType: plan.contentType, body: Buffer.from(plan.bytes), reserialises: true };
     case 'truncated': {
       const text = JSON.stringify(BASES[plan.base].review());
       const keep = plan.keep % text.length;
-      return { description: `${BASES[plan.base].name} cut after ${keep} of ${text.length} bytes`, contentType: plan.contentType, body: Buffer.from(text.slice(0, keep)) };
+      return { description: `${BASES[plan.base].name} cut after ${keep} of ${text.length} bytes`, contentType: plan.contentType, body: Buffer.from(text.slice(0, keep)), reserialises: true };
     }
     case 'notObject':
-      return { description: `a body that is not an object: ${excerpt(plan.value)}`, contentType: plan.contentType, body: Buffer.from(toJsonText(plan.value)) };
+      return { description: `a body that is not an object: ${excerpt(plan.value)}`, contentType: plan.contentType, body: Buffer.from(toJsonText(plan.value)), reserialises: true };
   }
 }
 
