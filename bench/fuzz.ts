@@ -190,6 +190,8 @@ async function main(): Promise<number> {
       rssBounded,
       rssSamples,
       memoryLimitMiB: cgroup?.limitMiB ?? null,
+      latencyMs: result.latencyMs,
+      slowest: result.slowest,
       seconds: result.seconds,
       casesPerSecond: Math.round(result.cases / result.seconds),
       concurrency: options.concurrency,
@@ -201,6 +203,7 @@ async function main(): Promise<number> {
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
 
     log(`\n${result.cases} cases in ${result.seconds} s (${report.casesPerSecond}/s); by status: ${JSON.stringify(result.byStatus)}; ${result.patched} patched`);
+    log(`time to answer: p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, max ${result.latencyMs.max} ms (case ${result.slowest[0]?.index}: ${result.slowest[0]?.description.slice(0, 100)})`);
     if (cpu) log(`CPU: server ${cpu.serverSeconds} s, fuzzer ${cpu.fuzzerSeconds} s`);
     log(`RSS ${rssStart} → ${rssEnd} MiB (max ${rssMax}): ${rssBounded ? 'bounded' : 'NOT BOUNDED'}`);
     log(FINDING_KINDS.map((kind) => `${kind} ${result.counts[kind]}`).join(', '));

@@ -67,6 +67,7 @@ function applyAnswer(response: Json, object: Json): { patched: Json; patch: Json
   try {
     return { patched: fastJsonPatch.applyPatch(object, patch.value, true, true).newDocument, patch: patch.value };
   } catch (error) {
+    if (error instanceof RangeError) throw error;
     const { name, operation } = error as { name?: string; operation?: { op?: string; path?: string } };
     const where = `${operation?.op} ${String(operation?.path).replace(/\/\d+(?=\/|$)/g, '/N')}`;
     return { kind: 'patchesNotApplying', signature: `${name ?? 'Error'}: ${where}`, detail: `${(error as Error).message.split('\n')[0]} (${operation?.op} ${operation?.path})` };
@@ -109,6 +110,8 @@ export type Post = (body: Buffer, contentType: string | null) => Promise<Reply>;
 export interface CaseOutcome {
   /** The first answer's status; 0 when there was none. */
   status: number;
+  /** Time to the first answer. */
+  ms: number;
   patched: boolean;
   findings: Finding[];
   /** The first answer, for replays. */
@@ -118,52 +121,60 @@ export interface CaseOutcome {
 /** Sends one case (and, when patched, the patched object again) and checks the answers. */
 export async function runCase(post: Post, fuzzCase: FuzzCase): Promise<CaseOutcome> {
   let reply: Reply;
+  const sent = performance.now();
   try {
     reply = await post(fuzzCase.body, fuzzCase.contentType);
   } catch (error) {
+    const ms = performance.now() - sent;
     const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     // Over the limit, the server answers 413 and closes without reading the rest: a client still
     // writing sees the close first.
-    if (fuzzCase.body.length > BODY_LIMIT && (code === 'EPIPE' || code === 'ECONNRESET')) return { status: 413, patched: false, findings: [] };
-    return { status: 0, patched: false, findings: [{ kind: 'noAnswer', signature: `no answer: ${normalise(code)}`, detail: String(error) }] };
+    if (fuzzCase.body.length > BODY_LIMIT && (code === 'EPIPE' || code === 'ECONNRESET')) return { status: 413, ms, patched: false, findings: [] };
+    return { status: 0, ms, patched: false, findings: [{ kind: 'noAnswer', signature: `no answer: ${normalise(code)}`, detail: String(error) }] };
   }
+  const answered = { status: reply.status, ms: performance.now() - sent, reply };
   if (reply.status !== 200) {
     const finding = checkError(reply, fuzzCase.body.toString('utf8'));
-    return { status: reply.status, patched: false, findings: finding ? [finding] : [], reply };
+    return { ...answered, patched: false, findings: finding ? [finding] : [] };
   }
+  try {
+    return { ...answered, ...(await checkPatched(post, fuzzCase, reply)) };
+  } catch (error) {
+    // Nesting deeper than this client's stack (the server's parser has no such limit): unchecked.
+    if (error instanceof RangeError) return { ...answered, patched: false, findings: [] };
+    throw error;
+  }
+}
+
+/** A 200's checks: well-formed, its patch applies, and the patched object gets no further change. */
+async function checkPatched(post: Post, fuzzCase: FuzzCase, reply: Reply): Promise<{ patched: boolean; findings: Finding[] }> {
   const requestText = fuzzCase.body.toString('utf8');
   const first = checkAdmission(requestText, reply.text);
-  if ('kind' in first) return { status: 200, patched: false, findings: [first], reply };
-  if (first.patch.length === 0) return { status: 200, patched: false, findings: [], reply };
+  if ('kind' in first) return { patched: false, findings: [first] };
+  if (first.patch.length === 0) return { patched: false, findings: [] };
+  if (!fuzzCase.reserialises) return { patched: true, findings: [] };
 
   // The reinvocation: the same envelope with the patched object.
-  const outcome = { status: 200, patched: true, reply };
-  if (!fuzzCase.reserialises) return { ...outcome, findings: [] };
   const again = JSON.parse(requestText);
   again.request.object = first.patched;
-  let secondText: string;
-  try {
-    secondText = JSON.stringify(again);
-  } catch {
-    // Nesting deeper than this client's stack (the server's parser has no such limit).
-    return { ...outcome, patched: false, findings: [] };
-  }
+  const secondText = JSON.stringify(again);
+  const found = (finding: Finding) => ({ patched: true, findings: [finding] });
   let second: Reply;
   try {
     second = await post(Buffer.from(secondText), 'application/json');
   } catch (error) {
-    return { ...outcome, findings: [{ kind: 'noAnswer', signature: `no answer on the second pass: ${(error as NodeJS.ErrnoException).code}`, detail: String(error) }] };
+    return found({ kind: 'noAnswer', signature: `no answer on the second pass: ${(error as NodeJS.ErrnoException).code}`, detail: String(error) });
   }
   if (second.status !== 200) {
     const finding = checkError(second, secondText);
-    if (finding?.kind === 'serverErrors') return { ...outcome, findings: [finding] };
-    return { ...outcome, findings: [{ kind: 'nonIdempotent', signature: `second pass answered HTTP ${second.status}`, detail: second.text.slice(0, 300) }] };
+    if (finding?.kind === 'serverErrors') return found(finding);
+    return found({ kind: 'nonIdempotent', signature: `second pass answered HTTP ${second.status}`, detail: second.text.slice(0, 300) });
   }
   const twice = checkAdmission(secondText, second.text);
-  if ('kind' in twice) return { ...outcome, findings: [{ ...twice, signature: `second pass: ${twice.signature}` }] };
-  if (twice.patch.length === 0 || isDeepStrictEqual(twice.patched, JSON.parse(secondText).request.object)) return { ...outcome, findings: [] };
+  if ('kind' in twice) return found({ ...twice, signature: `second pass: ${twice.signature}` });
+  if (twice.patch.length === 0 || isDeepStrictEqual(twice.patched, JSON.parse(secondText).request.object)) return { patched: true, findings: [] };
   const paths = twice.patch.map((operation: Json) => `${operation?.op} ${String(operation?.path).replace(/\/\d+(?=\/|$)/g, '/N')}`);
-  return { ...outcome, findings: [{ kind: 'nonIdempotent', signature: `second pass patches ${[...new Set(paths)].sort().join(', ')}`, detail: JSON.stringify(twice.patch).slice(0, 400) }] };
+  return found({ kind: 'nonIdempotent', signature: `second pass patches ${[...new Set(paths)].sort().join(', ')}`, detail: JSON.stringify(twice.patch).slice(0, 400) });
 }
 
 /** A keep-alive HTTPS client for one server (self-signed certificate accepted). */
@@ -215,6 +226,9 @@ export interface CampaignResult {
   patched: number;
   counts: Record<FindingKind, number>;
   findings: FindingSummary[];
+  /** Time to the first answer of each case, ms (not a check: the machine may be shared). */
+  latencyMs: { p50: number; p99: number; max: number };
+  slowest: { index: number; ms: number; description: string }[];
   seconds: number;
 }
 
@@ -231,6 +245,8 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
   let done = 0;
   let patched = 0;
   let crashed = false;
+  const latencies: number[] = [];
+  let slowest: CampaignResult['slowest'] = [];
 
   const record = (index: number, description: string, finding: Finding) => {
     counts[finding.kind]++;
@@ -251,6 +267,10 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
       const fuzzCase = buildCase(plans[index - plansFrom]);
       const outcome = await runCase(options.post, fuzzCase);
       byStatus[outcome.status] = (byStatus[outcome.status] ?? 0) + 1;
+      latencies.push(outcome.ms);
+      if (slowest.length < 5 || outcome.ms > slowest[4].ms) {
+        slowest = [...slowest, { index, ms: Math.round(outcome.ms), description: fuzzCase.description.slice(0, 200) }].sort((a, b) => b.ms - a.ms).slice(0, 5);
+      }
       if (outcome.patched) patched++;
       for (const finding of outcome.findings) {
         if (finding.kind === 'noAnswer' && options.isAlive && !options.isAlive()) {
@@ -264,6 +284,8 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
   };
   await Promise.all(Array.from({ length: options.concurrency }, worker));
   if (done % every !== 0) await options.onMilestone?.(done);
+  latencies.sort((a, b) => a - b);
+  const at = (p: number) => Math.round((latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? NaN) * 100) / 100;
   return {
     seed: options.seed,
     cases: done,
@@ -271,6 +293,8 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
     patched,
     counts,
     findings: [...findings.values()].sort((a, b) => b.count - a.count),
+    latencyMs: { p50: at(0.5), p99: at(0.99), max: at(1) },
+    slowest,
     seconds: Math.round((performance.now() - started) / 100) / 10,
   };
 }

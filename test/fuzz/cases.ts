@@ -375,7 +375,8 @@ function replacement(change: Op): Json {
     case 'number':
       return new RawJson(change.raw);
     case 'long':
-      return change.char.repeat(change.length);
+      // length is in bytes of JSON text, so that the largest stay near the body limit.
+      return change.char.repeat(Math.ceil(change.length / (Buffer.byteLength(JSON.stringify(change.char)) - 2)));
     case 'deep':
       return new RawJson(change.open === '[' ? '['.repeat(change.depth) + ']'.repeat(change.depth) : `${change.open.repeat(change.depth)}1${'}'.repeat(change.depth)}`);
     case 'wide':
