@@ -44,22 +44,12 @@ sidecars:
   templates:
     - name: mesh
       initContainers:
-        - name: mesh-proxy
-          image: registry.example.com/mesh/proxy:1.24.0
-          restartPolicy: Always
-          resources: { requests: { cpu: 50m, memory: 64Mi }, limits: { memory: 256Mi } }
-          volumeMounts: [{ name: mesh-certs, mountPath: /etc/mesh/certs }]
-      volumes:
-        - { name: mesh-certs, emptyDir: { medium: Memory } }
-      env:
-        - { name: HTTP_PROXY, value: "http://127.0.0.1:15001" }
+        - { name: mesh-proxy, image: "mesh/proxy:1", restartPolicy: Always, resources: { requests: { cpu: 50m }, limits: { memory: 256Mi } } }
+      volumes: [{ name: mesh-certs, emptyDir: {} }]
+      env: [{ name: HTTP_PROXY, value: "http://127.0.0.1:15001" }]
     - name: logging
-      containers:
-        - name: log-shipper
-          image: registry.example.com/obs/fluent-bit:3.2.1
-          volumeMounts: [{ name: app-logs, mountPath: /var/log/app, readOnly: true }]
-      volumes:
-        - { name: app-logs, emptyDir: {} }
+      containers: [{ name: log-shipper, image: "obs/fluent-bit:3", volumeMounts: [{ name: app-logs, mountPath: /var/log/app }] }]
+      volumes: [{ name: app-logs, emptyDir: {} }]
 `;
 
 const UID = 'f0220000-0000-4000-8000-000000000001';
@@ -460,8 +450,9 @@ export function buildCase(plan: Plan): FuzzCase {
   switch (plan.kind) {
     case 'review': {
       const base = BASES[plan.base];
-      // A copy: the fixtures give an UPDATE's object and oldObject as one shared object.
-      const review = structuredClone(base.review());
+      // Through JSON: the fixtures give an UPDATE's object and oldObject as one shared object,
+      // which structuredClone would keep shared.
+      const review = JSON.parse(JSON.stringify(base.review()));
       const steps = plan.mutations.map((m) => applyMutation(review, base, m));
       const reserialises = plan.mutations.every(({ change }) => change.op !== 'number' || Number.isFinite(Number(change.raw)));
       return { description: `${base.name}: ${steps.join('; ')}`, contentType: plan.contentType, body: Buffer.from(toJsonText(review)), reserialises };
