@@ -158,6 +158,9 @@ async function checkPatched(post: Post, fuzzCase: FuzzCase, reply: Reply): Promi
   const again = JSON.parse(requestText);
   again.request.object = first.patched;
   const secondText = JSON.stringify(again);
+  // A patch can grow a body near the limit past it (an original recorded under a 1 MiB container
+  // name): the second pass would only measure the limit.
+  if (Buffer.byteLength(secondText) > BODY_LIMIT) return { patched: true, findings: [] };
   const found = (finding: Finding) => ({ patched: true, findings: [finding] });
   let second: Reply;
   try {
