@@ -46,6 +46,8 @@ const MAX_ERROR_BYTES = 64 * 1024;
 
 const normalise = (text: string) => text.replace(/\d+/g, 'N').slice(0, 160);
 
+const malformed = (why: string): Finding => ({ kind: 'malformed', signature: why, detail: why });
+
 function parse(text: string): { ok: true; value: Json } | { ok: false } {
   try {
     return { ok: true, value: JSON.parse(text) };
@@ -56,7 +58,6 @@ function parse(text: string): { ok: true; value: Json } | { ok: false } {
 
 /** The patch of an admission response, decoded and applied to a copy of `object`; a finding if any step fails. */
 function applyAnswer(response: Json, object: Json): { patched: Json; patch: Json[] } | Finding {
-  const malformed = (why: string): Finding => ({ kind: 'malformed', signature: why, detail: why });
   if (response.patch === undefined) return { patched: object, patch: [] };
   if (response.patchType !== 'JSONPatch') return malformed(`patchType ${JSON.stringify(response.patchType)}`);
   if (typeof response.patch !== 'string') return malformed('patch is not a string');
@@ -76,7 +77,6 @@ function applyAnswer(response: Json, object: Json): { patched: Json; patch: Json
 
 /** Checks a 200: the envelope, the uid, the patch. Returns the patched object, or a finding. */
 function checkAdmission(requestText: string, replyText: string): { patched: Json; patch: Json[] } | Finding {
-  const malformed = (why: string): Finding => ({ kind: 'malformed', signature: why, detail: why });
   const sent = parse(requestText);
   if (!sent.ok) return malformed('200 for a body that is not JSON');
   const answer = parse(replyText);

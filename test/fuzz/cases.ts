@@ -392,7 +392,7 @@ function applyMutation(review: Json, base: Base, mutation: Mutation): string {
   }
   if (change.op === 'oldObject') {
     if (!isContainer(review.request)) return 'oldObject: no request';
-    const other = structuredClone(BASES[change.base].review().request.object);
+    const other = BASES[change.base].review().request.object;
     if (change.drop) delete review.request.oldObject;
     else setMember(review.request, 'oldObject', other);
     return change.drop ? 'oldObject removed' : `oldObject = ${BASES[change.base].name}'s object`;
