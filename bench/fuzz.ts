@@ -18,7 +18,7 @@
  * Writes bench/results/fuzz.json; the exit status is 1 when anything was found.
  */
 import fc from 'fast-check';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -109,6 +109,20 @@ async function replay(post: Post, index: number): Promise<number> {
   return 1;
 }
 
+/**
+ * RSS growth over the run's second half, from the least-squares slope of the samples taken in it
+ * (steadier than two samples: the heap breathes by tens of MiB between collections).
+ */
+function secondHalfGrowth(samples: { cases: number; rssMiB: number }[], cases: number): number {
+  const half = samples.filter((s) => s.cases >= cases / 2);
+  if (half.length < 2) return 0;
+  const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+  const x = mean(half.map((s) => s.cases));
+  const y = mean(half.map((s) => s.rssMiB));
+  const slope = half.reduce((sum, s) => sum + (s.cases - x) * (s.rssMiB - y), 0) / half.reduce((sum, s) => sum + (s.cases - x) ** 2, 0);
+  return (slope * cases) / 2;
+}
+
 async function main(): Promise<number> {
   const startedAt = new Date();
   if (!flags['no-build']) ensureBuilt(log);
@@ -157,14 +171,15 @@ async function main(): Promise<number> {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     if (alive() && result.counts.crashes === 0) rssSamples.push({ cases: result.cases, rssMiB: rssMiB(server.pid) });
     else if (result.counts.crashes === 0) result.counts.crashes = 1;
+    const serverLogTail = alive() ? undefined : readFileSync(server.logFile, 'utf8').split('\n').slice(-25).join('\n');
 
     const rssStart = rssSamples[0].rssMiB;
     const rssEnd = rssSamples.at(-1)!.rssMiB;
     const rssMax = Math.max(...rssSamples.map((s) => s.rssMiB));
-    const rssHalf = rssSamples[Math.floor((rssSamples.length - 1) / 2)].rssMiB;
+    const rssGrowthSecondHalfMiB = round(secondHalfGrowth(rssSamples, options.cases), 1);
     // Bounded: under the pod's limit with room to spare, and flat over the run's second half
     // (warm-up growth — V8's young generation, JIT code — happens in the first).
-    const rssBounded = rssMax < 0.9 * (options.memoryLimitMiB || DEPLOYMENT_MEMORY_LIMIT_MIB) && rssEnd - rssHalf <= Math.max(32, 0.15 * rssHalf);
+    const rssBounded = result.counts.crashes === 0 && rssMax < 0.9 * (options.memoryLimitMiB || DEPLOYMENT_MEMORY_LIMIT_MIB) && rssGrowthSecondHalfMiB <= 32;
     const failures = FINDING_KINDS.reduce((sum, kind) => sum + result.counts[kind], 0) + (rssBounded ? 0 : 1);
     const report = {
       benchmark: 'fuzz',
@@ -187,6 +202,7 @@ async function main(): Promise<number> {
       rssStartMiB: rssStart,
       rssEndMiB: rssEnd,
       rssMaxMiB: rssMax,
+      rssGrowthSecondHalfMiB,
       rssBounded,
       rssSamples,
       memoryLimitMiB: cgroup?.limitMiB ?? null,
@@ -198,6 +214,7 @@ async function main(): Promise<number> {
       cpu,
       server: { command: 'node dist/main.js', config: FUZZ_CONFIG.trim(), logLevel: options.logLevel },
       findings: result.findings,
+      serverLogTail,
     };
     const outFile = flags.out ?? resultsPath('fuzz.json');
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
@@ -205,7 +222,8 @@ async function main(): Promise<number> {
     log(`\n${result.cases} cases in ${result.seconds} s (${report.casesPerSecond}/s); by status: ${JSON.stringify(result.byStatus)}; ${result.patched} patched`);
     log(`time to answer: p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, max ${result.latencyMs.max} ms (case ${result.slowest[0]?.index}: ${result.slowest[0]?.description.slice(0, 100)})`);
     if (cpu) log(`CPU: server ${cpu.serverSeconds} s, fuzzer ${cpu.fuzzerSeconds} s`);
-    log(`RSS ${rssStart} → ${rssEnd} MiB (max ${rssMax}): ${rssBounded ? 'bounded' : 'NOT BOUNDED'}`);
+    log(`RSS ${rssStart} → ${rssEnd} MiB (max ${rssMax}, ${rssGrowthSecondHalfMiB} MiB over the second half): ${rssBounded ? 'bounded' : 'NOT BOUNDED'}`);
+    if (serverLogTail) log(`the server exited; the end of its log:\n${serverLogTail}`);
     log(FINDING_KINDS.map((kind) => `${kind} ${result.counts[kind]}`).join(', '));
     if (result.findings.length) {
       log('\nfindings (replay: npm run fuzz -- --seed SEED --case INDEX --shrink):');

@@ -277,8 +277,9 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
       if (outcome.patched) patched++;
       for (const finding of outcome.findings) {
         if (finding.kind === 'noAnswer' && options.isAlive && !options.isAlive()) {
+          // Once: the requests in flight when the process exited fail with it.
+          if (!crashed) record(index, fuzzCase.description, { ...finding, kind: 'crashes', signature: 'the server process exited' });
           crashed = true;
-          record(index, fuzzCase.description, { ...finding, kind: 'crashes', signature: 'the server process exited' });
         } else record(index, fuzzCase.description, finding);
       }
       done++;
