@@ -24,6 +24,7 @@ import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { FINDING_KINDS, httpsPoster, runCampaign, runCase, type Post } from '../test/fuzz/campaign.js';
 import { buildCase, caseAt, FUZZ_CONFIG, planArbitrary } from '../test/fuzz/cases.js';
+import { httpText } from './cluster.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import {
   cpuSeconds,
@@ -115,7 +116,7 @@ async function replay(post: Post, index: number): Promise<number> {
  */
 function secondHalfGrowth(samples: { cases: number; rssMiB: number }[], cases: number): number {
   const half = samples.filter((s) => s.cases >= cases / 2);
-  if (half.length < 2) return 0;
+  if (new Set(half.map((s) => s.cases)).size < 2) return 0;
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
   const x = mean(half.map((s) => s.cases));
   const y = mean(half.map((s) => s.rssMiB));
@@ -151,7 +152,7 @@ async function main(): Promise<number> {
 
     log(`kube-overcommit fuzz — seed ${options.seed}, ${options.cases} cases, ${options.concurrency} in flight; ${machineInfo().cpus} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     log(`server pid ${server.pid}, memory limit ${cgroup ? `${cgroup.limitMiB} MiB` : 'none'}, log ${relative(process.cwd(), server.logFile)}`);
-    const rssSamples = [{ cases: 0, rssMiB: rssMiB(server.pid) }];
+    const rssSamples: { cases: number; rssMiB: number; metricsKiB?: number; scrapeMs?: number }[] = [{ cases: 0, rssMiB: rssMiB(server.pid) }];
     const cpuStart = { server: cpuSeconds(server.pid), fuzzer: process.cpuUsage() };
     const result = await runCampaign({
       post: client.post,
@@ -160,10 +161,14 @@ async function main(): Promise<number> {
       concurrency: options.concurrency,
       every: RSS_EVERY,
       isAlive: alive,
-      onMilestone: (done) => {
+      onMilestone: async (done) => {
         if (!alive()) return;
-        rssSamples.push({ cases: done, rssMiB: rssMiB(server.pid) });
-        log(`${done} cases, ${Math.round(done / ((Date.now() - startedAt.getTime()) / 1000))}/s, server RSS ${rssSamples.at(-1)!.rssMiB} MiB`);
+        // A scrape as Prometheus makes them: what the series the bodies created cost to write.
+        const scrapeStart = performance.now();
+        const metrics = await httpText(`http://127.0.0.1:${httpPort}/metrics`, 30_000).catch(() => '');
+        const sample = { cases: done, rssMiB: rssMiB(server.pid), metricsKiB: round(Buffer.byteLength(metrics) / 1024, 1), scrapeMs: Math.round(performance.now() - scrapeStart) };
+        rssSamples.push(sample);
+        log(`${done} cases, ${Math.round(done / ((Date.now() - startedAt.getTime()) / 1000))}/s, server RSS ${sample.rssMiB} MiB, /metrics ${sample.metricsKiB} KiB in ${sample.scrapeMs} ms`);
       },
     });
     const cpu = alive() ? { serverSeconds: round(cpuSeconds(server.pid) - cpuStart.server, 1), fuzzerSeconds: round(cpuTotal(process.cpuUsage(cpuStart.fuzzer)), 1) } : null;
