@@ -8,7 +8,8 @@
  *   1. The server answers (no reset, no timeout) and stays alive.
  *   2. No 5xx.
  *   3. A 200 is an admission.k8s.io/v1 AdmissionReview whose uid echoes the request's, with a
- *      boolean `allowed`; its patch, if any, is base64 of a JSONPatch (patchType JSONPatch).
+ *      boolean `allowed` and string warnings; its patch, if any, is base64 of a JSONPatch
+ *      (patchType JSONPatch).
  *   4. The patch applies to `request.object` (fast-json-patch, every operation validated).
  *   5. Mutating twice changes nothing more: the patched object sent back (same envelope, as on
  *      a reinvocation) gets a 200 with no patch, or one that leaves it as it is.
@@ -87,6 +88,8 @@ function checkAdmission(requestText: string, replyText: string): { patched: Json
   const uid = sent.value?.request?.uid;
   if (response.uid !== uid || typeof uid !== 'string') return malformed(`uid ${JSON.stringify(response.uid)?.slice(0, 40)} for a request uid ${JSON.stringify(uid)?.slice(0, 40)}`);
   if (typeof response.allowed !== 'boolean') return malformed('allowed is not a boolean');
+  const { warnings } = response;
+  if (warnings !== undefined && !(Array.isArray(warnings) && warnings.every((w: unknown) => typeof w === 'string'))) return malformed('warnings is not a list of strings');
   return applyAnswer(response, sent.value.request.object);
 }
 
