@@ -26,8 +26,8 @@ describe('fuzzing sample: hostile and malformed reviews over HTTPS', () => {
     const result = await runCampaign({ post: client.post, seed: SEED, cases: CASES, concurrency: 4 });
     expect(result.cases).toBe(CASES);
     expect(result.findings.map(({ kind, signature, count, examples }) => ({ kind, signature, count, first: examples[0] }))).toEqual([]);
-    // The sample reaches the strategies: most cases are answered, many of them with a patch.
-    expect(result.byStatus['200']).toBeGreaterThan(CASES / 2);
+    // The sample reaches the strategies: a good share of the cases is admitted, many with a patch.
+    expect(result.byStatus['200']).toBeGreaterThan(CASES / 3);
     expect(result.patched).toBeGreaterThan(CASES / 10);
     expect((await send(`${server.https}/healthz`)).status).toBe(200);
   });
