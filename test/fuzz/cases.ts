@@ -306,7 +306,7 @@ export const planArbitrary: fc.Arbitrary<Plan> = fc.oneof(
 // Building a case
 
 export interface FuzzCase {
-  /** What was done, for reports: `kwok-node-status: quantity at request.object.status.capacity.memory = "-1"`. */
+  /** What was done, for reports: `kwok-node-status: quantity request.object.status.capacity.memory = "-1"`. */
   description: string;
   contentType: string | null;
   body: Buffer;
@@ -317,7 +317,6 @@ export interface FuzzCase {
   reserialises: boolean;
 }
 
-// Plan values are fast-check's, shared between cases (constants, shrinking): the review gets copies.
 const isContainer = (value: unknown): value is Record<string, Json> => typeof value === 'object' && value !== null && !(value instanceof RawJson);
 
 function setMember(parent: Record<string, Json>, key: string | number, value: Json): void {
@@ -353,6 +352,7 @@ const excerpt = (value: unknown) => {
   return text.length > 60 ? `${text.slice(0, 60)}… (${text.length} chars)` : text;
 };
 
+/** The value an op writes. Plan values are fast-check's, shared between cases: the review gets copies. */
 function replacement(change: Op): Json {
   switch (change.op) {
     case 'null':
