@@ -76,8 +76,8 @@ function applyAnswer(response: Json, object: Json): { patched: Json; patch: Json
   }
 }
 
-/** Checks a 200: the envelope, the uid, the patch. Returns the patched object, or a finding. */
-function checkAdmission(requestText: string, replyText: string): { patched: Json; patch: Json[] } | Finding {
+/** Checks a 200: the envelope, the uid, the patch. Returns the review sent, its object patched, or a finding. */
+function checkAdmission(requestText: string, replyText: string): { review: Json; patched: Json; patch: Json[] } | Finding {
   const sent = parse(requestText);
   if (!sent.ok) return malformed('200 for a body that is not JSON');
   const answer = parse(replyText);
@@ -90,7 +90,8 @@ function checkAdmission(requestText: string, replyText: string): { patched: Json
   if (typeof response.allowed !== 'boolean') return malformed('allowed is not a boolean');
   const { warnings } = response;
   if (warnings !== undefined && !(Array.isArray(warnings) && warnings.every((w: unknown) => typeof w === 'string'))) return malformed('warnings is not a list of strings');
-  return applyAnswer(response, sent.value.request.object);
+  const applied = applyAnswer(response, sent.value.request.object);
+  return 'kind' in applied ? applied : { review: sent.value, ...applied };
 }
 
 function checkError(reply: Reply, requestText: string): Finding | undefined {
@@ -158,9 +159,7 @@ async function checkPatched(post: Post, fuzzCase: FuzzCase, reply: Reply): Promi
   if (!fuzzCase.reserialises) return { patched: true, findings: [] };
 
   // The reinvocation: the same envelope with the patched object.
-  const again = JSON.parse(requestText);
-  again.request.object = first.patched;
-  const secondText = JSON.stringify(again);
+  const secondText = JSON.stringify({ ...first.review, request: { ...first.review.request, object: first.patched } });
   // A patch can grow a body near the limit past it (an original recorded under a 1 MiB container
   // name): the second pass would only measure the limit.
   if (Buffer.byteLength(secondText) > BODY_LIMIT) return { patched: true, findings: [] };
