@@ -107,6 +107,19 @@ describe('AdmissionPipeline', () => {
     expect(fastJsonPatch.applyPatch(structuredClone(chained.request.object), patch, true, false).newDocument.metadata.annotations).toEqual({ team: 'a', size: 'm' });
   });
 
+  it('keeps an earlier strategy’s patch on an object nested thousands of levels deep (tried on a copy of the path only)', () => {
+    const logged = vi.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    logged.mockClear();
+    try {
+      const deep = JSON.parse(`${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`);
+      const review = widgetReview({ first: ADD_ANNOTATION, last: [{ op: 'add', path: '/metadata/annotations/size', value: 'm' }], deep });
+      expect(decodePatch(pipeline.review(review).response)).toEqual([...ADD_ANNOTATION, { op: 'add', path: '/metadata/annotations/size', value: 'm' }]);
+      expect(logged).not.toHaveBeenCalled();
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it.each([
     ['metadata.annotations is an array', (node: Json) => (node.metadata.annotations = ['x'])],
     ['metadata is a string', (node: Json) => (node.metadata = 'worker-1')],

@@ -1,7 +1,6 @@
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
-import fastJsonPatch from 'fast-json-patch';
 import { PinoLogger } from 'nestjs-pino';
 import type { Counter, Histogram } from 'prom-client';
 import { ConfigStore } from '../config/config.store.js';
@@ -16,7 +15,7 @@ import type {
 } from './admission.types.js';
 import { ADMISSION_DURATION, ADMISSION_REQUESTS, STRATEGY_ERRORS } from './admission.metrics.js';
 import { planRoutes, readRoute } from './admission.routes.js';
-import { patchError } from './patch-error.js';
+import { applyToCopy } from './patch-error.js';
 
 interface RegisteredStrategy {
   meta: StrategyMetadata;
@@ -120,15 +119,12 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
       if (result.warnings) warnings.push(...result.warnings);
       if (result.patch?.length) {
         // Every patch returned applies to request.object: each strategy's is tried on the object
-        // as the earlier ones left it (applied for a later strategy to see, checked for the last).
+        // as the earlier ones left it (a later strategy sees the result). Only the containers a
+        // patch goes through are copied: the rest of the object may be nested arbitrarily deep.
         try {
-          if (index < selected.length - 1) {
-            const object = fastJsonPatch.applyPatch(structuredClone(working.object), result.patch, true, true).newDocument;
-            working = { ...working, object };
-          } else {
-            const error = patchError(working.object, result.patch);
-            if (error) throw error;
-          }
+          const applied = applyToCopy(working.object, result.patch);
+          if ('error' in applied) throw applied.error;
+          if (index < selected.length - 1) working = { ...working, object: applied.document as AdmissionRequest['object'] };
         } catch (error) {
           failed = true;
           this.strategyErrors.inc({ strategy: meta.name });

@@ -15,6 +15,16 @@ const isContainer = (value: unknown): value is Container => typeof value === 'ob
  * validation on, so what applies is decided by the library's own rules.
  */
 export function patchError(document: unknown, patch: readonly Operation[]): Error | undefined {
+  const applied = applyToCopy(document, patch);
+  return 'error' in applied ? applied.error : undefined;
+}
+
+/**
+ * `patch` applied to a copy of `document` that shares every container the patch does not go
+ * through (so no depth of nesting elsewhere costs anything), or why it does not apply.
+ * `document` is never modified.
+ */
+export function applyToCopy(document: unknown, patch: readonly Operation[]): { document: unknown } | { error: Error } {
   const copies = new Set<unknown>();
   let root = isContainer(document) ? copyOf(document, copies) : document;
   try {
@@ -28,9 +38,9 @@ export function patchError(document: unknown, patch: readonly Operation[]): Erro
       if ('from' in operation) copyAlong(root, operation.from, copies);
       root = fastJsonPatch.applyOperation(root, operation, true, true).newDocument;
     }
-    return undefined;
+    return { document: root };
   } catch (error) {
-    return error instanceof Error ? error : new Error(String(error));
+    return { error: error instanceof Error ? error : new Error(String(error)) };
   }
 }
 
