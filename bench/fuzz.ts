@@ -147,10 +147,16 @@ async function main(): Promise<number> {
     const node = Buffer.from(JSON.stringify(nodeReview(kwokNode())));
     await waitReady(server, node);
     // The config is in force: a plain node review is inflated.
-    if (!(await client.post(node, 'application/json')).text.includes('"patch":"')) throw new Error('a kwok node review got no patch: FUZZ_CONFIG is not in force');
+    if (!(await client.post(node, 'application/json')).text.includes('"patch":"'))
+      throw new Error('a kwok node review got no patch: FUZZ_CONFIG is not in force');
     if (options.replay !== undefined) return await replay(client.post, options.replay);
 
-    log(`kube-overcommit fuzz — seed ${options.seed}, ${options.cases} cases, ${options.concurrency} in flight; ${machineInfo().cpus} cpus, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    log(
+      `kube-overcommit fuzz — seed ${options.seed}, ${options.cases} cases, ${options.concurrency} in flight; ${machineInfo().cpus} cpus, load ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    );
     log(`server pid ${server.pid}, memory limit ${cgroup ? `${cgroup.limitMiB} MiB` : 'none'}, log ${relative(process.cwd(), server.logFile)}`);
     const rssSamples: { cases: number; rssMiB: number; metricsKiB?: number; scrapeMs?: number }[] = [{ cases: 0, rssMiB: rssMiB(server.pid) }];
     const cpuStart = { server: cpuSeconds(server.pid), fuzzer: process.cpuUsage() };
@@ -166,12 +172,21 @@ async function main(): Promise<number> {
         // A scrape as Prometheus makes them: what the series the bodies created cost to write.
         const scrapeStart = performance.now();
         const metrics = await httpText(`http://127.0.0.1:${httpPort}/metrics`, 30_000).catch(() => '');
-        const sample = { cases: done, rssMiB: rssMiB(server.pid), metricsKiB: round(Buffer.byteLength(metrics) / 1024, 1), scrapeMs: Math.round(performance.now() - scrapeStart) };
+        const sample = {
+          cases: done,
+          rssMiB: rssMiB(server.pid),
+          metricsKiB: round(Buffer.byteLength(metrics) / 1024, 1),
+          scrapeMs: Math.round(performance.now() - scrapeStart),
+        };
         rssSamples.push(sample);
-        log(`${done} cases, ${Math.round(done / ((Date.now() - startedAt.getTime()) / 1000))}/s, server RSS ${sample.rssMiB} MiB, /metrics ${sample.metricsKiB} KiB in ${sample.scrapeMs} ms`);
+        log(
+          `${done} cases, ${Math.round(done / ((Date.now() - startedAt.getTime()) / 1000))}/s, server RSS ${sample.rssMiB} MiB, /metrics ${sample.metricsKiB} KiB in ${sample.scrapeMs} ms`,
+        );
       },
     });
-    const cpu = alive() ? { serverSeconds: round(cpuSeconds(server.pid) - cpuStart.server, 1), fuzzerSeconds: round(cpuTotal(process.cpuUsage(cpuStart.fuzzer)), 1) } : null;
+    const cpu = alive()
+      ? { serverSeconds: round(cpuSeconds(server.pid) - cpuStart.server, 1), fuzzerSeconds: round(cpuTotal(process.cpuUsage(cpuStart.fuzzer)), 1) }
+      : null;
     // A crash caused by an earlier request (a timer, a late callback) shows a moment later.
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     if (alive() && result.counts.crashes === 0) rssSamples.push({ cases: result.cases, rssMiB: rssMiB(server.pid) });
@@ -224,15 +239,24 @@ async function main(): Promise<number> {
     const outFile = flags.out ?? resultsPath('fuzz.json');
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
 
-    log(`\n${result.cases} cases in ${result.seconds} s (${report.casesPerSecond}/s); by status: ${JSON.stringify(result.byStatus)}; ${result.patched} patched`);
-    log(`time to answer: p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, max ${result.latencyMs.max} ms (case ${result.slowest[0]?.index}: ${result.slowest[0]?.description.slice(0, 100)})`);
+    log(
+      `\n${result.cases} cases in ${result.seconds} s (${report.casesPerSecond}/s); by status: ${JSON.stringify(result.byStatus)}; ${result.patched} patched`,
+    );
+    log(
+      `time to answer: p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, max ${result.latencyMs.max} ms (case ${result.slowest[0]?.index}: ${result.slowest[0]?.description.slice(0, 100)})`,
+    );
     if (cpu) log(`CPU: server ${cpu.serverSeconds} s, fuzzer ${cpu.fuzzerSeconds} s`);
     log(`RSS ${rssStart} → ${rssEnd} MiB (max ${rssMax}, ${rssGrowthSecondHalfMiB} MiB over the second half): ${rssBounded ? 'bounded' : 'NOT BOUNDED'}`);
     if (serverLogTail) log(`the server exited; the end of its log:\n${serverLogTail}`);
     log(FINDING_KINDS.map((kind) => `${kind} ${result.counts[kind]}`).join(', '));
     if (result.findings.length) {
       log('\nfindings (replay: npm run fuzz -- --seed SEED --case INDEX --shrink):');
-      log(table(['kind', 'count', 'first case', 'signature'], result.findings.map((f) => [f.kind, f.count, f.examples[0].index, f.signature])));
+      log(
+        table(
+          ['kind', 'count', 'first case', 'signature'],
+          result.findings.map((f) => [f.kind, f.count, f.examples[0].index, f.signature]),
+        ),
+      );
     }
     log(`wrote ${relative(process.cwd(), outFile)}`);
     return failures === 0 ? 0 : 1;

@@ -72,7 +72,11 @@ function applyAnswer(response: Json, object: Json): { patched: Json; patch: Json
     if (error instanceof RangeError) throw error;
     const { name, operation } = error as { name?: string; operation?: { op?: string; path?: string } };
     const where = `${operation?.op} ${String(operation?.path).replace(/\/\d+(?=\/|$)/g, '/N')}`;
-    return { kind: 'patchesNotApplying', signature: `${name ?? 'Error'}: ${where}`, detail: `${(error as Error).message.split('\n')[0]} (${operation?.op} ${operation?.path})` };
+    return {
+      kind: 'patchesNotApplying',
+      signature: `${name ?? 'Error'}: ${where}`,
+      detail: `${(error as Error).message.split('\n')[0]} (${operation?.op} ${operation?.path})`,
+    };
   }
 }
 
@@ -86,10 +90,12 @@ function checkAdmission(requestText: string, replyText: string): { review: Json;
   if (apiVersion !== 'admission.k8s.io/v1' || kind !== 'AdmissionReview') return malformed(`200 with apiVersion ${apiVersion}, kind ${kind}`);
   if (typeof response !== 'object' || response === null) return malformed('200 without a response');
   const uid = sent.value?.request?.uid;
-  if (response.uid !== uid || typeof uid !== 'string') return malformed(`uid ${JSON.stringify(response.uid)?.slice(0, 40)} for a request uid ${JSON.stringify(uid)?.slice(0, 40)}`);
+  if (response.uid !== uid || typeof uid !== 'string')
+    return malformed(`uid ${JSON.stringify(response.uid)?.slice(0, 40)} for a request uid ${JSON.stringify(uid)?.slice(0, 40)}`);
   if (typeof response.allowed !== 'boolean') return malformed('allowed is not a boolean');
   const { warnings } = response;
-  if (warnings !== undefined && !(Array.isArray(warnings) && warnings.every((w: unknown) => typeof w === 'string'))) return malformed('warnings is not a list of strings');
+  if (warnings !== undefined && !(Array.isArray(warnings) && warnings.every((w: unknown) => typeof w === 'string')))
+    return malformed('warnings is not a list of strings');
   const applied = applyAnswer(response, sent.value.request.object);
   return 'kind' in applied ? applied : { review: sent.value, ...applied };
 }
@@ -100,9 +106,11 @@ function checkError(reply: Reply, requestText: string): Finding | undefined {
     const text = message.ok && typeof message.value?.message === 'string' ? message.value.message : reply.text;
     return { kind: 'serverErrors', signature: `HTTP ${reply.status}: ${normalise(text)}`, detail: `HTTP ${reply.status}: ${text.slice(0, 300)}` };
   }
-  if (reply.text.length > MAX_ERROR_BYTES) return { kind: 'malformed', signature: `HTTP ${reply.status} error of more than 64 KiB`, detail: `HTTP ${reply.status}, ${reply.text.length} bytes` };
+  if (reply.text.length > MAX_ERROR_BYTES)
+    return { kind: 'malformed', signature: `HTTP ${reply.status} error of more than 64 KiB`, detail: `HTTP ${reply.status}, ${reply.text.length} bytes` };
   const body = parse(reply.text);
-  if (!body.ok || typeof body.value?.message !== 'string') return { kind: 'malformed', signature: `HTTP ${reply.status} without a JSON error`, detail: reply.text.slice(0, 200) };
+  if (!body.ok || typeof body.value?.message !== 'string')
+    return { kind: 'malformed', signature: `HTTP ${reply.status} without a JSON error`, detail: reply.text.slice(0, 200) };
   if (/not valid JSON/i.test(body.value.message) && parse(requestText).ok) {
     return { kind: 'validJsonRefused', signature: `HTTP ${reply.status}: ${normalise(body.value.message)}`, detail: body.value.message };
   }
@@ -179,7 +187,11 @@ async function checkPatched(post: Post, fuzzCase: FuzzCase, reply: Reply): Promi
   if ('kind' in twice) return found({ ...twice, signature: `second pass: ${twice.signature}` });
   if (twice.patch.length === 0 || isDeepStrictEqual(twice.patched, JSON.parse(secondText).request.object)) return { patched: true, findings: [] };
   const paths = twice.patch.map((operation: Json) => `${operation?.op} ${String(operation?.path).replace(/\/\d+(?=\/|$)/g, '/N')}`);
-  return found({ kind: 'nonIdempotent', signature: `second pass patches ${[...new Set(paths)].sort().join(', ')}`, detail: JSON.stringify(twice.patch).slice(0, 400) });
+  return found({
+    kind: 'nonIdempotent',
+    signature: `second pass patches ${[...new Set(paths)].sort().join(', ')}`,
+    detail: JSON.stringify(twice.patch).slice(0, 400),
+  });
 }
 
 /** A keep-alive HTTPS client for one server (self-signed certificate accepted). */

@@ -55,7 +55,14 @@ sidecars:
 const UID = 'f0220000-0000-4000-8000-000000000001';
 const RAW = 'kube-overcommit.io/allocatable-raw';
 const RATIOS = 'kube-overcommit.io/ratios';
-const OUR_ANNOTATIONS = [RAW, RATIOS, 'kube-overcommit.io/pool', 'kube-overcommit.io/original-resources', 'kube-overcommit.io/inject', 'kube-overcommit.io/injected'];
+const OUR_ANNOTATIONS = [
+  RAW,
+  RATIOS,
+  'kube-overcommit.io/pool',
+  'kube-overcommit.io/original-resources',
+  'kube-overcommit.io/inject',
+  'kube-overcommit.io/injected',
+];
 const RESOURCES = ['cpu', 'memory', 'ephemeral-storage', 'pods'];
 
 // ---------------------------------------------------------------------------------------------
@@ -84,30 +91,75 @@ interface Base {
 }
 
 const ENVELOPE: Path[] = [
-  ['request'], ['request', 'uid'], ['request', 'kind'], ['request', 'kind', 'kind'], ['request', 'resource'], ['request', 'resource', 'resource'],
-  ['request', 'subResource'], ['request', 'operation'], ['request', 'name'], ['request', 'namespace'], ['request', 'dryRun'], ['request', 'oldObject'],
-  ['apiVersion'], ['kind'],
+  ['request'],
+  ['request', 'uid'],
+  ['request', 'kind'],
+  ['request', 'kind', 'kind'],
+  ['request', 'resource'],
+  ['request', 'resource', 'resource'],
+  ['request', 'subResource'],
+  ['request', 'operation'],
+  ['request', 'name'],
+  ['request', 'namespace'],
+  ['request', 'dryRun'],
+  ['request', 'oldObject'],
+  ['apiVersion'],
+  ['kind'],
 ];
 const NODE_FOCUS: Path[] = [
   ...ENVELOPE,
   ...['object', 'oldObject'].flatMap((side): Path[] => [
-    ['request', side, 'metadata'], ['request', side, 'metadata', 'name'], ['request', side, 'metadata', 'labels'], ['request', side, 'metadata', 'annotations'],
-    ['request', side, 'status'], ['request', side, 'status', 'allocatable'], ['request', side, 'status', 'capacity'],
-    ...RESOURCES.flatMap((r): Path[] => [['request', side, 'status', 'allocatable', r], ['request', side, 'status', 'capacity', r]]),
+    ['request', side, 'metadata'],
+    ['request', side, 'metadata', 'name'],
+    ['request', side, 'metadata', 'labels'],
+    ['request', side, 'metadata', 'annotations'],
+    ['request', side, 'status'],
+    ['request', side, 'status', 'allocatable'],
+    ['request', side, 'status', 'capacity'],
+    ...RESOURCES.flatMap((r): Path[] => [
+      ['request', side, 'status', 'allocatable', r],
+      ['request', side, 'status', 'capacity', r],
+    ]),
   ]),
 ];
 const POD_FOCUS: Path[] = [
   ...ENVELOPE,
-  ...[['metadata'], ['metadata', 'name'], ['metadata', 'namespace'], ['metadata', 'annotations'], ['metadata', 'labels'], ['spec'], ['spec', 'nodeName'],
-    ['spec', 'containers'], ['spec', 'initContainers'], ['spec', 'volumes'], ['spec', 'overhead'], ['spec', 'resources'], ['spec', 'resources', 'requests', 'cpu'],
-    ['spec', 'containers', 0], ['spec', 'containers', 0, 'name'], ['spec', 'containers', 0, 'env'], ['spec', 'containers', 0, 'volumeMounts'], ['spec', 'containers', 0, 'resources'],
-    ['spec', 'containers', 0, 'resources', 'requests'], ['spec', 'containers', 0, 'resources', 'limits'],
-    ['spec', 'containers', 0, 'resources', 'requests', 'cpu'], ['spec', 'containers', 0, 'resources', 'requests', 'memory'],
-    ['spec', 'containers', 0, 'resources', 'limits', 'cpu'], ['spec', 'containers', 0, 'resources', 'limits', 'memory'],
-    ['spec', 'initContainers', 0, 'resources', 'limits', 'cpu'], ['spec', 'initContainers', 1, 'restartPolicy'], ['spec', 'initContainers', 1, 'name'],
+  ...[
+    ['metadata'],
+    ['metadata', 'name'],
+    ['metadata', 'namespace'],
+    ['metadata', 'annotations'],
+    ['metadata', 'labels'],
+    ['spec'],
+    ['spec', 'nodeName'],
+    ['spec', 'containers'],
+    ['spec', 'initContainers'],
+    ['spec', 'volumes'],
+    ['spec', 'overhead'],
+    ['spec', 'resources'],
+    ['spec', 'resources', 'requests', 'cpu'],
+    ['spec', 'containers', 0],
+    ['spec', 'containers', 0, 'name'],
+    ['spec', 'containers', 0, 'env'],
+    ['spec', 'containers', 0, 'volumeMounts'],
+    ['spec', 'containers', 0, 'resources'],
+    ['spec', 'containers', 0, 'resources', 'requests'],
+    ['spec', 'containers', 0, 'resources', 'limits'],
+    ['spec', 'containers', 0, 'resources', 'requests', 'cpu'],
+    ['spec', 'containers', 0, 'resources', 'requests', 'memory'],
+    ['spec', 'containers', 0, 'resources', 'limits', 'cpu'],
+    ['spec', 'containers', 0, 'resources', 'limits', 'memory'],
+    ['spec', 'initContainers', 0, 'resources', 'limits', 'cpu'],
+    ['spec', 'initContainers', 1, 'restartPolicy'],
+    ['spec', 'initContainers', 1, 'name'],
   ].map((path): Path => ['request', 'object', ...path]),
 ];
-const BINDING_FOCUS: Path[] = [...ENVELOPE, ['request', 'object', 'target'], ['request', 'object', 'target', 'name'], ['request', 'object', 'metadata', 'name']];
+const BINDING_FOCUS: Path[] = [
+  ...ENVELOPE,
+  ['request', 'object', 'target'],
+  ['request', 'object', 'target', 'name'],
+  ['request', 'object', 'metadata', 'name'],
+];
 
 export const BASES: Base[] = [
   { name: 'kwok-node-status', review: () => nodeReview(kwokNode(), { uid: UID }), focus: NODE_FOCUS },
@@ -165,15 +217,67 @@ const jsonValue: fc.Arbitrary<Json> = fc.oneof(
 );
 
 const EXOTIC_QUANTITIES = [
-  '1e400', '-1e400', '1e-400', '-1', '-0', '0', '0.0000001', '9Ei', '8Ei', '1.5.5', '', ' ', ' 4', '4 ', '+4', '1e3', '1E3', '1e-3', '1e+3', '1e', 'e3',
-  '.5', '5.', '0.5m', '1n', '1u', '1m', '4000m', '4001m', '999999999Ei', '0x10', 'NaN', 'Infinity', '-Infinity', '1Ki', '1k', '1K', '1ki', '1KiB', '3.99999999999999999999',
-  '١٢', '４', '1\u00004', '12345678901234567890123456789012345678901234567890', '0.000000000000000000001', '1Mi ', '1.5Gi', '-1Gi', '2147483648', '9223372036854775808',
+  '1e400',
+  '-1e400',
+  '1e-400',
+  '-1',
+  '-0',
+  '0',
+  '0.0000001',
+  '9Ei',
+  '8Ei',
+  '1.5.5',
+  '',
+  ' ',
+  ' 4',
+  '4 ',
+  '+4',
+  '1e3',
+  '1E3',
+  '1e-3',
+  '1e+3',
+  '1e',
+  'e3',
+  '.5',
+  '5.',
+  '0.5m',
+  '1n',
+  '1u',
+  '1m',
+  '4000m',
+  '4001m',
+  '999999999Ei',
+  '0x10',
+  'NaN',
+  'Infinity',
+  '-Infinity',
+  '1Ki',
+  '1k',
+  '1K',
+  '1ki',
+  '1KiB',
+  '3.99999999999999999999',
+  '١٢',
+  '４',
+  '1\u00004',
+  '12345678901234567890123456789012345678901234567890',
+  '0.000000000000000000001',
+  '1Mi ',
+  '1.5Gi',
+  '-1Gi',
+  '2147483648',
+  '9223372036854775808',
 ];
 const SUFFIXES = ['', 'm', 'n', 'u', 'k', 'M', 'G', 'T', 'P', 'E', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei', 'e3', 'e-3', 'E18', 'e400'];
 const quantity = fc.oneof(
   fc.constantFrom(...EXOTIC_QUANTITIES),
   fc
-    .tuple(fc.constantFrom('', '-', '+'), fc.stringMatching(/^\d{1,25}$/), fc.option(fc.stringMatching(/^\d{0,12}$/), { nil: undefined }), fc.constantFrom(...SUFFIXES))
+    .tuple(
+      fc.constantFrom('', '-', '+'),
+      fc.stringMatching(/^\d{1,25}$/),
+      fc.option(fc.stringMatching(/^\d{0,12}$/), { nil: undefined }),
+      fc.constantFrom(...SUFFIXES),
+    )
     .map(([sign, whole, fraction, suffix]) => `${sign}${whole}${fraction === undefined ? '' : `.${fraction}`}${suffix}`),
 );
 const RAW_NUMBERS = ['1e400', '-1e400', '1e-400', '-0', '0.0000001', '123456789012345678901234567890', '9007199254740993', '1.5e308', '0e0', '1E+2'];
@@ -187,15 +291,45 @@ const forgedResources = fc.dictionary(fc.constantFrom(...RESOURCES, 'nvidia.com/
 /** Values for our own annotations: what a forger, a buggy writer or garbage could leave there. */
 const hostileAnnotation = fc.oneof(
   fc.record({ allocatable: forgedResources, capacity: forgedResources }).map((record) => JSON.stringify(record)),
-  fc.dictionary(fc.constantFrom(...RESOURCES, 'gpu'), fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer({ min: -5, max: 20 }), fc.constantFrom<Json>('1.5', null, [], {})), { maxKeys: 4 })
+  fc
+    .dictionary(
+      fc.constantFrom(...RESOURCES, 'gpu'),
+      fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer({ min: -5, max: 20 }), fc.constantFrom<Json>('1.5', null, [], {})),
+      { maxKeys: 4 },
+    )
     .map((ratios) => JSON.stringify(ratios)),
-  fc.dictionary(fc.constantFrom('checkout', 'migrate', 'log-shipper', 'app', '__proto__'), fc.record({ requests: forgedResources, limits: forgedResources }, { requiredKeys: [] }), { maxKeys: 3 })
+  fc
+    .dictionary(
+      fc.constantFrom('checkout', 'migrate', 'log-shipper', 'app', '__proto__'),
+      fc.record({ requests: forgedResources, limits: forgedResources }, { requiredKeys: [] }),
+      { maxKeys: 3 },
+    )
     .map((original) => JSON.stringify(original)),
   fc.json({ maxDepth: 3 }),
   fc.constantFrom(
-    '', 'null', '[]', '{}', '"x"', '1', '{', '{"allocatable":null}', '{"allocatable":[],"capacity":{}}', '{"allocatable":{"cpu":1}}', '{"cpu":1e400}', '{"cpu":-1}',
-    '{"__proto__":{"cpu":3}}', '{"constructor":{"prototype":{"cpu":3}}}', '{"cpu":1.5,"cpu":3}', '[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]', 'mesh', 'mesh,logging,mesh',
-    'nope', ' , ,', 'mesh,', 'MESH', 'logging, mesh',
+    '',
+    'null',
+    '[]',
+    '{}',
+    '"x"',
+    '1',
+    '{',
+    '{"allocatable":null}',
+    '{"allocatable":[],"capacity":{}}',
+    '{"allocatable":{"cpu":1}}',
+    '{"cpu":1e400}',
+    '{"cpu":-1}',
+    '{"__proto__":{"cpu":3}}',
+    '{"constructor":{"prototype":{"cpu":3}}}',
+    '{"cpu":1.5,"cpu":3}',
+    '[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]',
+    'mesh',
+    'mesh,logging,mesh',
+    'nope',
+    ' , ,',
+    'mesh,',
+    'MESH',
+    'logging, mesh',
   ),
   hostileText,
 );
@@ -235,7 +369,10 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 1,
     arbitrary: fc
-      .tuple(fc.constantFrom('x', 'é', '😀', '\u0000', '"'), fc.oneof({ weight: 20, arbitrary: fc.integer({ min: 64, max: 70_000 }) }, fc.integer({ min: 1_000_000, max: 3_300_000 })))
+      .tuple(
+        fc.constantFrom('x', 'é', '😀', '\u0000', '"'),
+        fc.oneof({ weight: 20, arbitrary: fc.integer({ min: 64, max: 70_000 }) }, fc.integer({ min: 1_000_000, max: 3_300_000 })),
+      )
       .map(([char, length]): Op => ({ op: 'long', char, length })),
   },
   {
@@ -267,9 +404,22 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 const mutation: fc.Arbitrary<Mutation> = fc.record({ focus: fc.option(fc.nat(), { nil: null }), pick: fc.nat(), change: op });
 
 const CONTENT_TYPES = [
-  'application/json', 'application/json; charset=utf-8', 'application/JSON', 'application/json;charset=UTF-8', 'text/plain', 'application/x-www-form-urlencoded',
-  'application/yaml', 'application/vnd.kubernetes.protobuf', 'multipart/form-data; boundary=x', 'application/json; charset=utf-16', 'application/json; charset=latin1',
-  'application/merge-patch+json', 'application/octet-stream', '*/*', 'json', '',
+  'application/json',
+  'application/json; charset=utf-8',
+  'application/JSON',
+  'application/json;charset=UTF-8',
+  'text/plain',
+  'application/x-www-form-urlencoded',
+  'application/yaml',
+  'application/vnd.kubernetes.protobuf',
+  'multipart/form-data; boundary=x',
+  'application/json; charset=utf-16',
+  'application/json; charset=latin1',
+  'application/merge-patch+json',
+  'application/octet-stream',
+  '*/*',
+  'json',
+  '',
 ];
 
 export type Plan =
@@ -294,7 +444,10 @@ export const planArbitrary: fc.Arbitrary<Plan> = fc.oneof(
     weight: 1,
     arbitrary: fc.record({
       kind: fc.constant('bytes' as const),
-      bytes: fc.oneof(fc.array(fc.nat({ max: 255 }), { maxLength: 512 }), fc.array(fc.constantFrom(0x7b, 0x7d, 0x5b, 0x5d, 0x22, 0x3a, 0x2c, 0x5c, 0x61, 0x31, 0xef, 0xbb, 0xbf, 0x00), { maxLength: 512 })),
+      bytes: fc.oneof(
+        fc.array(fc.nat({ max: 255 }), { maxLength: 512 }),
+        fc.array(fc.constantFrom(0x7b, 0x7d, 0x5b, 0x5d, 0x22, 0x3a, 0x2c, 0x5c, 0x61, 0x31, 0xef, 0xbb, 0xbf, 0x00), { maxLength: 512 }),
+      ),
       contentType,
     }),
   },
@@ -348,7 +501,7 @@ function locate(root: Json, path: Path): { parent: Record<string, Json>; key: st
 
 const pathText = (path: Path) => path.join('.');
 const excerpt = (value: unknown) => {
-  const text = value instanceof RawJson ? value.text : JSON.stringify(value) ?? 'undefined';
+  const text = value instanceof RawJson ? value.text : (JSON.stringify(value) ?? 'undefined');
   return text.length > 60 ? `${text.slice(0, 60)}… (${text.length} chars)` : text;
 };
 
@@ -368,7 +521,9 @@ function replacement(change: Op): Json {
       // length is in bytes of JSON text, so that the largest stay near the body limit.
       return change.char.repeat(Math.ceil(change.length / (Buffer.byteLength(JSON.stringify(change.char)) - 2)));
     case 'deep':
-      return new RawJson(change.open === '[' ? '['.repeat(change.depth) + ']'.repeat(change.depth) : `${change.open.repeat(change.depth)}1${'}'.repeat(change.depth)}`);
+      return new RawJson(
+        change.open === '[' ? '['.repeat(change.depth) + ']'.repeat(change.depth) : `${change.open.repeat(change.depth)}1${'}'.repeat(change.depth)}`,
+      );
     case 'wide':
       return new RawJson(
         change.array
@@ -462,10 +617,20 @@ export function buildCase(plan: Plan): FuzzCase {
     case 'truncated': {
       const text = JSON.stringify(BASES[plan.base].review());
       const keep = plan.keep % text.length;
-      return { description: `${BASES[plan.base].name} cut after ${keep} of ${text.length} bytes`, contentType: plan.contentType, body: Buffer.from(text.slice(0, keep)), reserialises: true };
+      return {
+        description: `${BASES[plan.base].name} cut after ${keep} of ${text.length} bytes`,
+        contentType: plan.contentType,
+        body: Buffer.from(text.slice(0, keep)),
+        reserialises: true,
+      };
     }
     case 'notObject':
-      return { description: `a body that is not an object: ${excerpt(plan.value)}`, contentType: plan.contentType, body: Buffer.from(toJsonText(plan.value)), reserialises: true };
+      return {
+        description: `a body that is not an object: ${excerpt(plan.value)}`,
+        contentType: plan.contentType,
+        body: Buffer.from(toJsonText(plan.value)),
+        reserialises: true,
+      };
   }
 }
 
