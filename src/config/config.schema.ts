@@ -14,6 +14,7 @@ import {
 } from 'class-validator';
 import { PodPolicyConfig } from '../pod-policy/pod-policy.config.js';
 import { SidecarConfig } from '../sidecar/sidecar.config.js';
+import { parseDuration } from '../common/duration.js';
 import { LabelSelector } from './label-selector.js';
 
 /** The resources whose allocatable may be inflated. Extended resources (GPUs, hugepages) never are. */
@@ -68,6 +69,18 @@ export class NodesConfig {
   pools: NodePool[] = [];
   /** Never write an allocatable below the requests bound to the node (node-oversell.rules.ts, rule 6). */
   @IsOptional() @IsBoolean() commitmentFloor: boolean = true;
+  /** Turn a kubelet's heartbeat-only status writes into no-ops (docs/status-coalescing.md). Opt-in. */
+  @IsOptional() @IsBoolean() coalesceStatusWrites: boolean = false;
+  /** How old the stored heartbeats may get while writes are coalesced: the kubelet's nodeStatusReportFrequency. */
+  @IsOptional()
+  @ValidateBy({
+    name: 'statusReportPeriod',
+    validator: {
+      validate: (period: unknown) => typeof period === 'string' && parseDuration(period) >= 1_000 && parseDuration(period) <= 3_600_000,
+      defaultMessage: () => 'statusReportPeriod must be a duration like "5m", "90s" or "1m30s", from 1s to 1h',
+    },
+  })
+  statusReportPeriod: string = '5m';
 }
 
 /** config.yaml, validated. A snapshot of it is deep-frozen and shared by concurrent requests. */

@@ -3,6 +3,7 @@ import { CommitmentFloor, NODE_COMMITMENTS } from './commitment-floor.service.js
 import { NODE_EVENTS, NodeEvents } from './node-events.service.js';
 import { nodeOversellMetrics } from './node-oversell.metrics.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
+import { StatusCoalescingStrategy, statusCoalescingMetrics } from './status-coalescing.strategy.js';
 
 export {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
@@ -15,17 +16,20 @@ export {
 /**
  * Node oversell: contributes NodeOversellStrategy (found by the admission pipeline through its
  * @AdmissionStrategyProvider decorator), its per-node gauges, the commitment floor's view of the
- * shared pod cache and the Node Events it records.
+ * shared pod cache and the Node Events it records; StatusCoalescingStrategy, which runs after it
+ * on nodes/status, and its counter.
  */
 @Module({
   providers: [
     ...nodeOversellMetrics,
+    ...statusCoalescingMetrics,
     CommitmentFloor,
     { provide: NODE_COMMITMENTS, useExisting: CommitmentFloor },
     NodeEvents,
     { provide: NODE_EVENTS, useExisting: NodeEvents },
     NodeOversellStrategy,
+    StatusCoalescingStrategy,
   ],
-  exports: [NodeOversellStrategy],
+  exports: [NodeOversellStrategy, StatusCoalescingStrategy],
 })
 export class NodeOversellModule {}

@@ -1,0 +1,186 @@
+import fc from 'fast-check';
+import fastJsonPatch from 'fast-json-patch';
+import { describe, expect, it } from 'vitest';
+import { parseDuration } from '../common/duration.js';
+import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from './node-oversell.rules.js';
+import { nodeStatusPatch } from './node-oversell.strategy.js';
+import { heartbeatsFresh, planStatusCoalescing, type StatusUpdateRequest } from './status-coalescing.rules.js';
+
+const { applyPatch } = fastJsonPatch;
+type Json = Record<string, any>;
+
+const WINDOW_MS = 5 * 60_000;
+const NAME = 'worker-1';
+const KUBELET = { username: `system:node:${NAME}`, groups: ['system:nodes', 'system:authenticated'] };
+const NODES = { defaultRatios: { cpu: 1.5, memory: 1.2 }, pools: [], coalesceStatusWrites: true, statusReportPeriod: '5m' };
+const T0 = Date.parse('2026-11-23T18:00:00Z');
+
+function time(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+const CONDITIONS = ['MemoryPressure', 'DiskPressure', 'PIDPressure', 'Ready'];
+
+/** What a kubelet reports, raw: its machine and its conditions with heartbeats at `at`. */
+interface KubeletView {
+  at: number;
+  cpu: string;
+  address: string;
+  ready: boolean;
+}
+
+function kubeletNode(view: KubeletView, transitions: Record<string, number>): Json {
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name: NAME,
+      uid: '6a1f7d52-1f6e-4b55-9a3c-0d7f8c1e2b3a',
+      resourceVersion: '1000',
+      labels: { 'kubernetes.io/hostname': NAME },
+      annotations: { 'node.alpha.kubernetes.io/ttl': '0' },
+      managedFields: [{ manager: 'kubelet', operation: 'Update', subresource: 'status', time: time(view.at), fieldsType: 'FieldsV1', fieldsV1: { 'f:status': {} } }],
+    },
+    spec: {},
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: view.address },
+        { type: 'Hostname', address: NAME },
+      ],
+      capacity: { cpu: view.cpu, memory: '16420464Ki', pods: '110' },
+      allocatable: { cpu: view.cpu, memory: '16318064Ki', pods: '110' },
+      conditions: CONDITIONS.map((type) => ({
+        type,
+        status: type === 'Ready' ? (view.ready ? 'True' : 'False') : 'False',
+        lastHeartbeatTime: time(view.at),
+        lastTransitionTime: time(transitions[type] ?? T0),
+        reason: type === 'Ready' && !view.ready ? 'KubeletNotReady' : `Kubelet${type}`,
+        message: 'as the kubelet says',
+      })),
+      nodeInfo: { kubeletVersion: 'v1.34.10' },
+    },
+  };
+}
+
+/** The Node as NodeOversellStrategy leaves it (inflated, our annotations). */
+function inflated(node: Json): Json {
+  const plan = planNodeStatus(node, resolveNodePolicy(node.metadata.labels, NODES))!;
+  return applyPatch(structuredClone(node), nodeStatusPatch(node, plan), true, false).newDocument;
+}
+
+/** One update through both strategies' rules; returns the object the API server would store. */
+function admit(object: Json, stored: Json, userInfo = KUBELET): { plan: ReturnType<typeof planStatusCoalescing>; toStore: Json } {
+  const request: StatusUpdateRequest = { name: NAME, userInfo, object, oldObject: stored };
+  const plan = planStatusCoalescing(request, WINDOW_MS);
+  const toStore = plan.decision === 'coalesced' ? applyPatch(structuredClone(object), plan.patch, true, false).newDocument : object;
+  return { plan, toStore };
+}
+
+/** A stored inflated node whose heartbeats are at T0. */
+function storedAt(view: Partial<KubeletView> = {}): Json {
+  return inflated(kubeletNode({ at: T0, cpu: '4', address: '172.18.0.3', ready: true, ...view }, {}));
+}
+
+describe('planStatusCoalescing', () => {
+  it('coalesces a heartbeat-only update of its own kubelet: the object to store is the stored one, managedFields included', () => {
+    const stored = storedAt();
+    const { plan, toStore } = admit(inflated(kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {})), stored);
+    expect(plan).toMatchObject({ decision: 'coalesced', reason: 'heartbeat' });
+    expect(toStore).toEqual(stored);
+  });
+
+  it('passes a Ready=False transition, a capacity change, an address change, and heartbeats a window old', () => {
+    const stored = storedAt();
+    const at = T0 + 10_000;
+    const cases: Array<[Partial<KubeletView>, string]> = [
+      [{ ready: false }, 'condition-changed'],
+      [{ cpu: '8' }, 'status-changed'],
+      [{ address: '172.18.0.9' }, 'status-changed'],
+      [{ at: T0 + WINDOW_MS }, 'report-due'],
+      [{ at: T0 - 1_000 }, 'report-due'],
+    ];
+    for (const [change, reason] of cases) {
+      const object = inflated(kubeletNode({ at, cpu: '4', address: '172.18.0.3', ready: true, ...change }, {}));
+      expect(admit(object, stored).plan, JSON.stringify(change)).toEqual({ decision: 'passed', reason });
+    }
+  });
+
+  it('passes any writer but the node itself, an opted-out node, and an update without a stored object', () => {
+    const stored = storedAt();
+    const object = inflated(kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {}));
+    expect(admit(object, stored, { username: 'system:node:worker-2', groups: [] }).plan.reason).toBe('other-writer');
+    expect(admit(object, stored, { username: 'system:serviceaccount:kube-system:node-controller', groups: [] }).plan.reason).toBe('other-writer');
+    const raw = kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {});
+    expect(raw.metadata.annotations[RATIOS_ANNOTATION]).toBeUndefined();
+    expect(admit(raw, stored).plan.reason).toBe('not-inflated');
+    expect(planStatusCoalescing({ name: NAME, userInfo: KUBELET, object }, WINDOW_MS).reason).toBe('no-stored-object');
+  });
+
+  it('compares quantities by value: "4000m" stored as "4" is no change', () => {
+    const stored = storedAt();
+    const object = inflated(kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {}));
+    object.status.capacity.cpu = '4000m';
+    expect(admit(object, stored).plan.decision).toBe('coalesced');
+  });
+
+  it('removes managedFields the stored object did not have, and adds those it had', () => {
+    const stored = storedAt();
+    delete stored.metadata.managedFields;
+    const object = inflated(kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {}));
+    expect(admit(object, stored).toStore).toEqual(stored);
+    const withFields = storedAt();
+    delete object.metadata.managedFields;
+    expect(admit(object, withFields).toStore).toEqual(withFields);
+  });
+
+  it('heartbeatsFresh: a condition absent from the stored object is never fresh', () => {
+    expect(heartbeatsFresh([{ type: 'Ready', lastHeartbeatTime: time(T0) }], [], WINDOW_MS)).toBe(false);
+    expect(heartbeatsFresh([{ type: 'Ready', lastHeartbeatTime: 'yesterday' }], [{ type: 'Ready', lastHeartbeatTime: time(T0) }], WINDOW_MS)).toBe(false);
+  });
+
+  it('property: over random kubelet update sequences, a condition, capacity or address change or a report due always passes, anything else leaves the stored object as it was', () => {
+    const step = fc.record({
+      afterMs: fc.integer({ min: 0, max: 40_000 }),
+      change: fc.constantFrom('none', 'none', 'none', 'ready', 'cpu', 'address'),
+    });
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 60 }), (steps) => {
+        let view: KubeletView = { at: T0, cpu: '4', address: '172.18.0.3', ready: true };
+        const transitions: Record<string, number> = {};
+        let stored = inflated(kubeletNode(view, transitions));
+        let storedHeartbeat = T0;
+        let lastStoredWrite = T0;
+        for (const { afterMs, change } of steps) {
+          view = { ...view, at: view.at + afterMs };
+          if (change === 'ready') {
+            view.ready = !view.ready;
+            transitions.Ready = view.at;
+          } else if (change === 'cpu') view.cpu = view.cpu === '4' ? '8' : '4';
+          else if (change === 'address') view.address = view.address === '172.18.0.3' ? '172.18.0.4' : '172.18.0.3';
+          const before = structuredClone(stored);
+          const { plan, toStore } = admit(inflated(kubeletNode(view, transitions)), stored);
+          const mustPass = change !== 'none' || view.at - storedHeartbeat >= WINDOW_MS;
+          expect(plan.decision).toBe(mustPass ? 'passed' : 'coalesced');
+          if (plan.decision === 'coalesced') expect(toStore).toEqual(before);
+          else {
+            storedHeartbeat = view.at;
+            lastStoredWrite = view.at;
+          }
+          stored = toStore;
+          // Heartbeats in the stored object advance at least once per window plus one update.
+          expect(view.at - lastStoredWrite).toBeLessThan(WINDOW_MS + 40_001);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('parseDuration', () => {
+  it('reads hours, minutes and seconds in the kubelet spelling; anything else is NaN', () => {
+    expect(parseDuration('5m')).toBe(300_000);
+    expect(parseDuration('90s')).toBe(90_000);
+    expect(parseDuration('1h2m3s')).toBe(3_723_000);
+    for (const text of ['', '5', '5min', '1.5m', '-5m', 's', ' 5m']) expect(parseDuration(text), text).toBeNaN();
+  });
+});

@@ -1,0 +1,131 @@
+/**
+ * Status-write coalescing, as pure functions: when a kubelet's nodes/status update may be
+ * turned into a write of the stored object itself, which kube-apiserver then skips (the
+ * storage layer does not write to etcd an object whose encoding is byte-identical to the
+ * stored one, and sends no watch event). See docs/status-coalescing.md.
+ *
+ *   1. Only a node's own kubelet is coalesced: the writer is `system:node:<name>` for the
+ *      Node being updated. Any other writer (the node lifecycle controller marking it
+ *      Unknown, an operator, another controller) passes untouched.
+ *   2. Only an inflated node is coalesced (our ratios annotation is on the object after
+ *      inflation): without inflation the kubelet only writes on a change or at its report
+ *      period, and there is nothing to save.
+ *   3. The update passes untouched unless, after inflation, it differs from the stored
+ *      object (oldObject) only in the conditions' `lastHeartbeatTime` and in
+ *      `metadata.managedFields` (which the API server's field manager stamps with the time of
+ *      every update, before admission). Any other difference — a condition's status, reason,
+ *      message or transition time, a condition added or removed, capacity, the raw
+ *      allocatable, addresses, images, nodeInfo, daemon endpoints, volumes, labels — passes.
+ *   4. It passes once a stored heartbeat is `window` old or older, measured against the
+ *      incoming heartbeat of the same condition (the kubelet's own clock on both sides, so
+ *      the webhook's clock plays no part); an incoming heartbeat before the stored one (a
+ *      clock stepped back) or an unreadable time passes too. So the stored heartbeats advance
+ *      at least once per window plus one kubelet period.
+ *   5. Coalesced = the stored conditions and managedFields put back: the object to store is
+ *      then the stored object, byte for byte.
+ *
+ * Quantities in allocatable and capacity are compared by value (the API server stores
+ * "4000m" as "4", so a by-value equal list encodes to the same bytes).
+ */
+import { isDeepStrictEqual } from 'node:util';
+import type { PatchOperation } from '../admission/admission.types.js';
+import { MANAGED_RESOURCES } from '../config/config.schema.js';
+import { RATIOS_ANNOTATION } from './node-oversell.rules.js';
+import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+
+/** Why an update was let through; `coalesced` updates have the one reason `heartbeat`. */
+export type PassReason = 'other-writer' | 'not-inflated' | 'no-stored-object' | 'condition-changed' | 'status-changed' | 'report-due';
+
+export type CoalescingPlan =
+  | { decision: 'coalesced'; reason: 'heartbeat'; patch: PatchOperation[] }
+  | { decision: 'passed'; reason: PassReason };
+
+/** The parts of a nodes/status admission request read here. */
+export interface StatusUpdateRequest {
+  name?: string;
+  userInfo?: { username?: string };
+  object?: unknown;
+  oldObject?: unknown;
+}
+
+interface Condition {
+  type?: unknown;
+  lastHeartbeatTime?: unknown;
+  [key: string]: unknown;
+}
+
+const NODE_USER_PREFIX = 'system:node:';
+const RESOURCE_LISTS = ['allocatable', 'capacity'] as const;
+
+function isRecord(value: unknown): value is Record<string, any> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function conditionsOf(node: Record<string, any>): Condition[] {
+  const conditions = node.status?.conditions;
+  return Array.isArray(conditions) ? conditions.filter(isRecord) : [];
+}
+
+/** A resource list with the managed quantities in canonical form, so equal values compare equal. */
+function canonicalList(list: unknown): unknown {
+  if (!isRecord(list)) return list;
+  const out: Record<string, unknown> = { ...list };
+  for (const resource of MANAGED_RESOURCES) {
+    const value = out[resource];
+    if (typeof value === 'string' || typeof value === 'number') out[resource] = formatResourceQuantity(resource, parseResourceQuantity(resource, value));
+  }
+  return out;
+}
+
+/** The node without what rule 3 ignores; `withConditions` false drops the conditions entirely. */
+function comparable(node: Record<string, any>, withConditions: boolean): Record<string, any> {
+  const { managedFields: _managedFields, ...metadata } = node.metadata ?? {};
+  const status: Record<string, any> = { ...node.status };
+  for (const list of RESOURCE_LISTS) if (list in status) status[list] = canonicalList(status[list]);
+  if (withConditions) status.conditions = conditionsOf(node).map(({ lastHeartbeatTime: _heartbeat, ...rest }) => rest);
+  else delete status.conditions;
+  return { ...node, metadata, status };
+}
+
+function heartbeatMs(condition: Condition | undefined): number {
+  return typeof condition?.lastHeartbeatTime === 'string' ? Date.parse(condition.lastHeartbeatTime) : Number.NaN;
+}
+
+/** Rule 4: true when every condition's heartbeat moved forward by less than `windowMs`. */
+export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly Condition[], windowMs: number): boolean {
+  return incoming.every((condition) => {
+    const age = heartbeatMs(condition) - heartbeatMs(stored.find((s) => s.type === condition.type));
+    return age >= 0 && age < windowMs;
+  });
+}
+
+/** The JSON patch that puts the stored conditions and managedFields back (rule 5). */
+function restoreStored(object: Record<string, any>, stored: Record<string, any>): PatchOperation[] {
+  const ops: PatchOperation[] = [{ op: 'replace', path: '/status/conditions', value: stored.status.conditions }];
+  const hasFields = isRecord(object.metadata) && 'managedFields' in object.metadata;
+  if (isRecord(stored.metadata) && 'managedFields' in stored.metadata) {
+    ops.push({ op: hasFields ? 'replace' : 'add', path: '/metadata/managedFields', value: stored.metadata.managedFields });
+  } else if (hasFields) {
+    ops.push({ op: 'remove', path: '/metadata/managedFields' });
+  }
+  return ops;
+}
+
+/**
+ * Rules 1–5 for one nodes/status UPDATE, `request.object` being the Node as inflation left it
+ * and `windowMs` the report period. Pure: the same request always gets the same plan.
+ */
+export function planStatusCoalescing(request: StatusUpdateRequest, windowMs: number): CoalescingPlan {
+  const { object, oldObject: stored } = request;
+  const name = isRecord(object) ? object.metadata?.name ?? request.name : request.name;
+  if (typeof name !== 'string' || request.userInfo?.username !== NODE_USER_PREFIX + name) return { decision: 'passed', reason: 'other-writer' };
+  if (!isRecord(object) || typeof object.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string') return { decision: 'passed', reason: 'not-inflated' };
+  if (!isRecord(stored) || !isRecord(stored.status) || !Array.isArray(stored.status.conditions)) return { decision: 'passed', reason: 'no-stored-object' };
+
+  if (!isDeepStrictEqual(comparable(object, false), comparable(stored, false))) return { decision: 'passed', reason: 'status-changed' };
+  if (!isDeepStrictEqual(comparable(object, true).status.conditions, comparable(stored, true).status.conditions)) {
+    return { decision: 'passed', reason: 'condition-changed' };
+  }
+  if (!heartbeatsFresh(conditionsOf(object), conditionsOf(stored), windowMs)) return { decision: 'passed', reason: 'report-due' };
+  return { decision: 'coalesced', reason: 'heartbeat', patch: restoreStored(object, stored) };
+}

@@ -1,0 +1,41 @@
+import { Injectable } from '@nestjs/common';
+import { InjectMetric, makeCounterProvider } from '@willsoto/nestjs-prometheus';
+import type { Counter } from 'prom-client';
+import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
+import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
+import { parseDuration } from '../common/duration.js';
+import type { OvercommitConfig } from '../config/config.schema.js';
+import { planStatusCoalescing } from './status-coalescing.rules.js';
+
+/** nodes/status updates seen with coalescing on, by decision (`coalesced`, `passed`) and reason. */
+export const STATUS_WRITES_METRIC = 'kube_overcommit_status_writes_total';
+
+export const statusCoalescingMetrics = [
+  makeCounterProvider({
+    name: STATUS_WRITES_METRIC,
+    help: 'nodes/status updates admitted while nodes.coalesceStatusWrites is on, by decision: coalesced (turned into the stored object, so kube-apiserver skips the etcd write) or passed, with the reason (heartbeat, other-writer, not-inflated, no-stored-object, condition-changed, status-changed, report-due).',
+    labelNames: ['decision', 'reason'],
+  }),
+];
+
+/**
+ * Coalesces a kubelet's heartbeat-only status writes on inflated nodes (status-coalescing.rules.ts).
+ * Runs after NodeOversellStrategy on the same requests, so it sees the object inflated.
+ */
+@Injectable()
+@AdmissionStrategyProvider({
+  name: 'status-coalescing',
+  rules: [{ resource: 'nodes', subResource: 'status', operations: ['UPDATE'] }],
+  order: 10,
+})
+export class StatusCoalescingStrategy implements AdmissionStrategy {
+  constructor(@InjectMetric(STATUS_WRITES_METRIC) private readonly writes: Counter<string>) {}
+
+  admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
+    const nodes = config.nodes;
+    if (!nodes?.coalesceStatusWrites) return {};
+    const plan = planStatusCoalescing(request, parseDuration(nodes.statusReportPeriod));
+    if (!request.dryRun) this.writes.inc({ decision: plan.decision, reason: plan.reason });
+    return plan.decision === 'coalesced' ? { patch: plan.patch } : {};
+  }
+}
