@@ -11,9 +11,11 @@
  *      inflation): without inflation the kubelet only writes on a change or at its report
  *      period, and there is nothing to save.
  *   3. The update passes untouched unless, after inflation, it differs from the stored
- *      object (oldObject) only in the conditions' `lastHeartbeatTime` and in
- *      `metadata.managedFields` (which the API server's field manager stamps with the time of
- *      every update, before admission). Any other difference — a condition's status, reason,
+ *      object (oldObject) only in the conditions' `lastHeartbeatTime` and in the `time` of
+ *      `metadata.managedFields` entries (the field manager stamps the writer's entry before
+ *      admission; a change of who owns which field, or of the entries' order — the writer's
+ *      entry moves last when another manager wrote since — passes).
+ *      Any other difference — a condition's status, reason,
  *      message or transition time, a condition added or removed, capacity, the raw
  *      allocatable, addresses, images, nodeInfo, daemon endpoints, volumes, labels — passes.
  *   4. It passes once a stored heartbeat is `window` old or older, measured against the
@@ -21,8 +23,10 @@
  *      the webhook's clock plays no part); an incoming heartbeat before the stored one (a
  *      clock stepped back) or an unreadable time passes too. So the stored heartbeats advance
  *      at least once per window plus one kubelet period.
- *   5. Coalesced = the stored conditions and managedFields put back: the object to store is
- *      then the stored object, byte for byte.
+ *   5. Coalesced = the stored conditions put back. The object to store then differs from the
+ *      stored one only in managedFields times, which kube-apiserver reverts itself before
+ *      writing (IgnoreManagedFieldsTimestampsTransformer, on by default since 1.28): it is the
+ *      stored object, byte for byte, and no write happens.
  *
  * Quantities in allocatable and capacity are compared by value (the API server stores
  * "4000m" as "4", so a by-value equal list encodes to the same bytes).
@@ -79,7 +83,8 @@ function canonicalList(list: unknown): unknown {
 
 /** The node without what rule 3 ignores; `withConditions` false drops the conditions entirely. */
 function comparable(node: Record<string, any>, withConditions: boolean): Record<string, any> {
-  const { managedFields: _managedFields, ...metadata } = node.metadata ?? {};
+  const metadata = { ...node.metadata };
+  if (Array.isArray(metadata.managedFields)) metadata.managedFields = metadata.managedFields.map((entry: unknown) => (isRecord(entry) ? { ...entry, time: undefined } : entry));
   const status: Record<string, any> = { ...node.status };
   for (const list of RESOURCE_LISTS) if (list in status) status[list] = canonicalList(status[list]);
   if (withConditions) status.conditions = conditionsOf(node).map(({ lastHeartbeatTime: _heartbeat, ...rest }) => rest);
@@ -99,18 +104,6 @@ export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly
   });
 }
 
-/** The JSON patch that puts the stored conditions and managedFields back (rule 5). */
-function restoreStored(object: Record<string, any>, stored: Record<string, any>): PatchOperation[] {
-  const ops: PatchOperation[] = [{ op: 'replace', path: '/status/conditions', value: stored.status.conditions }];
-  const hasFields = isRecord(object.metadata) && 'managedFields' in object.metadata;
-  if (isRecord(stored.metadata) && 'managedFields' in stored.metadata) {
-    ops.push({ op: hasFields ? 'replace' : 'add', path: '/metadata/managedFields', value: stored.metadata.managedFields });
-  } else if (hasFields) {
-    ops.push({ op: 'remove', path: '/metadata/managedFields' });
-  }
-  return ops;
-}
-
 /**
  * Rules 1–5 for one nodes/status UPDATE, `request.object` being the Node as inflation left it
  * and `windowMs` the report period. Pure: the same request always gets the same plan.
@@ -122,10 +115,10 @@ export function planStatusCoalescing(request: StatusUpdateRequest, windowMs: num
   if (!isRecord(object) || typeof object.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string') return { decision: 'passed', reason: 'not-inflated' };
   if (!isRecord(stored) || !isRecord(stored.status) || !Array.isArray(stored.status.conditions)) return { decision: 'passed', reason: 'no-stored-object' };
 
-  if (!isDeepStrictEqual(comparable(object, false), comparable(stored, false))) return { decision: 'passed', reason: 'status-changed' };
   if (!isDeepStrictEqual(comparable(object, true).status.conditions, comparable(stored, true).status.conditions)) {
     return { decision: 'passed', reason: 'condition-changed' };
   }
+  if (!isDeepStrictEqual(comparable(object, false), comparable(stored, false))) return { decision: 'passed', reason: 'status-changed' };
   if (!heartbeatsFresh(conditionsOf(object), conditionsOf(stored), windowMs)) return { decision: 'passed', reason: 'report-due' };
-  return { decision: 'coalesced', reason: 'heartbeat', patch: restoreStored(object, stored) };
+  return { decision: 'coalesced', reason: 'heartbeat', patch: [{ op: 'replace', path: '/status/conditions', value: stored.status.conditions }] };
 }

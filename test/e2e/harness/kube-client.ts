@@ -47,6 +47,8 @@ export class KubeClient {
     ca: string | Buffer,
     /** Who this is, for messages (e.g. `system:node:sim-node-3`). */
     readonly identity: string,
+    /** The User-Agent sent: the API server's field manager names managedFields entries after it. */
+    private readonly userAgent?: string,
   ) {
     this.agent = new https.Agent({ ca, keepAlive: true, maxSockets: 8 });
   }
@@ -66,6 +68,7 @@ export class KubeClient {
           headers: {
             authorization: `Bearer ${this.token}`,
             accept: 'application/json, */*',
+            ...(this.userAgent !== undefined ? { 'user-agent': this.userAgent } : {}),
             ...(payload !== undefined ? { 'content-type': options.contentType ?? 'application/json', 'content-length': Buffer.byteLength(payload) } : {}),
           },
           timeout: options.timeoutMs ?? 15_000,
@@ -140,10 +143,11 @@ export function adminClient(env: E2eEnv): KubeClient {
 
 /**
  * A node identity: user `system:node:<name>`, group `system:nodes`, token `node-<name>`.
- * cluster.sh makes tokens for sim-node-0..1099 and kwok-node-0..19 only.
+ * cluster.sh makes tokens for sim-node-0..1099 and kwok-node-0..19 only. It sends a kubelet's
+ * User-Agent, so its writes land in managedFields under the manager `kubelet`, as a kubelet's do.
  */
 export function nodeClient(env: E2eEnv, name: string): KubeClient {
-  return new KubeClient(env.apiserverUrl, `node-${name}`, readFileSync(env.caFile), `system:node:${name}`);
+  return new KubeClient(env.apiserverUrl, `node-${name}`, readFileSync(env.caFile), `system:node:${name}`, `kubelet/${env.k8sVersion} (linux/amd64) kubernetes/e2e`);
 }
 
 /** A client with any bearer token (e.g. a ServiceAccount token from `kubectl create token`). */

@@ -116,7 +116,11 @@ export interface KubeletNodeFacts {
   allocatable: Record<string, string>;
   nodeInfo: Record<string, string>;
   images?: unknown[];
+  /** False: Ready=False with reason KubeletNotReady, as a kubelet whose runtime is down reports. */
+  ready?: boolean;
 }
+
+const NOT_READY = { type: 'Ready', status: 'False', reason: 'KubeletNotReady', message: 'container runtime is down' };
 
 /**
  * The kubelet's setters applied to a copy of the stored status (fields it does not own are
@@ -136,7 +140,8 @@ export function kubeletStatus(original: any, node: KubeletNodeFacts): any {
   status.capacity = merge(original?.capacity, node.capacity);
   status.allocatable = merge(original?.allocatable, node.allocatable);
   const conditions: any[] = [...(original?.conditions ?? [])];
-  for (const want of STANDARD_CONDITIONS) {
+  for (const standard of STANDARD_CONDITIONS) {
+    const want = standard.type === 'Ready' && node.ready === false ? NOT_READY : standard;
     const i = conditions.findIndex((c) => c.type === want.type);
     const before = i >= 0 ? conditions[i] : undefined;
     const transition = before && before.status === want.status ? before.lastTransitionTime : now;
@@ -193,6 +198,7 @@ export class SimKubelet {
 
   private capacity: Record<string, string>;
   private allocatable: Record<string, string>;
+  private ready = true;
   private readonly updateFrequencyMs: number;
   private readonly reportFrequencyMs: number;
   private readonly useLease: boolean;
@@ -231,6 +237,11 @@ export class SimKubelet {
   setResources(resources: { capacity?: Record<string, string>; allocatable?: Record<string, string> }): void {
     if (resources.capacity) this.capacity = { ...this.capacity, ...resources.capacity };
     if (resources.allocatable) this.allocatable = { ...this.allocatable, ...resources.allocatable };
+  }
+
+  /** Whether the next status updates report Ready=True or Ready=False (KubeletNotReady). */
+  setReady(ready: boolean): void {
+    this.ready = ready;
   }
 
   /** What this kubelet reports as allocatable (the raw value). */
@@ -360,6 +371,7 @@ export class SimKubelet {
       name: this.name,
       capacity: this.capacity,
       allocatable: this.allocatable,
+      ready: this.ready,
       nodeInfo: {
         machineID: '',
         systemUUID: '',
