@@ -11,6 +11,9 @@
  *
  *   inflation  the ConfigMap gives cpu a ratio of `--ratio` (1.5): every kubelet sync sees a
  *              stored allocatable that differs from its own, so it PATCHes every update period
+ *   coalescing with `--coalesce` only, between the two: inflation with nodes.coalesceStatusWrites on
+ *              and statusReportPeriod = `--report-seconds` (docs/status-coalescing.md), measured
+ *              after `--settle` s; the run then also writes bench/results/cluster-coalesce.json
  *   baseline   `--baseline ratio-1` (default): the ConfigMap's ratios set to 1, the webhook stays
  *              registered and called — what an operator does to switch inflation off, and it
  *              checks that ratio 1 costs nothing; `--baseline no-webhook`: the
@@ -26,7 +29,10 @@
  * nodes.kube-overcommit.io, from bucket deltas), failed and rejected updates, CPU seconds and RSS
  * of the webhook, the API server, etcd, the controller manager, the scheduler and the load
  * generator itself (this process: how late its timers fire says whether one process kept up),
- * etcd puts and bytes received, the Node object's size, and the write amplification.
+ * etcd puts and bytes received, the etcd writes for Node keys the API server made
+ * (`etcd_requests_total{resource="nodes",operation="update"}`: a no-op update skipped by the
+ * storage layer is not counted), the Node watch events one watcher of the fleet's nodes received,
+ * the Node object's size, and the write amplification.
  *
  * Flags: --nodes 1000 --minutes 10 --ratio 1.5 --baseline ratio-1|no-webhook --warmup 30
  *   --settle 180 --images 0 (status.images entries per node: 0 is the e2e SimKubelet's lean node,
@@ -42,7 +48,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { nodesWebhookName } from '../test/e2e/harness/apiserver.js';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { adminClient, KubeApiError } from '../test/e2e/harness/kube-client.js';
+import { adminClient, adminKubeConfig, KubeApiError } from '../test/e2e/harness/kube-client.js';
 import { not } from '../test/e2e/harness/metrics.js';
 import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
@@ -80,6 +86,7 @@ const { values: flags } = parseArgs({
     read: { type: 'string' },
     'memory-limit': { type: 'string' },
     keep: { type: 'boolean' },
+    coalesce: { type: 'boolean' },
     out: { type: 'string' },
   },
 });
@@ -102,6 +109,7 @@ const options = {
   /** MiB; the webhook container's limit in k8s/base/deployment.yaml unless given (0: none). */
   memoryLimitMiB: Math.round(num(flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, 0, 'memory-limit')),
   keep: flags.keep ?? false,
+  coalesce: flags.coalesce ?? false,
 };
 if (!['lister', 'get'].includes(options.read)) throw new Error('--read: lister or get');
 options.maxSockets = Math.round(num(flags['max-sockets'], options.nodes, 1, 'max-sockets'));
@@ -146,12 +154,20 @@ interface PhaseFigures {
   };
   webhookSelf: { requests: Record<string, number>; durationMs: object | null } | null;
   etcd: { puts: number; putsPerSec: number; receivedBytes: number; receivedBytesPerSec: number; dbSizeMiB: number };
+  /** etcd writes for Node keys, as the API server counts them (etcd_requests_total{resource="nodes",operation="update"}). */
+  nodeEtcdWrites: number;
+  nodeEtcdWritesPerSec: number;
+  /** Events one watcher of the fleet's Nodes received (a watch with the fleet's label selector). */
+  nodeWatchEvents: number;
+  nodeWatchEventsPerSec: number;
   cpu: Record<string, object>;
   machine: { busyShare: number; busyCores: number; stealShare: number };
   loadGenerator: { tickLateMs: object; eventLoopDelayMs: { p50: number; p99: number; max: number }; keptUp: boolean };
   /** null when the phase made no webhook call (`--baseline no-webhook`). */
   webhookCpuMsPerCall: number | null;
   nodeObject: { json: number; protobuf: number; patchBodyMeanBytes: number };
+  /** Coalescing phase: the webhook's kube_overcommit_status_writes_total at its end, by `decision/reason`. */
+  decisions?: Record<string, number>;
   /** At the end of the window: how many nodes store the phase's allocatable cpu (others: by value). */
   check: { nodes: number; expectedCpu: string; matching: number; others: Record<string, number> };
 }
@@ -182,6 +198,32 @@ function inflate(cpu: string, ratio: number): string {
   return milli % 1000n === 0n ? String(milli / 1000n) : `${milli}m`;
 }
 
+/** One watch of the fleet's Nodes, as any Node watcher (a controller, a monitoring agent) holds; counts its events. */
+const nodeWatcher = {
+  events: 0,
+  request: undefined as { abort(): void } | undefined,
+  async start(env: E2eEnv): Promise<void> {
+    const { Watch } = await import('@kubernetes/client-node');
+    const watch = new Watch(await adminKubeConfig(env));
+    const run = async (): Promise<void> => {
+      this.request = await watch.watch(
+        '/api/v1/nodes',
+        { labelSelector: 'bench.kube-overcommit.io/fleet=true', allowWatchBookmarks: false },
+        () => void this.events++,
+        (error) => {
+          if (this.request !== undefined && error?.name !== 'AbortError') void run(); // the API server ends watches after a while: watch again
+        },
+      );
+    };
+    await run();
+  },
+  stop(): void {
+    const request = this.request;
+    this.request = undefined;
+    request?.abort();
+  },
+};
+
 async function measure(
   name: string,
   description: string,
@@ -209,6 +251,7 @@ async function measure(
   const watch = new ProcessWatch(pids);
   const cpuBefore = machineCpu();
   const simsBefore = fleet.snapshot();
+  const watchEventsBefore = nodeWatcher.events;
   fleet.newWindow();
   const loop = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
@@ -228,6 +271,7 @@ async function measure(
   const machine = machineBusy(cpuBefore, machineCpu());
   const windowSeconds = (Date.now() - windowStart) / 1000;
   const sims = subtractCounters(fleet.snapshot(), simsBefore);
+  const nodeWatchEvents = nodeWatcher.events - watchEventsBefore;
   const samples = fleet.newWindow();
   const after = await scrape(env, processes, webhook);
   const sizes = await nodeSizes(env, names[0]!);
@@ -287,6 +331,10 @@ async function measure(
       receivedBytesPerSec: round(counterDelta(before.etcd, after.etcd, 'etcd_network_client_grpc_received_bytes_total') / windowSeconds, 0),
       dbSizeMiB: round(after.etcd.sum('etcd_mvcc_db_total_size_in_bytes') / 1024 / 1024, 1),
     },
+    nodeEtcdWrites: counterDelta(before.apiserver, after.apiserver, 'etcd_requests_total', { resource: 'nodes', operation: 'update' }),
+    nodeEtcdWritesPerSec: round(counterDelta(before.apiserver, after.apiserver, 'etcd_requests_total', { resource: 'nodes', operation: 'update' }) / windowSeconds, 3),
+    nodeWatchEvents,
+    nodeWatchEventsPerSec: round(nodeWatchEvents / windowSeconds, 3),
     cpu,
     machine,
     loadGenerator: {
@@ -335,6 +383,8 @@ function main(): void {
     stage.onTearDown(() => fleet.stop());
     const registering = Date.now();
     await fleet.start();
+    await nodeWatcher.start(env);
+    stage.onTearDown(() => nodeWatcher.stop());
     log(`${fleet.counters.registered} nodes registered in ${((Date.now() - registering) / 1000).toFixed(1)} s (${fleet.counters.registerFailures} failures)`);
     if (fleet.counters.registered < options.nodes) throw new Error(`only ${fleet.counters.registered} of ${options.nodes} nodes registered:\n  ${fleet.errors.slice(0, 10).join('\n  ')}`);
     await sleep(options.warmupSeconds * 1000);
@@ -345,6 +395,17 @@ function main(): void {
     phases.push(
       await measure('inflation', `cpu ratio ${options.ratio} in the ConfigMap`, env, processes, webhook, fleet, names, options.minutes * 60, inflate(capacityCpu, options.ratio)),
     );
+
+    if (options.coalesce) {
+      await webhook.useConfig({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 }, coalesceStatusWrites: true, statusReportPeriod: `${options.reportSeconds}s` } });
+      log(`phase coalescing (statusReportPeriod ${options.reportSeconds}s): settling ${options.settleSeconds} s`);
+      await sleep(options.settleSeconds * 1000);
+      log(`phase coalescing: measuring ${options.minutes} min`);
+      const coalescing = await measure('coalescing', `cpu ratio ${options.ratio}, nodes.coalesceStatusWrites`, env, processes, webhook, fleet, names, options.minutes * 60, inflate(capacityCpu, options.ratio));
+      const counts = await webhook.metrics();
+      coalescing.decisions = Object.fromEntries(counts.find('kube_overcommit_status_writes_total').map((s) => [`${s.labels.decision}/${s.labels.reason}`, s.value]));
+      phases.push(coalescing);
+    }
 
     // Switch inflation off.
     const switchedAt = Date.now();
@@ -371,9 +432,12 @@ function main(): void {
     log(`phase baseline: measuring ${options.minutes} min`);
     phases.push(await measure('baseline', baselineDescription, env, processes, webhook, fleet, names, options.minutes * 60, capacityCpu, transition));
 
-    const [a, b] = phases as [PhaseFigures, PhaseFigures];
+    const a = phases[0]!;
+    const b = phases.at(-1)!;
+    const coalescing = options.coalesce ? phases[1]! : undefined;
     const ratio = (x: number, y: number) => round(x / y, 1);
-    const failures = a.sims.patchFailures + b.sims.patchFailures + a.apiserver.statusPatchErrors + b.apiserver.statusPatchErrors + a.apiserver.webhook.rejections + a.apiserver.webhook.failOpen;
+    const failuresOf = (p: PhaseFigures) => p.sims.patchFailures + p.apiserver.statusPatchErrors + p.apiserver.webhook.rejections + p.apiserver.webhook.failOpen;
+    const failures = phases.reduce((total, p) => total + failuresOf(p), 0);
     // The webhook's CPU per call: the inflation phase's CPU over its calls (which also carries the
     // idle cost: informers, metrics, GC), and the marginal cost between the two phases (with
     // --baseline no-webhook the baseline has no calls: its CPU is the idle cost).
@@ -427,6 +491,48 @@ function main(): void {
       extrapolation: [extrapolate(options.nodes), extrapolate(5000)],
     };
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
+    if (coalescing !== undefined) {
+      const perPhase = (p: PhaseFigures) => ({
+        phase: p.name,
+        description: p.description,
+        windowSeconds: p.window.seconds,
+        statusPatchesPerSec: p.apiserver.statusPatchesPerSec,
+        nodeEtcdWritesPerSec: p.nodeEtcdWritesPerSec,
+        etcdPutsPerSec: p.etcd.putsPerSec,
+        nodeWatchEventsPerSec: p.nodeWatchEventsPerSec,
+        apiserverCores: (p.cpu.apiserver as { cores: number }).cores,
+        etcdCores: (p.cpu.etcd as { cores: number }).cores,
+        webhookCpuMsPerCall: p.webhookCpuMsPerCall,
+        webhookCalls: p.apiserver.webhook.calls200 + p.apiserver.webhook.callsNot200,
+        failedUpdates: failuresOf(p),
+        ...(p.decisions ? { decisions: p.decisions } : {}),
+      });
+      const coalesceReport = {
+        benchmark: 'cluster-coalesce',
+        command: report.command,
+        startedAt: report.startedAt,
+        finishedAt: report.finishedAt,
+        machine: report.machine,
+        options,
+        sources: {
+          statusPatchesPerSec: 'apiserver_request_total{resource="nodes",subresource="status",verb="PATCH"}',
+          nodeEtcdWritesPerSec: 'the API server\'s etcd_requests_total{resource="nodes",operation="update"}',
+          etcdPutsPerSec: 'etcd\'s etcd_mvcc_put_total (every key: Leases, Events too)',
+          nodeWatchEventsPerSec: 'events of one watch on the fleet\'s Nodes (label selector), client-node Watch',
+        },
+        etcdWritesRatioInflation: round(a.nodeEtcdWritesPerSec / b.nodeEtcdWritesPerSec, 2),
+        etcdWritesRatioCoalesced: round(coalescing.nodeEtcdWritesPerSec / b.nodeEtcdWritesPerSec, 2),
+        watchEventsRatioInflation: round(a.nodeWatchEventsPerSec / b.nodeWatchEventsPerSec, 2),
+        watchEventsRatioCoalesced: round(coalescing.nodeWatchEventsPerSec / b.nodeWatchEventsPerSec, 2),
+        patchRatioCoalesced: round(coalescing.apiserver.statusPatchesPerSec / b.apiserver.statusPatchesPerSec, 2),
+        failures: { total: failures, target: 0, pass: failures === 0 },
+        phases: phases.map(perPhase),
+      };
+      const coalesceFile = resultsPath('cluster-coalesce.json');
+      writeFileSync(coalesceFile, `${JSON.stringify(coalesceReport, null, 2)}\n`);
+      console.log(`\n${table(['', ...phases.map((p) => p.name)], Object.keys(perPhase(a)).filter((k) => k !== 'description' && k !== 'decisions' && k !== 'phase').map((k) => [k, ...phases.map((p) => String((perPhase(p) as Record<string, unknown>)[k]))]))}`);
+      console.log(`etcd Node writes ÷ baseline: inflation ${coalesceReport.etcdWritesRatioInflation}, coalescing ${coalesceReport.etcdWritesRatioCoalesced}; watch events ÷ baseline: coalescing ${coalesceReport.watchEventsRatioCoalesced}; wrote ${coalesceFile}`);
+    }
 
     const row = (label: string, f: (p: PhaseFigures) => string | number, r?: (x: PhaseFigures, y: PhaseFigures) => string | number) => [label, f(a), f(b), r ? r(a, b) : ''];
     const num2 = (v: number) => round(v, 2);
@@ -457,6 +563,8 @@ function main(): void {
           row('load generator cores', (p) => cores(p, 'loadGenerator')),
           row('machine busy cores (of 2) / CPU stolen by the host', (p) => `${p.machine.busyCores} / ${round(p.machine.stealShare * 100, 1)} %`),
           row('etcd puts/s', (p) => p.etcd.putsPerSec),
+          row('etcd Node writes/s (API server)', (p) => p.nodeEtcdWritesPerSec),
+          row('Node watch events/s (one watcher)', (p) => p.nodeWatchEventsPerSec),
           row('etcd KiB/s received', (p) => round(p.etcd.receivedBytesPerSec / 1024, 1)),
           row('Node JSON / protobuf bytes', (p) => `${p.nodeObject.json} / ${p.nodeObject.protobuf}`),
           row('timers late p50 / p99 ms (load gen)', (p) => `${(p.loadGenerator.tickLateMs as any).p50} / ${(p.loadGenerator.tickLateMs as any).p99}`),

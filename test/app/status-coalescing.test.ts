@@ -1,0 +1,69 @@
+import fastJsonPatch from 'fast-json-patch';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
+import { eventually, metricValue, startServer, type TestServer } from './harness.js';
+
+const CONFIG = `
+nodes:
+  defaultRatios: { cpu: 1.5 }
+  coalesceStatusWrites: true
+  statusReportPeriod: 5m
+`;
+
+function admitted(review: any, reply: any): any {
+  expect(reply.status).toBe(200);
+  const response = reply.json().response;
+  expect(response.allowed).toBe(true);
+  if (!response.patch) return review.request.object;
+  const patch = JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
+  return fastJsonPatch.applyPatch(structuredClone(review.request.object), patch, true, false).newDocument;
+}
+
+/** The kubelet's node with its heartbeats (and its managedFields entry) at `time`. */
+function kubeletAt(time: string): any {
+  const node = kubeadmNode();
+  for (const condition of node.status.conditions) condition.lastHeartbeatTime = time;
+  node.metadata.managedFields[0].time = time;
+  return node;
+}
+
+describe('nodes.coalesceStatusWrites over HTTPS', () => {
+  let server: TestServer;
+  let stored: any;
+  beforeAll(async () => {
+    server = await startServer(CONFIG);
+    const first = nodeReview(kubeletAt('2026-11-22T10:00:00Z'));
+    stored = admitted(first, await server.mutate(first));
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('answers a heartbeat-only kubelet update with the stored conditions, inflated, and counts it', async () => {
+    const review = nodeReview(kubeletAt('2026-11-22T10:00:10Z'), { oldObject: stored });
+    const node = admitted(review, await server.mutate(review));
+    expect(node.status.conditions).toEqual(stored.status.conditions);
+    expect(node.status.allocatable).toEqual(stored.status.allocatable);
+    expect(node.metadata.annotations).toEqual(stored.metadata.annotations);
+    expect(metricValue(await server.metrics(), 'kube_overcommit_status_writes_total', { decision: 'coalesced', reason: 'heartbeat' })).toBe(1);
+  });
+
+  it('lets a report through once the stored heartbeats are statusReportPeriod old, and any other writer always', async () => {
+    const report = nodeReview(kubeletAt('2026-11-22T10:05:00Z'), { oldObject: stored });
+    expect(admitted(report, await server.mutate(report)).status.conditions[0].lastHeartbeatTime).toBe('2026-11-22T10:05:00Z');
+    const other = nodeReview(kubeletAt('2026-11-22T10:00:10Z'), { oldObject: stored, username: 'system:serviceaccount:kube-system:node-controller' });
+    expect(admitted(other, await server.mutate(other)).status.conditions[0].lastHeartbeatTime).toBe('2026-11-22T10:00:10Z');
+    const metrics = await server.metrics();
+    expect(metricValue(metrics, 'kube_overcommit_status_writes_total', { decision: 'passed', reason: 'report-due' })).toBe(1);
+    expect(metricValue(metrics, 'kube_overcommit_status_writes_total', { decision: 'passed', reason: 'other-writer' })).toBe(1);
+  });
+
+  it('rejects a statusReportPeriod that is not a duration from 1s to 1h, keeping the last good config', async () => {
+    const failures = async () => metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }) ?? 0;
+    const before = await failures();
+    server.writeConfig(CONFIG.replace('statusReportPeriod: 5m', 'statusReportPeriod: 5 minutes'));
+    await eventually(async () => (await failures()) > before);
+    const review = nodeReview(kubeletAt('2026-11-22T10:00:20Z'), { oldObject: stored });
+    expect(admitted(review, await server.mutate(review)).status.conditions).toEqual(stored.status.conditions);
+  });
+});
