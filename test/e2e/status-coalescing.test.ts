@@ -94,6 +94,7 @@ describe('status-write coalescing against a real control plane', () => {
       })();
 
       const startedAt = Date.now();
+      // A soak: what is asserted is what the cluster stored over RUN_MS, so the test waits out the time.
       // Half-way: the kubelet reports Ready=False; the very next PATCH stores it.
       await new Promise((r) => setTimeout(r, RUN_MS / 2));
       const notReadyAt = Date.now();
