@@ -4,13 +4,15 @@ import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../common/duration.js';
 import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from './node-oversell.rules.js';
 import { nodeStatusPatch } from './node-oversell.strategy.js';
-import { heartbeatsFresh, planStatusCoalescing, type StatusUpdateRequest } from './status-coalescing.rules.js';
+import { heartbeatsFresh, nodeWindowMs, planStatusCoalescing, WINDOW_SPREAD, type StatusUpdateRequest } from './status-coalescing.rules.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
 
-const WINDOW_MS = 5 * 60_000;
+const REPORT_PERIOD_MS = 5 * 60_000;
 const NAME = 'worker-1';
+/** worker-1's window: the report period less its fixed share of up to 10 %. */
+const WINDOW_MS = nodeWindowMs(NAME, REPORT_PERIOD_MS);
 const KUBELET = { username: `system:node:${NAME}`, groups: ['system:nodes', 'system:authenticated'] };
 const NODES = { defaultRatios: { cpu: 1.5, memory: 1.2 }, pools: [], coalesceStatusWrites: true, statusReportPeriod: '5m' };
 const T0 = Date.parse('2026-11-23T18:00:00Z');
@@ -71,7 +73,7 @@ function inflated(node: Json): Json {
 /** One update through both strategies' rules; returns the object the API server would store. */
 function admit(object: Json, stored: Json, userInfo = KUBELET): { plan: ReturnType<typeof planStatusCoalescing>; toStore: Json } {
   const request: StatusUpdateRequest = { name: NAME, userInfo, object, oldObject: stored };
-  const plan = planStatusCoalescing(request, WINDOW_MS);
+  const plan = planStatusCoalescing(request, REPORT_PERIOD_MS);
   const toStore = plan.decision === 'coalesced' ? applyPatch(structuredClone(object), plan.patch, true, false).newDocument : object;
   return { plan, toStore };
 }
@@ -121,7 +123,7 @@ describe('planStatusCoalescing', () => {
     const raw = kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {});
     expect(raw.metadata.annotations[RATIOS_ANNOTATION]).toBeUndefined();
     expect(admit(raw, stored).plan.reason).toBe('not-inflated');
-    expect(planStatusCoalescing({ name: NAME, userInfo: KUBELET, object }, WINDOW_MS).reason).toBe('no-stored-object');
+    expect(planStatusCoalescing({ name: NAME, userInfo: KUBELET, object }, REPORT_PERIOD_MS).reason).toBe('no-stored-object');
   });
 
   it('compares quantities by value: "4000m" stored as "4" is no change', () => {
@@ -138,6 +140,19 @@ describe('planStatusCoalescing', () => {
     expect(admit(object, stored).plan).toEqual({ decision: 'passed', reason: 'status-changed' });
   });
 
+  it('nodeWindowMs: fixed per node, within the last 10 % below the report period, spread over it', () => {
+    expect(nodeWindowMs(NAME, REPORT_PERIOD_MS)).toBe(WINDOW_MS);
+    const windows = Array.from({ length: 1000 }, (_, i) => nodeWindowMs(`node-${i}`, REPORT_PERIOD_MS));
+    for (const window of windows) {
+      expect(window % 1_000).toBe(0);
+      expect(window).toBeGreaterThanOrEqual(REPORT_PERIOD_MS * (1 - WINDOW_SPREAD));
+      expect(window).toBeLessThanOrEqual(REPORT_PERIOD_MS);
+    }
+    // Spread: each tenth of the range holds some nodes.
+    const tenths = new Set(windows.map((w) => Math.floor(((REPORT_PERIOD_MS - w) / (REPORT_PERIOD_MS * WINDOW_SPREAD)) * 10)));
+    expect(tenths.size).toBeGreaterThanOrEqual(10);
+  });
+
   it('heartbeatsFresh: a condition absent from the stored object is never fresh', () => {
     expect(heartbeatsFresh([{ type: 'Ready', lastHeartbeatTime: time(T0) }], [], WINDOW_MS)).toBe(false);
     expect(heartbeatsFresh([{ type: 'Ready', lastHeartbeatTime: 'yesterday' }], [{ type: 'Ready', lastHeartbeatTime: time(T0) }], WINDOW_MS)).toBe(false);
@@ -145,7 +160,8 @@ describe('planStatusCoalescing', () => {
 
   it('property: over random kubelet update sequences, a condition, capacity or address change or a report due always passes, anything else leaves the stored object as it was', () => {
     const step = fc.record({
-      afterMs: fc.integer({ min: 0, max: 40_000 }),
+      // Whole seconds, as heartbeat times are.
+      afterMs: fc.integer({ min: 0, max: 40 }).map((seconds) => seconds * 1_000),
       change: fc.constantFrom('none', 'none', 'none', 'ready', 'cpu', 'address'),
     });
     fc.assert(

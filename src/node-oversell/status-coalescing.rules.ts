@@ -18,11 +18,15 @@
  *      Any other difference — a condition's status, reason,
  *      message or transition time, a condition added or removed, capacity, the raw
  *      allocatable, addresses, images, nodeInfo, daemon endpoints, volumes, labels — passes.
- *   4. It passes once a stored heartbeat is `window` old or older, measured against the
- *      incoming heartbeat of the same condition (the kubelet's own clock on both sides, so
+ *   4. It passes once a stored heartbeat is the node's window old or older, measured against
+ *      the incoming heartbeat of the same condition (the kubelet's own clock on both sides, so
  *      the webhook's clock plays no part); an incoming heartbeat before the stored one (a
- *      clock stepped back) or an unreadable time passes too. So the stored heartbeats advance
- *      at least once per window plus one kubelet period.
+ *      clock stepped back) or an unreadable time passes too. The node's window is the report
+ *      period less up to 10 %, fixed per node name (nodeWindowMs): when coalescing is switched
+ *      on every node's heartbeats were stored within one kubelet period, and with one window
+ *      for all they would all be written again together, in one burst per period; with
+ *      windows of different lengths the bursts spread out. So the stored heartbeats advance at
+ *      least once per report period plus one kubelet period.
  *   5. Coalesced = the stored conditions put back. The object to store then differs from the
  *      stored one only in managedFields times, which kube-apiserver reverts itself before
  *      writing (IgnoreManagedFieldsTimestampsTransformer, on by default since 1.28): it is the
@@ -31,6 +35,7 @@
  * Quantities in allocatable and capacity are compared by value (the API server stores
  * "4000m" as "4", so a by-value equal list encodes to the same bytes).
  */
+import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { PatchOperation } from '../admission/admission.types.js';
 import { MANAGED_RESOURCES } from '../config/config.schema.js';
@@ -96,6 +101,18 @@ function heartbeatMs(condition: Condition | undefined): number {
   return typeof condition?.lastHeartbeatTime === 'string' ? Date.parse(condition.lastHeartbeatTime) : Number.NaN;
 }
 
+/** The share of the report period a node's window is shorter by (rule 4). */
+export const WINDOW_SPREAD = 0.1;
+
+/**
+ * Rule 4: the node's window, reportPeriodMs less a fraction of WINDOW_SPREAD fixed by the node's
+ * name, in whole seconds (heartbeat times have no fractions).
+ */
+export function nodeWindowMs(name: string, reportPeriodMs: number): number {
+  const fraction = createHash('sha256').update(name).digest().readUInt32BE(0) / 2 ** 32;
+  return Math.max(1_000, Math.round((reportPeriodMs * (1 - WINDOW_SPREAD * fraction)) / 1_000) * 1_000);
+}
+
 /** Rule 4: true when every condition's heartbeat moved forward by less than `windowMs`. */
 export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly Condition[], windowMs: number): boolean {
   return incoming.every((condition) => {
@@ -106,9 +123,9 @@ export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly
 
 /**
  * Rules 1–5 for one nodes/status UPDATE, `request.object` being the Node as inflation left it
- * and `windowMs` the report period. Pure: the same request always gets the same plan.
+ * and `reportPeriodMs` the configured statusReportPeriod. Pure: the same request always gets the same plan.
  */
-export function planStatusCoalescing(request: StatusUpdateRequest, windowMs: number): CoalescingPlan {
+export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodMs: number): CoalescingPlan {
   const { object, oldObject: stored } = request;
   const name = isRecord(object) ? object.metadata?.name ?? request.name : request.name;
   if (typeof name !== 'string' || request.userInfo?.username !== NODE_USER_PREFIX + name) return { decision: 'passed', reason: 'other-writer' };
@@ -119,6 +136,6 @@ export function planStatusCoalescing(request: StatusUpdateRequest, windowMs: num
     return { decision: 'passed', reason: 'condition-changed' };
   }
   if (!isDeepStrictEqual(comparable(object, false), comparable(stored, false))) return { decision: 'passed', reason: 'status-changed' };
-  if (!heartbeatsFresh(conditionsOf(object), conditionsOf(stored), windowMs)) return { decision: 'passed', reason: 'report-due' };
+  if (!heartbeatsFresh(conditionsOf(object), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return { decision: 'passed', reason: 'report-due' };
   return { decision: 'coalesced', reason: 'heartbeat', patch: [{ op: 'replace', path: '/status/conditions', value: stored.status.conditions }] };
 }

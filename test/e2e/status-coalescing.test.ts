@@ -5,9 +5,10 @@
  * kubelets therefore PATCH at every update, kube-controller-manager's node lifecycle
  * controller watching them.
  *
- * Kubelets here update every UPDATE_MS (a real one: 10 s); the coalescing window is WINDOW,
- * longer than kube-controller-manager's node-monitor-grace-period (50 s), so the stored
- * heartbeats get older than the grace period and only the Lease keeps the nodes Ready.
+ * Kubelets here update every UPDATE_MS (a real one: 10 s); the report period is WINDOW, so each
+ * node's window (90–100 % of it) is longer than kube-controller-manager's
+ * node-monitor-grace-period (50 s): the stored heartbeats get older than the grace period and
+ * only the Lease keeps the nodes Ready.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -25,8 +26,8 @@ import {
 import { deepEqual } from './harness/strategic-merge.js';
 
 const UPDATE_MS = 1_000;
-const WINDOW = '55s';
-const WINDOW_MS = 55_000;
+const WINDOW = '62s';
+const WINDOW_MS = 62_000;
 const RUN_MS = 125_000;
 const RATIOS = { cpu: 1.5, memory: 1.2 };
 const MACHINE = { cpu: '4', memory: '16393232Ki', pods: '110', 'ephemeral-storage': '101430960Ki' };
@@ -132,7 +133,7 @@ describe('status-write coalescing against a real control plane', () => {
           }
         }
         const transitions = kubelet === flapping ? 2 : 0;
-        expect(statusWrites, `${kubelet.name}: status writes`).toBeLessThanOrEqual(Math.ceil(RUN_MS / WINDOW_MS) + transitions);
+        expect(statusWrites, `${kubelet.name}: status writes`).toBeLessThanOrEqual(Math.ceil(RUN_MS / (WINDOW_MS * 0.9)) + transitions);
         const unchanged = updates.filter((u, i) => i > 0 && u.stored.metadata.resourceVersion === updates[i - 1]!.stored.metadata.resourceVersion).length;
         expect(unchanged, `${kubelet.name}: PATCHes answered with the stored resourceVersion`).toBeGreaterThan(updates.length - statusWrites - 8);
         // Heartbeats in the stored Node advance at least once per window (plus one update and slack).
