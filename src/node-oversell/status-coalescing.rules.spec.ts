@@ -115,7 +115,7 @@ describe('planStatusCoalescing', () => {
     }
   });
 
-  it('passes any writer but the node itself, an opted-out node, and an update without a stored object', () => {
+  it('passes any writer but the node itself, a node not inflated or in shadow mode, and an update without a stored object', () => {
     const stored = storedAt();
     const object = inflated(kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {}));
     expect(admit(object, stored, { username: 'system:node:worker-2', groups: [] }).plan.reason).toBe('other-writer');
@@ -123,6 +123,7 @@ describe('planStatusCoalescing', () => {
     const raw = kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {});
     expect(raw.metadata.annotations[RATIOS_ANNOTATION]).toBeUndefined();
     expect(admit(raw, stored).plan.reason).toBe('not-inflated');
+    expect(planStatusCoalescing({ name: NAME, userInfo: KUBELET, object, oldObject: stored }, REPORT_PERIOD_MS, false).reason).toBe('not-inflated');
     expect(planStatusCoalescing({ name: NAME, userInfo: KUBELET, object }, REPORT_PERIOD_MS).reason).toBe('no-stored-object');
   });
 

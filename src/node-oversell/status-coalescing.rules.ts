@@ -7,9 +7,10 @@
  *   1. Only a node's own kubelet is coalesced: the writer is `system:node:<name>` for the
  *      Node being updated. Any other writer (the node lifecycle controller marking it
  *      Unknown, an operator, another controller) passes untouched.
- *   2. Only an inflated node is coalesced (our ratios annotation is on the object after
- *      inflation): without inflation the kubelet only writes on a change or at its report
- *      period, and there is nothing to save.
+ *   2. Only an inflated node is coalesced: our ratios annotation is on the object after
+ *      inflation and its policy is enforced (a node in shadow mode keeps the annotations of its
+ *      last enforced write, raw allocatable underneath). Without inflation the kubelet only
+ *      writes on a change or at its report period, and there is nothing to save.
  *   3. The update passes untouched unless, after inflation, it differs from the stored
  *      object (oldObject) only in the conditions' `lastHeartbeatTime` and in the `time` of
  *      `metadata.managedFields` entries (the field manager stamps the writer's entry before
@@ -123,13 +124,14 @@ export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly
 
 /**
  * Rules 1–5 for one nodes/status UPDATE, `request.object` being the Node as inflation left it
- * and `reportPeriodMs` the configured statusReportPeriod. Pure: the same request always gets the same plan.
+ * `reportPeriodMs` the configured statusReportPeriod and `enforced` false for a node in shadow
+ * mode. Pure: the same request always gets the same plan.
  */
-export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodMs: number): CoalescingPlan {
+export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodMs: number, enforced = true): CoalescingPlan {
   const { object, oldObject: stored } = request;
   const name = isRecord(object) ? object.metadata?.name ?? request.name : request.name;
   if (typeof name !== 'string' || request.userInfo?.username !== NODE_USER_PREFIX + name) return { decision: 'passed', reason: 'other-writer' };
-  if (!isRecord(object) || typeof object.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string') return { decision: 'passed', reason: 'not-inflated' };
+  if (!enforced || !isRecord(object) || typeof object.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string') return { decision: 'passed', reason: 'not-inflated' };
   if (!isRecord(stored) || !isRecord(stored.status) || !Array.isArray(stored.status.conditions)) return { decision: 'passed', reason: 'no-stored-object' };
 
   if (!isDeepStrictEqual(comparable(object, true).status.conditions, comparable(stored, true).status.conditions)) {

@@ -5,6 +5,7 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import { parseDuration } from '../common/duration.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
+import { type NodeLike, resolveNodePolicy } from './node-oversell.rules.js';
 import { planStatusCoalescing } from './status-coalescing.rules.js';
 
 /** nodes/status updates seen with coalescing on, by decision (`coalesced`, `passed`) and reason. */
@@ -34,7 +35,8 @@ export class StatusCoalescingStrategy implements AdmissionStrategy {
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
     const nodes = config.nodes;
     if (!nodes?.coalesceStatusWrites) return {};
-    const plan = planStatusCoalescing(request, parseDuration(nodes.statusReportPeriod));
+    const labels = (request.object as NodeLike | undefined)?.metadata?.labels;
+    const plan = planStatusCoalescing(request, parseDuration(nodes.statusReportPeriod), resolveNodePolicy(labels, nodes)?.mode !== 'shadow');
     if (!request.dryRun) this.writes.inc({ decision: plan.decision, reason: plan.reason });
     return plan.decision === 'coalesced' ? { patch: plan.patch } : {};
   }

@@ -58,6 +58,20 @@ describe('nodes.coalesceStatusWrites over HTTPS', () => {
     expect(metricValue(metrics, 'kube_overcommit_status_writes_total', { decision: 'passed', reason: 'other-writer' })).toBe(1);
   });
 
+  it('passes a node in shadow mode, which keeps the annotations of its last enforced write', async () => {
+    server.writeConfig(CONFIG.replace('coalesceStatusWrites: true', 'coalesceStatusWrites: true\n  defaultMode: shadow'));
+    await eventually(async () => {
+      const review = nodeReview(kubeletAt('2026-11-22T10:00:30Z'), { oldObject: stored });
+      return admitted(review, await server.mutate(review)).status.conditions[0].lastHeartbeatTime === '2026-11-22T10:00:30Z';
+    });
+    expect(metricValue(await server.metrics(), 'kube_overcommit_status_writes_total', { decision: 'passed', reason: 'not-inflated' })).toBeGreaterThanOrEqual(1);
+    server.writeConfig(CONFIG);
+    await eventually(async () => {
+      const review = nodeReview(kubeletAt('2026-11-22T10:00:40Z'), { oldObject: stored });
+      return admitted(review, await server.mutate(review)).status.conditions[0].lastHeartbeatTime === stored.status.conditions[0].lastHeartbeatTime;
+    });
+  });
+
   it('rejects a statusReportPeriod that is not a duration from 1s to 1h, keeping the last good config', async () => {
     const failures = async () => metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }) ?? 0;
     const before = await failures();
