@@ -123,7 +123,7 @@ export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly
 }
 
 /**
- * Rules 1–5 for one nodes/status UPDATE, `request.object` being the Node as inflation left it
+ * Rules 1–5 for one nodes/status UPDATE: `request.object` is the Node as inflation left it,
  * `reportPeriodMs` the configured statusReportPeriod and `enforced` false for a node in shadow
  * mode. Pure: the same request always gets the same plan.
  */
