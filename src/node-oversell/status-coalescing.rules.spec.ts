@@ -14,7 +14,14 @@ const NAME = 'worker-1';
 /** worker-1's window: the report period less its fixed share of up to 10 %. */
 const WINDOW_MS = nodeWindowMs(NAME, REPORT_PERIOD_MS);
 const KUBELET = { username: `system:node:${NAME}`, groups: ['system:nodes', 'system:authenticated'] };
-const NODES = { defaultRatios: { cpu: 1.5, memory: 1.2 }, pools: [], defaultMode: 'enforce' as const, commitmentFloor: false, coalesceStatusWrites: true, statusReportPeriod: '5m' };
+const NODES = {
+  defaultRatios: { cpu: 1.5, memory: 1.2 },
+  pools: [],
+  defaultMode: 'enforce' as const,
+  commitmentFloor: false,
+  coalesceStatusWrites: true,
+  statusReportPeriod: '5m',
+};
 const T0 = Date.parse('2026-11-23T18:00:00Z');
 
 function time(ms: number): string {
@@ -41,7 +48,9 @@ function kubeletNode(view: KubeletView, transitions: Record<string, number>): Js
       resourceVersion: '1000',
       labels: { 'kubernetes.io/hostname': NAME },
       annotations: { 'node.alpha.kubernetes.io/ttl': '0' },
-      managedFields: [{ manager: 'kubelet', operation: 'Update', subresource: 'status', time: time(view.at), fieldsType: 'FieldsV1', fieldsV1: { 'f:status': {} } }],
+      managedFields: [
+        { manager: 'kubelet', operation: 'Update', subresource: 'status', time: time(view.at), fieldsType: 'FieldsV1', fieldsV1: { 'f:status': {} } },
+      ],
     },
     spec: {},
     status: {

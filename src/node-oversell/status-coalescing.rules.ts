@@ -46,9 +46,7 @@ import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
 /** Why an update was let through; `coalesced` updates have the one reason `heartbeat`. */
 export type PassReason = 'other-writer' | 'not-inflated' | 'no-stored-object' | 'condition-changed' | 'status-changed' | 'report-due';
 
-export type CoalescingPlan =
-  | { decision: 'coalesced'; reason: 'heartbeat'; patch: PatchOperation[] }
-  | { decision: 'passed'; reason: PassReason };
+export type CoalescingPlan = { decision: 'coalesced'; reason: 'heartbeat'; patch: PatchOperation[] } | { decision: 'passed'; reason: PassReason };
 
 /** The parts of a nodes/status admission request read here. */
 export interface StatusUpdateRequest {
@@ -90,7 +88,8 @@ function canonicalList(list: unknown): unknown {
 /** The node without what rule 3 ignores; `withConditions` false drops the conditions entirely. */
 function comparable(node: Record<string, any>, withConditions: boolean): Record<string, any> {
   const metadata = { ...node.metadata };
-  if (Array.isArray(metadata.managedFields)) metadata.managedFields = metadata.managedFields.map((entry: unknown) => (isRecord(entry) ? { ...entry, time: undefined } : entry));
+  if (Array.isArray(metadata.managedFields))
+    metadata.managedFields = metadata.managedFields.map((entry: unknown) => (isRecord(entry) ? { ...entry, time: undefined } : entry));
   const status: Record<string, any> = { ...node.status };
   for (const list of RESOURCE_LISTS) if (list in status) status[list] = canonicalList(status[list]);
   if (withConditions) status.conditions = conditionsOf(node).map(({ lastHeartbeatTime: _heartbeat, ...rest }) => rest);
@@ -129,9 +128,10 @@ export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly
  */
 export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodMs: number, enforced = true): CoalescingPlan {
   const { object, oldObject: stored } = request;
-  const name = isRecord(object) ? object.metadata?.name ?? request.name : request.name;
+  const name = isRecord(object) ? (object.metadata?.name ?? request.name) : request.name;
   if (typeof name !== 'string' || request.userInfo?.username !== NODE_USER_PREFIX + name) return { decision: 'passed', reason: 'other-writer' };
-  if (!enforced || !isRecord(object) || typeof object.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string') return { decision: 'passed', reason: 'not-inflated' };
+  if (!enforced || !isRecord(object) || typeof object.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string')
+    return { decision: 'passed', reason: 'not-inflated' };
   if (!isRecord(stored) || !isRecord(stored.status) || !Array.isArray(stored.status.conditions)) return { decision: 'passed', reason: 'no-stored-object' };
 
   if (!isDeepStrictEqual(comparable(object, true).status.conditions, comparable(stored, true).status.conditions)) {

@@ -64,7 +64,9 @@ describe('nodes.coalesceStatusWrites over HTTPS', () => {
       const review = nodeReview(kubeletAt('2026-11-22T10:00:30Z'), { oldObject: stored });
       return admitted(review, await server.mutate(review)).status.conditions[0].lastHeartbeatTime === '2026-11-22T10:00:30Z';
     });
-    expect(metricValue(await server.metrics(), 'kube_overcommit_status_writes_total', { decision: 'passed', reason: 'not-inflated' })).toBeGreaterThanOrEqual(1);
+    expect(metricValue(await server.metrics(), 'kube_overcommit_status_writes_total', { decision: 'passed', reason: 'not-inflated' })).toBeGreaterThanOrEqual(
+      1,
+    );
     server.writeConfig(CONFIG);
     await eventually(async () => {
       const review = nodeReview(kubeletAt('2026-11-22T10:00:40Z'), { oldObject: stored });

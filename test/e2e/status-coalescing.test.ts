@@ -126,7 +126,10 @@ describe('status-write coalescing against a real control plane', () => {
           const [before, after] = [updates[i - 1]!.stored, updates[i]!.stored];
           if (!deepEqual(before.status.conditions, after.status.conditions)) statusWrites++;
           else if (before.metadata.resourceVersion !== after.metadata.resourceVersion) {
-            expect(deepEqual(before.spec, after.spec), `${kubelet.name}: a write at ${new Date(updates[i]!.at).toISOString()} that changed neither the conditions nor the spec`).toBe(false);
+            expect(
+              deepEqual(before.spec, after.spec),
+              `${kubelet.name}: a write at ${new Date(updates[i]!.at).toISOString()} that changed neither the conditions nor the spec`,
+            ).toBe(false);
           } else {
             // Coalesced: the answer is the stored Node itself, managedFields times included.
             expect(after.metadata.managedFields).toEqual(before.metadata.managedFields);
@@ -145,7 +148,10 @@ describe('status-write coalescing against a real control plane', () => {
 
         const entry = seen.get(kubelet.name)!;
         // The node lifecycle controller never saw a silent node: no Unknown, no unreachable/not-ready taint on the steady nodes.
-        expect([...entry.readyStatuses].filter((s) => s !== 'True' && s !== 'False'), kubelet.name).toEqual([]);
+        expect(
+          [...entry.readyStatuses].filter((s) => s !== 'True' && s !== 'False'),
+          kubelet.name,
+        ).toEqual([]);
         if (kubelet !== flapping) expect(entry.unreachableTaint, kubelet.name).toBe(false);
       }
 
