@@ -275,7 +275,7 @@ async function measure(name: string, pods: number) {
       sleep(options.syncTimeoutS * 1000).then(() => `not synced after ${options.syncTimeoutS} s`),
     ]);
     const syncMs = round(performance.now() - spawnedAt, 0);
-    const peakRssAtSyncMiB = server.child.exitCode === null ? round(statusKiB(server.pid, 'VmHWM') / 1024, 1) : NaN;
+    const peakRssAtSyncMiB = outcome === 'synced' ? round(statusKiB(server.pid, 'VmHWM') / 1024, 1) : null;
     log(`${name}: ${pods} pods, ${options.nodes} nodes: ${outcome} ${syncMs} ms after spawn; peak RSS ${peakRssAtSyncMiB} MiB`);
     if (outcome !== 'synced')
       return {
