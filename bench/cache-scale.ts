@@ -15,9 +15,9 @@
  *
  * The webhook: `node dist/main.js` with the Deployment's NODE_OPTIONS in a memory cgroup at the
  * Deployment's limit (k8s/base/deployment.yaml), OVERCOMMIT_KUBECONFIG pointing at the synthetic
- * server, a config with a cpu ratio and the commitment floor on (the default), so the pod cache
- * runs. Synced is when it opens its pod WATCH (client-node's informer lists, fills its cache,
- * then watches). Then `--rounds` rounds: `--seconds` s of node reviews (a node that has pods) at
+ * server, a config with a cpu ratio, the commitment floor on (the default) and the pod policy's
+ * node cap in warn mode, so the pod and Node caches run. Synced is when it has opened its pod and
+ * Node WATCHes (client-node's informer lists, fills its cache, then watches). Then `--rounds` rounds: `--seconds` s of node reviews (a node that has pods) at
  * `--rate` req/s from the paced open-loop client (bench/paced-client.ts), then 2 s idle and one
  * scrape of its /metrics (`nodejs_heap_size_used_bytes`, `process_resident_memory_bytes`). Each
  * figure is the median over rounds; `bytesPerPod` is (heap with pods − heap without) ÷ pods.
@@ -261,10 +261,11 @@ async function measure(name: string, pods: number) {
   const configFile = join(dir, 'config.yaml');
   const tls = await writeTls(join(dir, 'tls'));
   writeFileSync(kubeconfigFile, kubeconfig(api.url));
-  writeFileSync(configFile, 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n  commitmentFloor: true\n');
+  // The floor reads the pod cache; the pod policy's cap (warn: it never denies) reads it and the Node cache.
+  writeFileSync(configFile, 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n  commitmentFloor: true\npods:\n  cap: { mode: warn }\n');
   const [httpsPort, httpPort] = [await freePort(), await freePort()];
   const env = { ...oursEnv({ https: httpsPort, http: httpPort }, configFile, tls), OVERCOMMIT_KUBECONFIG: kubeconfigFile };
-  const synced = api.watchOpened('/api/v1/pods');
+  const synced = Promise.all([api.watchOpened('/api/v1/pods'), api.watchOpened('/api/v1/nodes')]);
   const spawnedAt = performance.now();
   const server: ServerProcess = startProcess(name, [join(ROOT, 'dist', 'main.js')], env, httpsPort, dir, serverCgroup(name, options.memoryLimitMiB, log));
   const exited = new Promise<string>((resolveExit) => server.child.once('exit', (code, signal) => resolveExit(`exited (code ${code}, signal ${signal})`)));
