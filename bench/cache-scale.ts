@@ -19,7 +19,8 @@
  * node cap in warn mode, so the pod and Node caches run. Synced is when it has opened its pod and
  * Node WATCHes (client-node's informer lists, fills its cache, then watches). Then `--rounds` rounds: `--seconds` s of node reviews (a node that has pods) at
  * `--rate` req/s from the paced open-loop client (bench/paced-client.ts), then 2 s idle and one
- * scrape of its /metrics (`nodejs_heap_size_used_bytes`, `process_resident_memory_bytes`). Each
+ * scrape of its /metrics (`nodejs_heap_size_used_bytes`, `process_resident_memory_bytes`, the new
+ * space's committed size). Each
  * figure is the median over rounds; `bytesPerPod` is (heap with pods − heap without) ÷ pods.
  *
  * Flags: --nodes n (5000) --pods n (150000) --rate req/s (500) --seconds s (10) --rounds n (3)
@@ -237,16 +238,22 @@ interface Round {
   heapUsedMiB: number;
   rssMiB: number;
   vmRssMiB: number;
+  /** V8's young generation as committed (both semi-spaces): how much a scavenge can free. */
+  newSpaceMiB: number;
 }
 
-async function scrape(httpPort: number): Promise<{ heapUsed: number; rss: number }> {
+async function scrape(httpPort: number): Promise<{ heapUsed: number; rss: number; newSpace: number }> {
   const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
   const value = (name: string) => {
     const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
     if (!match) throw new Error(`/metrics has no ${name}`);
     return Number(match[1]);
   };
-  return { heapUsed: value('nodejs_heap_size_used_bytes'), rss: value('process_resident_memory_bytes') };
+  return {
+    heapUsed: value('nodejs_heap_size_used_bytes'),
+    rss: value('process_resident_memory_bytes'),
+    newSpace: value('nodejs_heap_space_size_total_bytes\\{space="new"\\}'),
+  };
 }
 
 async function measure(name: string, pods: number) {
@@ -327,11 +334,12 @@ async function measure(name: string, pods: number) {
         heapUsedMiB: round(metrics.heapUsed / 2 ** 20, 1),
         rssMiB: round(metrics.rss / 2 ** 20, 1),
         vmRssMiB: round(statusKiB(server.pid, 'VmRSS') / 1024, 1),
+        newSpaceMiB: round(metrics.newSpace / 2 ** 20, 1),
       };
       rounds.push(record);
       log(
         `${name} round ${r}: ${options.rate} req/s × ${options.seconds} s: p50 ${record.p50Ms} ms, p99 ${record.p99Ms} ms, max ${record.maxMs} ms, ` +
-          `${record.answered} answered, ${failed} failed; heap used ${record.heapUsedMiB} MiB, RSS ${record.rssMiB} MiB; load ${os.loadavg()[0].toFixed(2)}`,
+          `${record.answered} answered, ${failed} failed; heap used ${record.heapUsedMiB} MiB (new space ${record.newSpaceMiB}), RSS ${record.rssMiB} MiB; load ${os.loadavg()[0].toFixed(2)}`,
       );
     }
     return {
