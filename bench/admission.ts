@@ -27,7 +27,7 @@
  *   --spawns n (BENCH_SPAWNS, 7) --sizes bare-node,kubeadm-node,large-node,pod (BENCH_SIZES) --ours-node-args="--flag ..." (BENCH_OURS_NODE_ARGS: extra
  *   node flags for ours only, for experiments) --memory-limit MiB (BENCH_MEMORY_LIMIT; each server in a
  *   memory cgroup at the Deployment's limit by default, as in its pod; 0 for none) --no-build (bench the dist/ there is) --out file
- * Writes bench/results/admission.json. Default run: about 5.5 minutes.
+ * Writes bench/results/admission.json. Default run: about 6 minutes.
  */
 import autocannon, { type Result } from 'autocannon';
 import { writeFileSync } from 'node:fs';
