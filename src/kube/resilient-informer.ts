@@ -65,9 +65,9 @@ const MAX_RESTART_DELAY_MS = 30_000;
  * cache through `transform` (managedFields stripped by default).
  *
  * The list is paged, LIST_PAGE_SIZE items a request (the API server serves every page from the
- * first one's snapshot), and each page is transformed before the next is fetched: one response
- * of a whole large collection (150,000 pods are about 450 MB of JSON) would be held, parsed and
- * deserialised at once, beyond the process's heap. A `list` that ignores the page options lists
+ * first one's snapshot), and each page is transformed before the next is fetched: a whole large
+ * collection in one response (150,000 pods of 3.6 KB are 540 MB of JSON) is received, parsed and
+ * deserialised at once, beyond the pod's memory limit. A `list` that ignores the page options lists
  * in one request. A continue token that expires mid-list (410) fails the list, and the restart
  * lists again from the first page.
  */
