@@ -36,7 +36,7 @@ export class NamespaceCache implements OnModuleInit, OnApplicationShutdown {
   async onModuleInit(): Promise<void> {
     if (!this.inCluster) return;
     const core = this.kube.makeApiClient(CoreV1Api);
-    this.informer = new ResilientInformer(this.kube, '/api/v1/namespaces', () => core.listNamespace(), { description: 'namespaces' });
+    this.informer = new ResilientInformer(this.kube, '/api/v1/namespaces', (page) => core.listNamespace(page), { description: 'namespaces' });
     await this.informer.start();
   }
 
@@ -86,6 +86,10 @@ export class NamespaceCache implements OnModuleInit, OnApplicationShutdown {
         : { inScope: false, reason: `namespace "${namespace}" does not match ${selectorName}`, unknown: false };
     }
     if (!this.inCluster) return { inScope: true };
-    return { inScope: false, reason: `the labels of namespace "${namespace}" are not known yet (namespace cache not synced, or the namespace is new)`, unknown: true };
+    return {
+      inScope: false,
+      reason: `the labels of namespace "${namespace}" are not known yet (namespace cache not synced, or the namespace is new)`,
+      unknown: true,
+    };
   }
 }

@@ -125,18 +125,16 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
     const onListed = () => this.syncedGauge.set({ cache }, 1);
     this.syncedGauge.set({ cache }, 0);
     if (cache === 'nodes') {
-      this.informers.nodes = new ResilientInformer<V1Node>(this.kube, '/api/v1/nodes', () => core.listNode(), {
+      this.informers.nodes = new ResilientInformer<V1Node>(this.kube, '/api/v1/nodes', (page) => core.listNode(page), {
         description: 'nodes',
         onListed,
         transform: trimCachedNode,
       });
     } else {
-      this.informers.limitranges = new ResilientInformer<V1LimitRange>(
-        this.kube,
-        '/api/v1/limitranges',
-        () => core.listLimitRangeForAllNamespaces(),
-        { description: 'limitranges', onListed },
-      );
+      this.informers.limitranges = new ResilientInformer<V1LimitRange>(this.kube, '/api/v1/limitranges', (page) => core.listLimitRangeForAllNamespaces(page), {
+        description: 'limitranges',
+        onListed,
+      });
     }
     this.logger.log(`${cache} cache started: the pod policy in force reads it`);
     void this.informers[cache]!.start();
