@@ -12,7 +12,13 @@ export default defineConfig({
       {
         ...decorators,
         // nest-logs: Nest's logger lines are kept for assertions, not printed.
-        test: { name: 'unit', expect, include: ['src/**/*.spec.ts'], environment: 'node', setupFiles: ['reflect-metadata', 'test/setup/nest-logs.ts', 'test/setup/fast-check.ts'] },
+        test: {
+          name: 'unit',
+          expect,
+          include: ['src/**/*.spec.ts'],
+          environment: 'node',
+          setupFiles: ['reflect-metadata', 'test/setup/nest-logs.ts', 'test/setup/fast-check.ts'],
+        },
       },
       {
         ...decorators,
