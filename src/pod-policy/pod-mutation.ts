@@ -27,7 +27,8 @@
  * changed can be held at the reinvocation, which must then change nothing.
  */
 import type { PatchOperation } from '../admission/admission.types.js';
-import { escapeJsonPointer, jsonPointer } from '../common/json-pointer.js';
+import { annotationPatch } from '../common/annotation-patch.js';
+import { jsonPointer } from '../common/json-pointer.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../node-oversell/quantity.js';
 import { applyContainerPolicy, sameAmounts, settingsWithout, type ContainerAmounts, type PolicyAmounts, type PolicySettings } from './container-policy.js';
 import { POLICY_RESOURCES, type ContainerBounds, type PolicyResource } from './limit-range.js';
@@ -241,16 +242,6 @@ export function planPodMutation(pod: PodLike, settings: PolicySettings, bounds: 
   }
 
   const desired = Object.keys(record).length > 0 ? JSON.stringify(record) : null;
-  const annotations = pod.metadata?.annotations;
-  const hasAnnotations = isRecord(annotations);
-  const present = hasAnnotations && Object.prototype.hasOwnProperty.call(annotations, ORIGINAL_RESOURCES_ANNOTATION);
-  const path = `/metadata/annotations/${escapeJsonPointer(ORIGINAL_RESOURCES_ANNOTATION)}`;
-  if (desired === null) {
-    if (present) patch.push({ op: 'remove', path });
-  } else if (!present || annotations[ORIGINAL_RESOURCES_ANNOTATION] !== desired) {
-    if (hasAnnotations) patch.push({ op: present ? 'replace' : 'add', path, value: desired });
-    else if (isRecord(pod.metadata)) patch.push({ op: 'add', path: '/metadata/annotations', value: { [ORIGINAL_RESOURCES_ANNOTATION]: desired } });
-    else patch.push({ op: 'add', path: '/metadata', value: { annotations: { [ORIGINAL_RESOURCES_ANNOTATION]: desired } } });
-  }
+  patch.push(...annotationPatch(pod.metadata, { [ORIGINAL_RESOURCES_ANNOTATION]: desired }, { malformed: 'overwrite' }));
   return { patch, changes };
 }

@@ -15,7 +15,7 @@
  *   any later pass) changes nothing.
  */
 import type { PatchOperation } from '../admission/admission.types.js';
-import { jsonPointer } from '../common/json-pointer.js';
+import { annotationPatch } from '../common/annotation-patch.js';
 import { isObject, type KubeObject } from './kube-objects.js';
 
 export const INJECT_ANNOTATION = 'kube-overcommit.io/inject';
@@ -62,7 +62,14 @@ export interface InjectionPlan {
 /** `"a, b,,a"` → `['a', 'b']`: trimmed, empties ignored, first occurrence kept. */
 export function parseTemplateList(value: unknown): string[] {
   if (typeof value !== 'string') return [];
-  return [...new Set(value.split(',').map((name) => name.trim()).filter((name) => name !== ''))];
+  return [
+    ...new Set(
+      value
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== ''),
+    ),
+  ];
 }
 
 /**
@@ -94,7 +101,11 @@ const nameOf = (item: unknown): string | undefined => (isObject(item) && typeof 
 const clone = <T>(value: T): T => structuredClone(value) as T;
 
 /** Names of `pick(template)` items over the templates named in `among`. */
-function templateItemNames(templates: ReadonlyMap<string, TemplateLike>, among: Iterable<string>, pick: (t: TemplateLike) => readonly KubeObject[] | null | undefined): Set<string> {
+function templateItemNames(
+  templates: ReadonlyMap<string, TemplateLike>,
+  among: Iterable<string>,
+  pick: (t: TemplateLike) => readonly KubeObject[] | null | undefined,
+): Set<string> {
   const names = new Set<string>();
   for (const name of among) {
     const template = templates.get(name);
@@ -152,7 +163,8 @@ export function planInjection(pod: PodLike, requestedNames: readonly string[], t
         const found = containersByName.get(cname);
         if (!found) toAdd[which].push(wanted);
         else if (found.list === which && ((ours && found.entry.addedBy === undefined) || containsFields(found.entry.item, wanted))) continue;
-        else if (found.entry.addedBy !== undefined) problems.push(`${NOUN[which]} "${cname}" clashes with ${A_NOUN[found.list]} of template "${found.entry.addedBy}"`);
+        else if (found.entry.addedBy !== undefined)
+          problems.push(`${NOUN[which]} "${cname}" clashes with ${A_NOUN[found.list]} of template "${found.entry.addedBy}"`);
         else if (found.list !== which) problems.push(`the pod already has ${A_NOUN[found.list]} named "${cname}"`);
         else problems.push(`the pod already has a different ${NOUN[which]} named "${cname}"`);
       }
@@ -251,12 +263,8 @@ export function planInjection(pod: PodLike, requestedNames: readonly string[], t
   }
   appendAll(patch, spec, 'volumes', added.volumes);
   if (newlyRecorded.length > 0 || finalRecorded.length < recorded.length) {
-    const value = finalRecorded.join(',');
-    const path = jsonPointer(['metadata', 'annotations', INJECTED_ANNOTATION]);
-    if (value === '') patch.push({ op: 'remove', path });
-    else if (isObject(annotations)) patch.push({ op: 'add', path, value });
-    else if (isObject(pod.metadata)) patch.push({ op: 'add', path: '/metadata/annotations', value: { [INJECTED_ANNOTATION]: value } });
-    else patch.push({ op: 'add', path: '/metadata', value: { annotations: { [INJECTED_ANNOTATION]: value } } });
+    const value = finalRecorded.length > 0 ? finalRecorded.join(',') : null;
+    patch.push(...annotationPatch(pod.metadata, { [INJECTED_ANNOTATION]: value }, { existing: 'add', malformed: 'overwrite' }));
   }
   return { patch, warnings, decisions };
 }
