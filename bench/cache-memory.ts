@@ -92,8 +92,6 @@ function heapPerCachedPod(json: string, keep: (pod: PodLike) => PodLike): number
     // Both read after the measurement, so neither is collected before it.
     const held = [...byNamespace.values()].reduce((sum, pods) => sum + pods.size, 0);
     if (index.size !== count || held !== count) throw new Error(`held ${held}, indexed ${index.size} pods of ${count}`);
-    byNamespace.clear();
-    index.clear();
   }
   return median(samples);
 }

@@ -54,7 +54,6 @@ import { matchesLabelSelector } from '../config/label-selector.js';
 import { Memo } from './memo.js';
 import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from './quantity.js';
 
-export const ANNOTATION_PREFIX = 'kube-overcommit.io/';
 /** JSON `{"allocatable":{...},"capacity":{...}}`: see RawRecordJson. */
 export const RAW_ANNOTATION = 'kube-overcommit.io/allocatable-raw';
 /** JSON `{"cpu":1.5,...}`: the ratios applied, only those ≠ 1. */

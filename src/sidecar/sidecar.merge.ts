@@ -23,7 +23,6 @@ export const INJECTED_ANNOTATION = 'kube-overcommit.io/injected';
 export const MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
 
 export type InjectionOutcome = 'injected' | 'already_present' | 'conflict' | 'unknown_template';
-export const INJECTION_OUTCOMES: readonly InjectionOutcome[] = ['injected', 'already_present', 'conflict', 'unknown_template'];
 
 /** What a template must provide (SidecarTemplate from the config satisfies it). */
 export interface TemplateLike {
