@@ -157,13 +157,11 @@ export function isOptedOut(labels: Readonly<Record<string, string>> | undefined)
  * nodeSelector matches, in order; else the default ratios (pool null). The mode is the
  * pool's, else `defaultMode`.
  */
-export function resolveNodePolicy(
-  labels: Readonly<Record<string, string>> | undefined,
-  nodesConfig: NodesConfig | undefined,
-): NodePolicy | null {
+export function resolveNodePolicy(labels: Readonly<Record<string, string>> | undefined, nodesConfig: NodesConfig | undefined): NodePolicy | null {
   if (isOptedOut(labels)) return null;
   for (const pool of nodesConfig?.pools ?? []) {
-    if (matchesLabelSelector(pool.nodeSelector, labels)) return { pool: pool.name, ratios: pool.ratios, mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce' };
+    if (matchesLabelSelector(pool.nodeSelector, labels))
+      return { pool: pool.name, ratios: pool.ratios, mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce' };
   }
   return { pool: null, ratios: nodesConfig?.defaultRatios ?? {}, mode: nodesConfig?.defaultMode ?? 'enforce' };
 }
