@@ -20,7 +20,6 @@ import {
 import {
   FLOOR_ANNOTATION,
   inflate,
-  isRecord,
   NODE_ANNOTATIONS,
   type NodeLike,
   type NodePolicy,
@@ -29,6 +28,7 @@ import {
   resolveNodePolicy,
 } from './node-oversell.rules.js';
 import { baseAmountToNumber, formatResourceQuantity } from './quantity.js';
+import { isRecord } from '../common/is-record.js';
 
 // The allocatable paths a node patch touches, escaped once (the patch is built at every heartbeat).
 const ALLOCATABLE_PATH = Object.fromEntries(MANAGED_RESOURCES.map((resource) => [resource, jsonPointer(['status', 'allocatable', resource])]));

@@ -33,6 +33,7 @@ import { formatResourceQuantity, parseResourceQuantity } from '../node-oversell/
 import { applyContainerPolicy, sameAmounts, settingsWithout, type ContainerAmounts, type PolicyAmounts, type PolicySettings } from './container-policy.js';
 import { POLICY_RESOURCES, type ContainerBounds, type PolicyResource } from './limit-range.js';
 import type { ContainerLike, PodLike, ResourceRequirements } from './pod-resources.js';
+import { isRecord } from '../common/is-record.js';
 
 export const ORIGINAL_RESOURCES_ANNOTATION = 'kube-overcommit.io/original-resources';
 
@@ -57,10 +58,6 @@ export interface PodMutationPlan {
   patch: PatchOperation[];
   /** What changed relative to the object as received (empty when the patch is). */
   changes: ResourceChange[];
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function readPolicyList(list: unknown): PolicyAmounts {
