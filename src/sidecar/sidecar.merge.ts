@@ -16,7 +16,8 @@
  */
 import type { PatchOperation } from '../admission/admission.types.js';
 import { annotationPatch } from '../common/annotation-patch.js';
-import { isObject, type KubeObject } from './kube-objects.js';
+import { isRecord } from '../common/is-record.js';
+import type { KubeObject } from './kube-objects.js';
 
 export const INJECT_ANNOTATION = 'kube-overcommit.io/inject';
 export const INJECTED_ANNOTATION = 'kube-overcommit.io/injected';
@@ -79,8 +80,8 @@ export function containsFields(actual: unknown, expected: unknown): boolean {
   if (Array.isArray(expected)) {
     return Array.isArray(actual) && actual.length === expected.length && expected.every((item, i) => containsFields(actual[i], item));
   }
-  if (isObject(expected)) {
-    return isObject(actual) && Object.entries(expected).every(([key, value]) => containsFields(Object.hasOwn(actual, key) ? actual[key] : undefined, value));
+  if (isRecord(expected)) {
+    return isRecord(actual) && Object.entries(expected).every(([key, value]) => containsFields(Object.hasOwn(actual, key) ? actual[key] : undefined, value));
   }
   return actual === expected;
 }
@@ -96,7 +97,7 @@ interface Entry {
 }
 
 const list = <T>(value: readonly T[] | null | undefined): readonly T[] => (Array.isArray(value) ? value : []);
-const nameOf = (item: unknown): string | undefined => (isObject(item) && typeof item.name === 'string' ? item.name : undefined);
+const nameOf = (item: unknown): string | undefined => (isRecord(item) && typeof item.name === 'string' ? item.name : undefined);
 const clone = <T>(value: T): T => structuredClone(value) as T;
 
 /** Names of `pick(template)` items over the templates named in `among`. */
@@ -132,7 +133,7 @@ interface TemplateChoice {
 
 export function planInjection(pod: PodLike, requestedNames: readonly string[], templates: readonly TemplateLike[]): InjectionPlan {
   const requested = [...new Set(requestedNames)];
-  if (!isObject(pod.spec)) return { patch: [], warnings: [], decisions: [] };
+  if (!isRecord(pod.spec)) return { patch: [], warnings: [], decisions: [] };
   const templatesByName = new Map(templates.map((t) => [t.name, t]));
   const recorded = parseTemplateList(pod.metadata?.annotations?.[INJECTED_ANNOTATION]);
   const spec = pod.spec;
@@ -280,7 +281,7 @@ function planEnv(
     let envAdded = 0;
     podContainers.forEach((container, index) => {
       const cname = nameOf(container);
-      if (!isObject(container) || (cname !== undefined && injectedContainerNames.has(cname))) return;
+      if (!isRecord(container) || (cname !== undefined && injectedContainerNames.has(cname))) return;
       for (const variable of list(template.env)) {
         if (envNames[index].has(nameOf(variable))) continue;
         envNames[index].add(nameOf(variable));
