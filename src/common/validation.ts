@@ -24,14 +24,19 @@ type Plain = Record<string, unknown>;
 type Class = new () => object;
 
 // class-transformer keeps the targets of @Type in this store and exports no accessor for it.
-const typeStore: { findTypeMetadata(target: Function, property: string): { typeFunction?: (options?: unknown) => Class } | undefined } =
-  createRequire(import.meta.url)('class-transformer/cjs/storage.js').defaultMetadataStorage;
+const typeStore: { findTypeMetadata(target: Function, property: string): { typeFunction?: (options?: unknown) => Class } | undefined } = createRequire(
+  import.meta.url,
+)('class-transformer/cjs/storage.js').defaultMetadataStorage;
 
 const declaredCache = new Map<Function, ReadonlySet<string>>();
 function declaredProperties(cls: Function): ReadonlySet<string> {
   let declared = declaredCache.get(cls);
   if (!declared) {
-    declared = new Set(getMetadataStorage().getTargetValidationMetadatas(cls, '', true, false).map((m) => m.propertyName));
+    declared = new Set(
+      getMetadataStorage()
+        .getTargetValidationMetadatas(cls, '', true, false)
+        .map((m) => m.propertyName),
+    );
     declaredCache.set(cls, declared);
   }
   return declared;
