@@ -33,7 +33,7 @@ export class PodPolicyMetrics {
 }
 
 /**
- * Pod policies (issue 5): default requests and request-to-limit percentages on pod CREATE,
+ * Pod policies: default requests and request-to-limit percentages on pod CREATE,
  * and the per-node cap when a pod's node becomes known (pods/binding, or CREATE with
  * spec.nodeName). Runs at order 20: after node-oversell (0) and sidecar injection (10), so
  * injected containers get defaults and count toward the cap.
