@@ -3,6 +3,8 @@ import https from 'node:https';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fastJsonPatch, { type Operation } from 'fast-json-patch';
+import { expect } from 'vitest';
 import { createApp, type RunningApp } from '../../src/app.factory.js';
 import { createRootLogger } from '../../src/logging.js';
 
@@ -73,7 +75,13 @@ export async function startServer(config: string, env: Record<string, string> = 
   writeFileSync(configFile, config);
   const lines: LogLine[] = [];
   currentLines = lines;
-  const appEnv = { LOG_LEVEL: 'warn', OVERCOMMIT_CONFIG_FILE: configFile, OVERCOMMIT_TLS_CERT_FILE: join(dir, 'none.crt'), OVERCOMMIT_TLS_KEY_FILE: join(dir, 'none.key'), ...env };
+  const appEnv = {
+    LOG_LEVEL: 'warn',
+    OVERCOMMIT_CONFIG_FILE: configFile,
+    OVERCOMMIT_TLS_CERT_FILE: join(dir, 'none.crt'),
+    OVERCOMMIT_TLS_KEY_FILE: join(dir, 'none.key'),
+    ...env,
+  };
   const running = await createApp({
     httpsPort: 0,
     httpPort: 0,
@@ -123,4 +131,26 @@ export function metricValue(text: string, name: string, labels: Record<string, s
     if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(match[4]);
   }
   return undefined;
+}
+
+/** The JSONPatch of an AdmissionReview answer, decoded ([] when it has none). */
+export function decodePatch(body: any): Operation[] {
+  return body.response.patch ? JSON.parse(Buffer.from(body.response.patch, 'base64').toString('utf8')) : [];
+}
+
+/**
+ * The answer to `review` checked against the AdmissionReview contract (apiVersion, kind, uid,
+ * allowed, patchType when there is a patch), and the object as the API server would store it:
+ * the patch applied with every operation validated against the object it sent.
+ */
+export function admitted(review: any, body: any): { object: any; patch: Operation[]; warnings: string[] } {
+  expect(body.apiVersion).toBe('admission.k8s.io/v1');
+  expect(body.kind).toBe('AdmissionReview');
+  expect(body.response.uid).toBe(review.request.uid);
+  expect(body.response.allowed).toBe(true);
+  const warnings: string[] = body.response.warnings ?? [];
+  if (!body.response.patch) return { object: review.request.object, patch: [], warnings };
+  expect(body.response.patchType).toBe('JSONPatch');
+  const patch = decodePatch(body);
+  return { object: fastJsonPatch.applyPatch(structuredClone(review.request.object), patch, true, false).newDocument, patch, warnings };
 }
