@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fastJsonPatch, { type Operation } from 'fast-json-patch';
 import { expect } from 'vitest';
+import { Metrics } from '../e2e/harness/metrics.js';
 import { createApp, type RunningApp } from '../../src/app.factory.js';
 import { createRootLogger } from '../../src/logging.js';
 
@@ -122,15 +123,9 @@ export async function eventually<T>(check: () => Promise<T | undefined | false>,
   throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
 }
 
+/** The value of the first sample of `name` whose labels include `labels`, in a scrape. */
 export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(name)) continue;
-    const match = /^([a-zA-Z_:][\w:]*)(\{(.*)\})? (\S+)$/.exec(line);
-    if (!match || match[1] !== name) continue;
-    const have = Object.fromEntries([...(match[3] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(match[4]);
-  }
-  return undefined;
+  return Metrics.parse(text).find(name, labels)[0]?.value;
 }
 
 /** The JSONPatch of an AdmissionReview answer, decoded ([] when it has none). */
