@@ -20,11 +20,10 @@ import {
   apiserverMetrics,
   claimNodeNames,
   createNamespace,
-  deleteNamespace,
   e2eEnv,
   getNode,
   listPods,
-  resetConfig,
+  tearDown,
   sameQuantity,
   SimKubelet,
   waitUntil,
@@ -132,17 +131,7 @@ beforeAll(async () => {
   general = await startKwokNode(env, admin, { name: name!, capacity: { cpu: '8', memory: '32Gi', pods: '110' } });
 });
 
-afterAll(async () => {
-  await Promise.all(namespaces.map((ns) => deleteNamespace(env, ns).catch(() => undefined)));
-  try {
-    general?.assertHealthy();
-  } finally {
-    await general?.stop({ deleteNode: true });
-    await webhook?.stop();
-    if (env) await resetConfig(env).catch(() => undefined);
-    admin?.close();
-  }
-});
+afterAll(() => tearDown({ env, admin, webhook, kubelets: [general], namespaces }));
 
 describe('pod policies against a real control plane', () => {
   it('(a) a Deployment in an opted-in namespace: the pods its ReplicaSet creates get default requests and request-to-limit percentages, with the originals recorded', async () => {

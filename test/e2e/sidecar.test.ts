@@ -16,9 +16,8 @@ import {
   apiserverMetrics,
   claimNodeNames,
   createNamespace,
-  deleteNamespace,
   e2eEnv,
-  resetConfig,
+  tearDown,
   SimKubelet,
   waitUntil,
   WebhookProcess,
@@ -96,17 +95,7 @@ beforeAll(async () => {
   await waitForWebhookToSeeNamespace(admin, ns, { annotations: { [INJECT_ANNOTATION]: 'mesh' } }, (pod) => pod.metadata.annotations?.[INJECTED_ANNOTATION] === 'mesh');
 });
 
-afterAll(async () => {
-  if (ns) await deleteNamespace(env, ns).catch(() => undefined);
-  try {
-    node?.assertHealthy();
-  } finally {
-    await node?.stop({ deleteNode: true });
-    await webhook?.stop();
-    if (env) await resetConfig(env).catch(() => undefined);
-    admin?.close();
-  }
-});
+afterAll(() => tearDown({ env, admin, webhook, kubelets: [node], namespaces: [ns] }));
 
 describe('sidecar injection against a real control plane', () => {
   it('(a) a Deployment\'s pods asking for a template come up with the native sidecar, the sidecar container, the volume and env, and the injected annotation; kwok runs them', async () => {
