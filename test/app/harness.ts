@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -97,7 +97,12 @@ export async function startServer(config: string, env: Record<string, string> = 
     http: `http://127.0.0.1:${running.httpPort}`,
     configFile,
     logs: (minLevel = 0) => lines.filter((line) => line.level >= minLevel),
-    writeConfig: (text) => writeFileSync(configFile, text),
+    // Replaced by rename, as editors and Kubernetes volume updates do: written in place, the
+    // watcher could read it half-written (an empty file is a valid, empty config).
+    writeConfig: (text) => {
+      writeFileSync(`${configFile}.next`, text);
+      renameSync(`${configFile}.next`, configFile);
+    },
     mutate: (review) => send(`${base}/mutate`, { body: JSON.stringify(review) }),
     metrics: async () => (await send(`${base}/metrics`)).text,
     async stop() {

@@ -153,24 +153,22 @@ describe('pod policies off (the defaults) and config reload', () => {
     expect((await server.mutate(review)).json().response).toEqual({ uid: review.request.uid, allowed: true });
 
     server.writeConfig('pods: { defaultRequests: { memory: 256Mi } }');
-    let pod: any;
-    const deadline = Date.now() + 2_000;
-    while (Date.now() < deadline) {
-      const next = podReview(deploymentPod());
-      pod = applyResponse(next, (await server.mutate(next)).json());
-      if (pod.spec.initContainers[1].resources.requests) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(pod.spec.initContainers[1].resources).toEqual({ requests: { memory: '256Mi' } });
+    await expect
+      .poll(
+        async () => {
+          const next = podReview(deploymentPod());
+          return applyResponse(next, (await server.mutate(next)).json()).spec.initContainers[1].resources;
+        },
+        { timeout: 2_000, interval: 50 },
+      )
+      .toEqual({ requests: { memory: '256Mi' } });
   });
 
   it('rejects an invalid pods: section whole, naming the field, and keeps serving', async () => {
     server.writeConfig('pods: { limitToRequest: { memoryRequestPercent: 150 } }');
-    const deadline = Date.now() + 2_000;
-    while (Date.now() < deadline && metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }) !== 1) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' })).toBe(1);
+    await expect
+      .poll(async () => metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }), { timeout: 2_000, interval: 50 })
+      .toBe(1);
     expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual([
       'pods.limitToRequest.memoryRequestPercent: memoryRequestPercent must not be greater than 100',
     ]);
