@@ -1,5 +1,5 @@
 /**
- * Pod policies (docs/pod-policy.md, issue 5) against a real control plane: the shipped
+ * Pod policies (docs/pod-policy.md) against a real control plane: the shipped
  * k8s/base (webhook entries, RBAC) applied with kubectl, the built product as its own process
  * with the ServiceAccount's token, the controller-manager making ReplicaSets and Pods,
  * kube-scheduler binding them (pods/binding goes through the webhook), kwok running them on

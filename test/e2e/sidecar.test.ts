@@ -1,5 +1,5 @@
 /**
- * Sidecar injection (docs/sidecars.md, issue 6) against a real control plane: the shipped
+ * Sidecar injection (docs/sidecars.md) against a real control plane: the shipped
  * k8s/base (its sidecars entry with the matchCondition on the inject annotation), the built
  * product with the ServiceAccount's token, Deployments whose pods the ReplicaSet controller
  * creates, kube-scheduler placing them on a kwok node (registered by a simulated kubelet) where
