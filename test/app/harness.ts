@@ -4,7 +4,7 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fastJsonPatch, { type Operation } from 'fast-json-patch';
-import { expect } from 'vitest';
+import { expect, vi } from 'vitest';
 import { Metrics } from '../e2e/harness/metrics.js';
 import { createApp, type RunningApp } from '../../src/app.factory.js';
 import { createRootLogger } from '../../src/logging.js';
@@ -112,20 +112,16 @@ export async function startServer(config: string, env: Record<string, string> = 
   };
 }
 
-/** Polls until `check` returns a value (not undefined/false) or the time runs out. */
-export async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
+/** Polls (vi.waitFor) until `check` returns a value other than undefined or false, or the time runs out. */
+export function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 5_000): Promise<T> {
+  return vi.waitFor(
+    async () => {
       const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
+      if (value === undefined || value === false) throw new Error(`condition not met within ${timeoutMs} ms`);
+      return value;
+    },
+    { timeout: timeoutMs, interval: 50 },
+  );
 }
 
 /** The value of the first sample of `name` whose labels include `labels`, in a scrape. */
