@@ -53,8 +53,8 @@ import { MANAGED_RESOURCES, type ManagedResource, type NodeMode, type NodesConfi
 import { matchesLabelSelector } from '../config/label-selector.js';
 import { Memo } from './memo.js';
 import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from './quantity.js';
+import { isRecord } from '../common/is-record.js';
 
-export const ANNOTATION_PREFIX = 'kube-overcommit.io/';
 /** JSON `{"allocatable":{...},"capacity":{...}}`: see RawRecordJson. */
 export const RAW_ANNOTATION = 'kube-overcommit.io/allocatable-raw';
 /** JSON `{"cpu":1.5,...}`: the ratios applied, only those ≠ 1. */
@@ -143,11 +143,6 @@ const MAX_AMOUNT = 2n ** 63n - 1n;
 
 const inRange = (amount: bigint | undefined): amount is bigint => amount !== undefined && amount >= 0n && amount <= MAX_AMOUNT;
 
-/** A JSON object (not an array, not null). */
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /** True when the node carries an opt-out label (`kube-overcommit.io/disabled=true` or `node-oversell/disable=true`). */
 export function isOptedOut(labels: Readonly<Record<string, string>> | undefined): boolean {
   return labels?.[DISABLED_LABEL] === 'true' || labels?.[LEGACY_DISABLED_LABEL] === 'true';
@@ -158,13 +153,11 @@ export function isOptedOut(labels: Readonly<Record<string, string>> | undefined)
  * nodeSelector matches, in order; else the default ratios (pool null). The mode is the
  * pool's, else `defaultMode`.
  */
-export function resolveNodePolicy(
-  labels: Readonly<Record<string, string>> | undefined,
-  nodesConfig: NodesConfig | undefined,
-): NodePolicy | null {
+export function resolveNodePolicy(labels: Readonly<Record<string, string>> | undefined, nodesConfig: NodesConfig | undefined): NodePolicy | null {
   if (isOptedOut(labels)) return null;
   for (const pool of nodesConfig?.pools ?? []) {
-    if (matchesLabelSelector(pool.nodeSelector, labels)) return { pool: pool.name, ratios: pool.ratios, mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce' };
+    if (matchesLabelSelector(pool.nodeSelector, labels))
+      return { pool: pool.name, ratios: pool.ratios, mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce' };
   }
   return { pool: null, ratios: nodesConfig?.defaultRatios ?? {}, mode: nodesConfig?.defaultMode ?? 'enforce' };
 }

@@ -504,7 +504,7 @@ describe('per-node series: bounded, whatever the reviews carry', () => {
     try {
       const { strategy, request, admit, samples, nodes } = harness();
       strategy.onModuleInit();
-      // The envelope's name is valid; the object's name is what the gauges used to be keyed on.
+      // The envelope's name is valid; the object's name is not, and is not what the gauges are keyed on.
       const result = strategy.admit(request(kubeadmNode(), { object: named({ toString: 1 }) }), CONFIG);
       expect(result.patch).toHaveLength(4); // still inflated: only the export is skipped
       admit(kubeadmNode());

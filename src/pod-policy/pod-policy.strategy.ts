@@ -16,6 +16,7 @@ import { POD_FACTS, type FactsCache, type PodFacts } from './pod-facts.js';
 import { mutatesResources, type CapMode, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
 import { effectivePodRequests, isMirrorPod, type PodLike } from './pod-resources.js';
+import { isRecord } from '../common/is-record.js';
 
 /** The counters, bundled so the strategy can be built by hand in tests. */
 @Injectable()
@@ -31,12 +32,8 @@ export class PodPolicyMetrics {
   ) {}
 }
 
-function isRecord(value: unknown): value is Record<string, any> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
- * Pod policies (issue 5): default requests and request-to-limit percentages on pod CREATE,
+ * Pod policies: default requests and request-to-limit percentages on pod CREATE,
  * and the per-node cap when a pod's node becomes known (pods/binding, or CREATE with
  * spec.nodeName). Runs at order 20: after node-oversell (0) and sidecar injection (10), so
  * injected containers get defaults and count toward the cap.
@@ -69,7 +66,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     if (!mutate && cap === 'off') return {};
     const object = request.object;
     if (!isRecord(object)) return {};
-    const namespace = request.namespace || object.metadata?.namespace;
+    const namespace = request.namespace || (object as PodLike).metadata?.namespace;
     if (!namespace || !this.inScope(request, namespace, policy)) return {};
     if (request.subResource === 'binding') return cap === 'off' ? {} : this.admitBinding(request, namespace, object, cap);
     return this.admitPod(request, namespace, object as PodLike, policy, mutate, cap);
@@ -143,7 +140,14 @@ export class PodPolicyStrategy implements AdmissionStrategy {
   }
 
   /** Call only once capCachesReady() said yes. */
-  private checkCap(request: AdmissionRequest, pod: string, nodeName: string, requests: ResourceAmounts, exclude: string | undefined, mode: CapMode): StrategyResult {
+  private checkCap(
+    request: AdmissionRequest,
+    pod: string,
+    nodeName: string,
+    requests: ResourceAmounts,
+    exclude: string | undefined,
+    mode: CapMode,
+  ): StrategyResult {
     const node = this.facts.node(nodeName);
     if (node === undefined) return this.skip(request, 'node-unknown');
     const usage = this.facts.nodeUsage(nodeName, exclude);

@@ -5,7 +5,7 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
 import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
-import { isObject } from './kube-objects.js';
+import { isRecord } from '../common/is-record.js';
 import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS, UNKNOWN_TEMPLATE_LABEL } from './sidecar.metrics.js';
 import { INJECT_ANNOTATION, MIRROR_ANNOTATION, parseTemplateList, planInjection, type PodLike } from './sidecar.merge.js';
 import { SidecarConfig } from './sidecar.config.js';
@@ -38,8 +38,8 @@ export class SidecarStrategy implements AdmissionStrategy {
 
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
     const pod = request.object as PodLike | undefined;
-    if (!isObject(pod) || !isObject(pod.metadata)) return {};
-    const annotations = isObject(pod.metadata.annotations) ? pod.metadata.annotations : {};
+    if (!isRecord(pod) || !isRecord(pod.metadata)) return {};
+    const annotations = isRecord(pod.metadata.annotations) ? pod.metadata.annotations : {};
     const requested = parseTemplateList(annotations[INJECT_ANNOTATION]);
     if (requested.length === 0) return {};
     // Static pods: the kubelet owns them, and the API server only mirrors them.

@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
@@ -208,8 +209,10 @@ describe('stalled clients are cut off, bounded in time and bytes', () => {
 
   it('past the bytes in flight: 503 at once, while the body is still arriving; the budget comes back when the stalled body is cut off', async () => {
     const port = server.running.httpsPort;
+    // Its bytes are reserved once the server has read its head: the request event says so.
+    const reserved = once(server.running.httpsServer, 'request');
     const stalled = stall(port, postHead(3 * 1024 * 1024) + 'x'.repeat(1024));
-    await new Promise((r) => setTimeout(r, 200));
+    await reserved;
     // The body keeps arriving; the answer comes before it ends (a timeout would be a 408).
     const refused = await new Promise<string>((resolve) => {
       let response = '';

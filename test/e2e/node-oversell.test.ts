@@ -34,7 +34,7 @@ import {
   POOL_ANNOTATION,
   RATIOS_ANNOTATION,
   RAW_ANNOTATION,
-  resetConfig,
+  tearDown,
   SimKubelet,
   tokenClient,
   waitUntil,
@@ -132,11 +132,7 @@ afterEach(async () => {
   }
 });
 
-afterAll(async () => {
-  await webhook?.stop();
-  if (env) await resetConfig(env).catch(() => undefined);
-  admin?.close();
-});
+afterAll(() => tearDown({ env, admin, webhook }));
 
 describe('node oversell against a real control plane', () => {
   it('0. the shipped k8s/base is in force: webhook entries on the local URL, the Deployment admitted but never run, the webhook with only its RBAC', async () => {
