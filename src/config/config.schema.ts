@@ -15,7 +15,7 @@ import {
 import { PodPolicyConfig } from '../pod-policy/pod-policy.config.js';
 import { SidecarConfig } from '../sidecar/sidecar.config.js';
 import { parseDuration } from '../common/duration.js';
-import { LabelSelector } from './label-selector.js';
+import { LabelSelector } from '../domain/label-selector.js';
 
 /** The resources whose allocatable may be inflated. Extended resources (GPUs, hugepages) never are. */
 export const MANAGED_RESOURCES = ['cpu', 'memory', 'ephemeral-storage', 'pods'] as const;

@@ -5,7 +5,7 @@
  */
 import { Logger } from '@nestjs/common';
 import { MANAGED_RESOURCES } from '../config/config.schema.js';
-import { Memo } from '../node-oversell/memo.js';
+import { Memo } from '../domain/memo.js';
 import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
 import type { NodeUsage } from '../pod-policy/node-cap.js';
 import { effectivePodRequests, isMirrorPod, isTerminal, MIRROR_POD_ANNOTATION, type PodLike } from '../pod-policy/pod-resources.js';

@@ -8,7 +8,7 @@ import type { NodesConfig, OvercommitConfig } from '../config/config.schema.js';
 import { floorEnabled } from './commitment-floor.service.js';
 import { DISABLED_LABEL, FLOOR_ANNOTATION, type ResourceAmounts } from './node-oversell.rules.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
-import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 
 const { applyPatch } = fastJsonPatch;
 

@@ -50,9 +50,9 @@
  * the object.
  */
 import { MANAGED_RESOURCES, type ManagedResource, type NodeMode, type NodesConfig, type Ratios } from '../config/config.schema.js';
-import { matchesLabelSelector } from '../config/label-selector.js';
-import { Memo } from './memo.js';
-import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from './quantity.js';
+import { matchesLabelSelector } from '../domain/label-selector.js';
+import { Memo } from '../domain/memo.js';
+import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
 
 /** JSON `{"allocatable":{...},"capacity":{...}}`: see RawRecordJson. */
@@ -303,6 +303,23 @@ function configuredRatios(policy: NodePolicy | null, present: ResourceAmounts): 
     ratios[resource] = ratio;
   }
   return ratios;
+}
+
+/**
+ * Rule 3 alone: the node's raw allocatable per managed resource, read through its own record
+ * (the stored value when no record explains it). Null when it has no status.allocatable.
+ */
+export function rawAllocatable(node: NodeLike): ResourceAmounts | null {
+  return planNodeStatus(node, null)?.raw ?? null;
+}
+
+/**
+ * Rules 3 and 4 with the ratios the node's own record applied (no floor): what its allocatable
+ * is while that record stands. Null when it has no status.allocatable or no valid record.
+ */
+export function planRecordedStatus(node: NodeLike): NodeStatusPlan | null {
+  const record = readRecord(node.metadata?.annotations);
+  return record === null ? null : planNodeStatus(node, { pool: null, ratios: record.ratios });
 }
 
 /**

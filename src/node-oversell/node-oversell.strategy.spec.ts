@@ -8,7 +8,7 @@ import { TestConfigModule } from '../../test/fixtures/config-module.js';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, StrategyResult } from '../admission/admission.types.js';
 import { BACKGROUND_ERRORS, BackgroundTasksModule } from '../common/background-tasks.js';
-import { escapeJsonPointer, jsonPointer } from '../common/json-pointer.js';
+import { escapeJsonPointer, jsonPointer } from '../domain/json-pointer.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
 import {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,

@@ -5,7 +5,7 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
 import { annotationPatch } from '../common/annotation-patch.js';
 import { BackgroundTasks } from '../common/background-tasks.js';
-import { jsonPointer } from '../common/json-pointer.js';
+import { jsonPointer } from '../domain/json-pointer.js';
 import { MANAGED_RESOURCES, type OvercommitConfig } from '../config/config.schema.js';
 import { KUBE_ENV } from '../kube/kube.env.js';
 import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from './commitment-floor.service.js';
@@ -27,7 +27,7 @@ import {
   planNodeStatus,
   resolveNodePolicy,
 } from './node-oversell.rules.js';
-import { baseAmountToNumber, formatResourceQuantity } from './quantity.js';
+import { baseAmountToNumber, formatResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
 
 // The allocatable paths a node patch touches, escaped once (the patch is built at every heartbeat).

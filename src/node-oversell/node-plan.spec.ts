@@ -8,7 +8,7 @@ import { MANAGED_RESOURCES, type NodesConfig, type OvercommitConfig } from '../c
 import { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_METRICS_DROPPED_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
 import { DISABLED_LABEL, type NodeLike, RAW_ANNOTATION, readAmounts } from './node-oversell.rules.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
-import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { formatPlanTable, planCluster, planNode, podsThatFit, readPodSize } from './node-plan.js';
 
 const { applyPatch } = fastJsonPatch;

@@ -26,7 +26,7 @@ import {
   type ResourceAmounts,
 } from './node-oversell.rules.js';
 import { floorEnabled } from './commitment-floor.service.js';
-import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 
 /** Quantities per managed resource, in the canonical form of formatResourceQuantity. */
 export type Quantities = Partial<Record<ManagedResource, string>>;

@@ -11,14 +11,15 @@
 import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
 import {
   isOptedOut,
-  planNodeStatus,
+  planRecordedStatus,
+  rawAllocatable,
   readAmounts,
   readRecord,
   type AppliedRatios,
   type NodeLike,
   type ResourceAmounts,
 } from '../node-oversell/node-oversell.rules.js';
-import { formatResourceQuantity } from '../node-oversell/quantity.js';
+import { formatResourceQuantity } from '../domain/quantity.js';
 
 export interface NodeCap {
   /** The most that may be requested on the node, per managed resource present. */
@@ -52,16 +53,14 @@ export function nodeCap(node: NodeLike): NodeCap {
   if (isOptedOut(node.metadata?.labels)) {
     // An opted-out node keeps our last annotations (the webhook no longer sees it) and may
     // still store an inflated value until its kubelet reports again: its cap is the raw value.
-    const plan = planNodeStatus(node, null);
-    const raw = plan?.raw ?? {};
+    const raw = rawAllocatable(node) ?? {};
     return { cap: raw, raw, ratios: {}, source: 'opted-out' };
   }
-  const record = readRecord(node.metadata?.annotations);
-  if (record === null) {
+  if (readRecord(node.metadata?.annotations) === null) {
     const allocatable = readAmounts(node.status?.allocatable);
     return { cap: allocatable, raw: allocatable, ratios: {}, source: 'allocatable' };
   }
-  const plan = planNodeStatus(node, { pool: null, ratios: record.ratios });
+  const plan = planRecordedStatus(node);
   if (plan === null) return { cap: {}, raw: {}, ratios: {}, source: 'annotations' };
   return { cap: plan.allocatable, raw: plan.raw, ratios: plan.ratios, source: 'annotations' };
 }

@@ -7,7 +7,7 @@ import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResul
 import type { OvercommitConfig } from '../config/config.schema.js';
 import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
 import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
-import { formatResourceQuantity } from '../node-oversell/quantity.js';
+import { formatResourceQuantity } from '../domain/quantity.js';
 import { policySettings, type PolicySettings } from './container-policy.js';
 import { containerBounds, type ContainerBounds } from './limit-range.js';
 import { capMessage, capViolations, nodeCap, type CapViolation } from './node-cap.js';

@@ -13,7 +13,7 @@
  */
 import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
 import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
-import { parseResourceQuantity } from '../node-oversell/quantity.js';
+import { parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
 
 export type ResourceList = Record<string, string | number>;
