@@ -1,25 +1,9 @@
 import { Type } from 'class-transformer';
-import {
-  IsArray,
-  IsBoolean,
-  IsDefined,
-  IsIn,
-  IsNumber,
-  IsOptional,
-  Matches,
-  Max,
-  Min,
-  ValidateBy,
-  ValidateNested,
-} from 'class-validator';
+import { IsArray, IsBoolean, IsDefined, IsIn, IsNumber, IsOptional, Matches, Max, Min, ValidateBy, ValidateNested } from 'class-validator';
 import { PodPolicyConfig } from '../pod-policy/pod-policy.config.js';
 import { SidecarConfig } from '../sidecar/sidecar.config.js';
 import { parseDuration } from '../common/duration.js';
 import { LabelSelector } from '../domain/label-selector.js';
-
-/** The resources whose allocatable may be inflated. Extended resources (GPUs, hugepages) never are. */
-export const MANAGED_RESOURCES = ['cpu', 'memory', 'ephemeral-storage', 'pods'] as const;
-export type ManagedResource = (typeof MANAGED_RESOURCES)[number];
 
 const ratio = () => [IsOptional(), IsNumber({ allowNaN: false, allowInfinity: false }), Min(1), Max(10)];
 function Ratio(): PropertyDecorator {
@@ -61,8 +45,7 @@ export class NodesConfig {
   @ValidateBy({
     name: 'uniquePoolNames',
     validator: {
-      validate: (pools: unknown) =>
-        !Array.isArray(pools) || new Set(pools.map((p: NodePool) => p?.name)).size === pools.length,
+      validate: (pools: unknown) => !Array.isArray(pools) || new Set(pools.map((p: NodePool) => p?.name)).size === pools.length,
       defaultMessage: () => 'pool names must be unique',
     },
   })

@@ -6,7 +6,8 @@ import { backgroundTasks } from '../../test/fixtures/background.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import type { NodesConfig, OvercommitConfig } from '../config/config.schema.js';
 import { floorEnabled } from './commitment-floor.service.js';
-import { DISABLED_LABEL, FLOOR_ANNOTATION, type ResourceAmounts } from './node-oversell.rules.js';
+import { DISABLED_LABEL, FLOOR_ANNOTATION } from './node-oversell.rules.js';
+import { type ResourceAmounts } from '../domain/resources.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 

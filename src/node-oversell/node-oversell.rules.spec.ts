@@ -4,7 +4,8 @@ import { Counter, Gauge } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { MANAGED_RESOURCES, type ManagedResource, type NodesConfig, type OvercommitConfig } from '../config/config.schema.js';
+import { type NodesConfig, type OvercommitConfig } from '../config/config.schema.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
 import {
   DISABLED_LABEL,
   FLOOR_ANNOTATION,
@@ -18,7 +19,6 @@ import {
   rawAllocatable,
   readRecord,
   resolveNodePolicy,
-  type ResourceAmounts,
 } from './node-oversell.rules.js';
 import { NodeOversellStrategy, nodeStatusPatch } from './node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';

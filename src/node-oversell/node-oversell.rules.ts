@@ -49,7 +49,8 @@
  * maxPods change move capacity too) makes this as narrow as it can be without state outside
  * the object.
  */
-import { MANAGED_RESOURCES, type ManagedResource, type NodeMode, type NodesConfig, type Ratios } from '../config/config.schema.js';
+import { type NodeMode, type NodesConfig, type Ratios } from '../config/config.schema.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
 import { matchesLabelSelector } from '../domain/label-selector.js';
 import { Memo } from '../domain/memo.js';
 import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from '../domain/quantity.js';
@@ -83,8 +84,6 @@ export interface NodeLike {
   };
 }
 
-/** Amounts of the managed resources in base units (millicores, bytes, count); a missing key = resource absent. */
-export type ResourceAmounts = Partial<Record<ManagedResource, bigint>>;
 /** Ratios per managed resource; a missing key = 1. */
 export type AppliedRatios = Partial<Record<ManagedResource, number>>;
 

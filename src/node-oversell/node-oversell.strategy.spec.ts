@@ -18,7 +18,8 @@ import {
   NODE_RATIO_METRIC,
   NodeOversellModule,
 } from './node-oversell.module.js';
-import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, type ResourceAmounts } from './node-oversell.rules.js';
+import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION } from './node-oversell.rules.js';
+import { type ResourceAmounts } from '../domain/resources.js';
 import { KubeModule } from '../kube/kube.module.js';
 import {
   DEFAULT_NODE_METRICS_MAX_NODES,

@@ -16,15 +16,9 @@
  *   4. `matches` is true when every managed resource's stored value equals the planned one
  *      (compared by value, so "4000m" matches "4").
  */
-import { MANAGED_RESOURCES, type ManagedResource, type NodeMode, type NodesConfig } from '../config/config.schema.js';
-import {
-  type AppliedRatios,
-  type NodeLike,
-  planNodeStatus,
-  readAmounts,
-  resolveNodePolicy,
-  type ResourceAmounts,
-} from './node-oversell.rules.js';
+import { type NodeMode, type NodesConfig } from '../config/config.schema.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
+import { type AppliedRatios, type NodeLike, planNodeStatus, readAmounts, resolveNodePolicy } from './node-oversell.rules.js';
 import { floorEnabled } from './commitment-floor.service.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 

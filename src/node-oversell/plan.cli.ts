@@ -11,8 +11,9 @@ import { configMapRef } from '../config/configmap.source.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
 import { NON_TERMINAL_PODS } from '../kube/pod-cache.service.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
-import type { PodLike } from '../pod-policy/pod-resources.js';
-import type { NodeLike, ResourceAmounts } from './node-oversell.rules.js';
+import type { PodLike } from '../domain/pod-resources.js';
+import type { NodeLike } from './node-oversell.rules.js';
+import type { ResourceAmounts } from '../domain/resources.js';
 import { type ClusterPlan, formatPlanTable, planCluster, readPodSize } from './node-plan.js';
 
 export const PLAN_USAGE = `Usage: kube-overcommit plan [options]

@@ -8,7 +8,7 @@
  * (valid) record is capped at its allocatable as stored. Like the scheduler's fit check, a
  * resource the pod does not request is not checked (the pod count always is).
  */
-import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
+import { MANAGED_RESOURCES, type ManagedResource, type NodeUsage, type ResourceAmounts } from '../domain/resources.js';
 import {
   isOptedOut,
   planRecordedStatus,
@@ -17,7 +17,6 @@ import {
   readRecord,
   type AppliedRatios,
   type NodeLike,
-  type ResourceAmounts,
 } from '../node-oversell/node-oversell.rules.js';
 import { formatResourceQuantity } from '../domain/quantity.js';
 
@@ -29,11 +28,6 @@ export interface NodeCap {
   ratios: AppliedRatios;
   /** Where the cap came from: our record, the stored allocatable (no record), or the raw value of an opted-out node. */
   source: 'annotations' | 'allocatable' | 'opted-out';
-}
-
-export interface NodeUsage {
-  /** Sum of the effective requests of the node's non-terminal pods; `pods` is their count. */
-  requests: ResourceAmounts;
 }
 
 export interface CapViolation {

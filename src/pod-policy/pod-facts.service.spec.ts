@@ -12,7 +12,7 @@ import { ConfigStore } from '../config/config.store.js';
 import { NON_TERMINAL_PODS, PodCache } from '../kube/pod-cache.service.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
 import { PodFactsService, trimCachedNode } from './pod-facts.service.js';
-import { effectivePodRequests } from './pod-resources.js';
+import { effectivePodRequests } from '../domain/pod-resources.js';
 
 const CAP_AND_DEFAULTS = 'pods:\n  cap: { mode: deny }\n  defaultRequests: { cpu: 100m }\n';
 const CAP_ONLY = 'pods:\n  cap: { mode: warn }\n';

@@ -7,7 +7,7 @@ import { parseQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { MIB, policySettings, type PolicySettings } from './container-policy.js';
 import type { ContainerBounds } from './limit-range.js';
 import { ORIGINAL_RESOURCES_ANNOTATION, planPodMutation, readOriginals, readPodLevelResources } from './pod-mutation.js';
-import type { PodLike } from './pod-resources.js';
+import type { PodLike } from '../domain/pod-resources.js';
 
 const CRO = policySettings({
   defaultRequests: { cpu: '100m', memory: '128Mi' },

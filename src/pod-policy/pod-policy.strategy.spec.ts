@@ -16,7 +16,7 @@ import { cachedPod, PodsByNode, type CachedPod } from '../kube/pods-by-node.js';
 import type { FactsCache, PodFacts } from './pod-facts.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
 import { PodPolicyMetrics, PodPolicyStrategy } from './pod-policy.strategy.js';
-import type { PodLike } from './pod-resources.js';
+import type { PodLike } from '../domain/pod-resources.js';
 
 /** The same interface as PodFactsService, over plain objects. */
 class FakeFacts implements PodFacts {
