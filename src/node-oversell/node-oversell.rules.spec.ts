@@ -4,7 +4,8 @@ import { Counter, Gauge } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { type NodesConfig, type OvercommitConfig } from '../config/config.schema.js';
+import { type NodesConfig } from './node-oversell.config.js';
+import { type OvercommitConfig } from '../overcommit.config.js';
 import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
 import {
   DISABLED_LABEL,

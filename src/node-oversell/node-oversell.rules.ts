@@ -49,7 +49,7 @@
  * maxPods change move capacity too) makes this as narrow as it can be without state outside
  * the object.
  */
-import { type NodeMode, type NodesConfig, type Ratios } from '../config/config.schema.js';
+import { type NodeMode, type NodesConfig, type Ratios } from './node-oversell.config.js';
 import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
 import { matchesLabelSelector } from '../domain/label-selector.js';
 import { Memo } from '../domain/memo.js';

@@ -9,7 +9,7 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, StrategyResult } from '../admission/admission.types.js';
 import { BACKGROUND_ERRORS, BackgroundTasksModule } from '../common/background-tasks.js';
 import { escapeJsonPointer, jsonPointer } from '../domain/json-pointer.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
   NODE_ALLOCATABLE_RAW_METRIC,

@@ -6,7 +6,7 @@ import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResul
 import { annotationPatch } from '../common/annotation-patch.js';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { jsonPointer } from '../domain/json-pointer.js';
-import { type OvercommitConfig } from '../config/config.schema.js';
+import { type OvercommitConfig } from '../overcommit.config.js';
 import { MANAGED_RESOURCES } from '../domain/resources.js';
 import { KUBE_ENV } from '../kube/kube.env.js';
 import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from './commitment-floor.service.js';

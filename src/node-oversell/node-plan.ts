@@ -16,7 +16,7 @@
  *   4. `matches` is true when every managed resource's stored value equals the planned one
  *      (compared by value, so "4000m" matches "4").
  */
-import { type NodeMode, type NodesConfig } from '../config/config.schema.js';
+import { type NodeMode, type NodesConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
 import { type AppliedRatios, type NodeLike, planNodeStatus, readAmounts, resolveNodePolicy } from './node-oversell.rules.js';
 import { floorEnabled } from './commitment-floor.service.js';

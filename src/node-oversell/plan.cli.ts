@@ -6,9 +6,9 @@
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { parseConfig } from '../config/config.loader.js';
+import { parseConfig } from '../overcommit.config.js';
 import { configMapRef } from '../config/configmap.source.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { NON_TERMINAL_PODS } from '../kube/pod-cache.service.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
 import type { PodLike } from '../domain/pod-resources.js';

@@ -6,8 +6,8 @@ import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { bindingReview, container, deploymentPod, mirrorPod, podReview, runningPod } from '../../test/fixtures/pods.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { parseConfig } from '../config/config.loader.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import { parseConfig } from '../overcommit.config.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { planNodeStatus } from '../node-oversell/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import type { LimitRangeLike } from './limit-range.js';

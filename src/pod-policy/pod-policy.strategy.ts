@@ -4,7 +4,7 @@ import fastJsonPatch from 'fast-json-patch';
 import type { Counter } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
 import type { ResourceAmounts } from '../domain/resources.js';
 import { formatResourceQuantity } from '../domain/quantity.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { parseConfig } from '../config/config.loader.js';
+import { parseConfig } from '../overcommit.config.js';
 import { matchesLabelSelector } from '../domain/label-selector.js';
 
 const VALID = `

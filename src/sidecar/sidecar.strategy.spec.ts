@@ -5,8 +5,8 @@ import { podReview } from '../../test/fixtures/pods.js';
 import { deploymentPod, mirrorPod } from '../../test/fixtures/sidecar-pods.js';
 import { nestLogs } from '../../test/setup/nest-logs.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { parseConfig } from '../config/config.loader.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import { parseConfig } from '../overcommit.config.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS } from './sidecar.metrics.js';
 import { SidecarStrategy } from './sidecar.strategy.js';
 

@@ -1,7 +1,5 @@
 import { Type } from 'class-transformer';
 import { IsArray, IsBoolean, IsDefined, IsIn, IsNumber, IsOptional, Matches, Max, Min, ValidateBy, ValidateNested } from 'class-validator';
-import { PodPolicyConfig } from '../pod-policy/pod-policy.config.js';
-import { SidecarConfig } from '../sidecar/sidecar.config.js';
 import { parseDuration } from '../common/duration.js';
 import { LabelSelector } from '../domain/label-selector.js';
 
@@ -64,13 +62,4 @@ export class NodesConfig {
     },
   })
   statusReportPeriod: string = '5m';
-}
-
-/** config.yaml, validated. A snapshot of it is deep-frozen and shared by concurrent requests. */
-export class OvercommitConfig {
-  @IsOptional() @ValidateNested() @Type(() => NodesConfig) nodes: NodesConfig = new NodesConfig();
-  /** Pod policies: default requests, request-to-limit percentages, node cap (docs/pod-policy.md). */
-  @IsOptional() @ValidateNested() @Type(() => PodPolicyConfig) pods: PodPolicyConfig = new PodPolicyConfig();
-  /** Sidecar templates injected on pod CREATE (docs/sidecars.md). */
-  @IsOptional() @ValidateNested() @Type(() => SidecarConfig) sidecars: SidecarConfig = new SidecarConfig();
 }
