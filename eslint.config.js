@@ -89,6 +89,16 @@ export default tseslint.config(
       message: 'sidecar/ imports no other feature',
       group: ['../node-oversell/**', '../pod-policy/**'],
     },
+    {
+      files: ['src/pod-policy/**/*.ts'],
+      message: 'pod-policy/ reads node-oversell only through the node rules (node-oversell.rules.ts), and imports no sidecar code',
+      group: ['../node-oversell/**', '!../node-oversell/node-oversell.rules.js', '../sidecar/**'],
+    },
+    {
+      files: ['src/node-oversell/**/*.ts'],
+      message: "node-oversell/ uses the pod policy's caches (PodFactsService, for GET /plan) and nothing else of another feature",
+      group: ['../pod-policy/**', '!../pod-policy/pod-facts.service.js', '!../pod-policy/pod-policy.module.js', '../sidecar/**'],
+    },
   ]),
   {
     files: ['**/*.js'],
