@@ -395,10 +395,11 @@ describe('pod policies against a real control plane', () => {
       const claimVolume = { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] };
       // kube-scheduler reads the claim from its own informer, not in step with its pod informer:
       // a pod it sees first fails with `persistentvolumeclaim "data" not found`. For `late` that
-      // would be for good: client-go's events recorder merges a pod's FailedScheduling Events into
-      // one series keyed without the note, which keeps the first one's. A probe pod that mounts
-      // the claim and fits no node shows when the scheduler has the claim: its failure then names
-      // the node selector instead.
+      // could hide the denial: client-go's events recorder merges FailedScheduling Events about
+      // the same object (the pod at one resourceVersion) into one series that keeps the first
+      // note, and a retry that comes before the scheduler has seen its own status update of the
+      // pod is about the same object. A probe pod that mounts the claim and fits no node shows
+      // when the scheduler has the claim: its failure then names the node selector instead.
       const probeSelector = { ...onKwokNode(env, nodeName!).nodeSelector, 'e2e.kube-overcommit.io/no-such-node': 'true' };
       await admin.post(`/api/v1/namespaces/${ns}/pods`, oneCpu('claim-probe', { ...claimVolume, nodeSelector: probeSelector }));
       await waitUntil(
