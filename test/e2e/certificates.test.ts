@@ -426,7 +426,20 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
   it("5. applied with cert-manager's CRDs (strict validation by the API server), the CA injected and renewals of the serving certificate from that CA while kubelets write: no call fails open; delete -k leaves nothing", async () => {
     const crds = await certManagerCrds();
     await kubectl(env, ['apply', '--server-side', '-f', '-'], { input: crds });
-    await kubectl(env, ['wait', '--for=condition=Established', 'crd/certificates.cert-manager.io', 'crd/issuers.cert-manager.io', '--timeout=60s']);
+    // Polled rather than `kubectl wait`, which fails outright on a CRD whose status has no conditions yet.
+    for (const crd of ['certificates.cert-manager.io', 'issuers.cert-manager.io']) {
+      await expect
+        .poll(
+          async () => {
+            const stored = await admin.get<{ status?: { conditions?: { type: string; status: string }[] } }>(
+              `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}`,
+            );
+            return stored.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
+          },
+          { timeout: 60_000, interval: 250 },
+        )
+        .toBe(true);
+    }
     try {
       const docs = await render();
       await kubectl(env, ['apply', '--validate=strict', '-k', overlay]);
