@@ -107,6 +107,7 @@ export function isNodeName(name: unknown): name is string {
 @Injectable()
 @AdmissionStrategyProvider({
   name: 'node-oversell',
+  entry: 'nodes',
   rules: [
     { resource: 'nodes', subResource: '', operations: ['CREATE'] },
     { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },
@@ -208,7 +209,8 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
   private export(node: string, plan: NodeStatusPlan, policy: NodePolicy | null): void {
     const pool = policy?.pool ?? '';
     let signature = '';
-    for (const resource of MANAGED_RESOURCES) signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${plan.floor[resource]};`;
+    for (const resource of MANAGED_RESOURCES)
+      signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${plan.floor[resource]};`;
     const previous = this.exported.get(node);
     const seenAt = Date.now();
     // Re-inserted, so the map stays in the order of the last admission.
