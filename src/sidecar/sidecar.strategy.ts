@@ -50,8 +50,8 @@ export class SidecarStrategy implements AdmissionStrategy {
     const scope = this.namespaces.scope(namespace, sidecars.namespaceSelector, 'sidecars.namespaceSelector');
     const podName = pod.metadata.name || `${pod.metadata.generateName ?? ''}*`;
     if (!scope.inScope) {
-      // Unknown labels (in a cluster): the entry that called may be pod-policy's, not ours, so
-      // the pod gets no sidecars; counted, and logged above debug because it asked for them.
+      // Unknown labels (in a cluster): a call on /mutate may come from the pod-policy entry, not
+      // ours, so the pod gets no sidecars; counted, and logged above debug because it asked for them.
       if (scope.unknown && !request.dryRun) this.cacheUnsynced.inc({ cache: 'namespaces' });
       const message = `${namespace}/${podName}: ${INJECT_ANNOTATION} ignored: ${scope.reason}`;
       if (scope.unknown) log.warn(message);
