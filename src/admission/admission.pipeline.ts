@@ -7,8 +7,15 @@ import type { Counter, Histogram } from 'prom-client';
 import { ConfigStore } from '../config/config.store.js';
 import { AdmissionStrategyProvider } from './admission-strategy.decorator.js';
 import { decodeAdmissionReview } from './admission-review.decoder.js';
-import type { AdmissionRequest, AdmissionReviewResponse, AdmissionStrategy, PatchOperation, StrategyMetadata, WebhookEntry } from './admission.types.js';
-import { WEBHOOK_ENTRIES } from './admission.types.js';
+import {
+  type AdmissionRequest,
+  type AdmissionReviewResponse,
+  type AdmissionStrategy,
+  type PatchOperation,
+  type StrategyMetadata,
+  WEBHOOK_ENTRIES,
+  type WebhookEntry,
+} from './admission.types.js';
 import { ADMISSION_DURATION, ADMISSION_REQUESTS, STRATEGY_ERRORS } from './admission.metrics.js';
 import { planEntryRoutes, planRoutes, readRoute, type RouteTable } from './admission.routes.js';
 import { applyToCopy } from './patch-error.js';
@@ -33,7 +40,7 @@ const NO_ROOT_LOGGER = pino({ level: 'silent' });
 export class AdmissionPipeline implements OnApplicationBootstrap {
   private readonly logger = new Logger('Admission');
   private strategies: RegisteredStrategy[] = [];
-  // Selection and labels depend only on (resource, subresource, operation): fixed at bootstrap.
+  // Selection and labels depend only on (entry, resource, subresource, operation): fixed at bootstrap.
   private routes = planRoutes<RegisteredStrategy>([]);
   private entryRoutes = new Map<WebhookEntry, RouteTable<RegisteredStrategy>>();
 
@@ -80,7 +87,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     this.requests.inc({ resource, operation, outcome });
     this.duration.observe({ resource }, seconds);
-    log.debug('admission decided', { outcome, patchOps: response.patchOps });
+    if (log.isLevelEnabled('debug')) log.debug('admission decided', { outcome, patchOps: response.patchOps });
     return {
       apiVersion: 'admission.k8s.io/v1',
       kind: 'AdmissionReview',
