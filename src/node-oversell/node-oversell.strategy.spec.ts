@@ -238,9 +238,10 @@ describe('escapeJsonPointer', () => {
 });
 
 describe('NodeOversellStrategy', () => {
-  it('is discoverable as an admission strategy for nodes CREATE and nodes/status UPDATE', () => {
+  it('is discoverable as an admission strategy of the nodes entry, for nodes CREATE and nodes/status UPDATE', () => {
     expect(Reflect.getMetadata(AdmissionStrategyProvider.KEY, NodeOversellStrategy)).toEqual({
       name: 'node-oversell',
+      entry: 'nodes',
       rules: [
         { resource: 'nodes', subResource: '', operations: ['CREATE'] },
         { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },

@@ -90,6 +90,7 @@ export function isNodeName(name: unknown): name is string {
 @Injectable()
 @AdmissionStrategyProvider({
   name: 'node-oversell',
+  entry: 'nodes',
   rules: [
     { resource: 'nodes', subResource: '', operations: ['CREATE'] },
     { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },

@@ -27,6 +27,7 @@ import {
   apiserverMetrics,
   claimNodeNames,
   e2eEnv,
+  entryUrl,
   getNode,
   KubeApiError,
   kubectl,
@@ -164,7 +165,7 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
       applied.webhooks.flatMap((entry: any, i: number) => [
         { op: 'test', path: `/webhooks/${i}/name`, value: entry.name },
         { op: 'remove', path: `/webhooks/${i}/clientConfig/service` },
-        { op: 'add', path: `/webhooks/${i}/clientConfig/url`, value: env.webhook.url },
+        { op: 'add', path: `/webhooks/${i}/clientConfig/url`, value: entryUrl(env, entry.name) },
       ]),
       'json',
     );
@@ -456,7 +457,7 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
         MWC,
         applied.webhooks.flatMap((entry: any, i: number) => [
           { op: 'test', path: `/webhooks/${i}/name`, value: entry.name },
-          { op: 'replace', path: `/webhooks/${i}/clientConfig`, value: { url: env.webhook.url, caBundle } },
+          { op: 'replace', path: `/webhooks/${i}/clientConfig`, value: { url: entryUrl(env, entry.name), caBundle } },
         ]),
         'json',
       );

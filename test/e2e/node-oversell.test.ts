@@ -24,6 +24,7 @@ import {
   deleteNamespace,
   DISABLED_LABEL,
   e2eEnv,
+  entryUrl,
   expectedAllocatable,
   getNode,
   inBaseUnits,
@@ -139,7 +140,7 @@ describe('node oversell against a real control plane', () => {
   it('0. the shipped k8s/base is in force: webhook entries on the local URL, the Deployment admitted but never run, the webhook with only its RBAC', async () => {
     const mwc = await admin.get(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`);
     const nodes = mwc.webhooks.find((w: any) => w.name === nodesWebhookName(env));
-    expect(nodes).toMatchObject({ clientConfig: { url: env.webhook.url }, failurePolicy: 'Ignore', sideEffects: 'None', reinvocationPolicy: 'IfNeeded' });
+    expect(nodes).toMatchObject({ clientConfig: { url: entryUrl(env, nodes.name) }, failurePolicy: 'Ignore', sideEffects: 'None', reinvocationPolicy: 'IfNeeded' });
     expect(nodes.timeoutSeconds).toBeLessThanOrEqual(2);
     // PodSecurity `restricted` admitted the Deployment's pods; every node's taint keeps them Pending (kwok never runs them).
     const pods = await waitUntil('the 2 pods of the Deployment', async () => {
