@@ -11,7 +11,7 @@
  * otherwise nudges such nodes at once: test/e2e/reconciler.test.ts; and scenario 6).
  */
 import { readFileSync } from 'node:fs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   adminClient,
   apiserverMetrics,
@@ -140,7 +140,12 @@ describe('node oversell against a real control plane', () => {
   it('0. the shipped k8s/base is in force: webhook entries on the local URL, the Deployment admitted but never run, the webhook with only its RBAC', async () => {
     const mwc = await admin.get(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`);
     const nodes = mwc.webhooks.find((w: any) => w.name === nodesWebhookName(env));
-    expect(nodes).toMatchObject({ clientConfig: { url: entryUrl(env, nodes.name) }, failurePolicy: 'Ignore', sideEffects: 'None', reinvocationPolicy: 'IfNeeded' });
+    expect(nodes).toMatchObject({
+      clientConfig: { url: entryUrl(env, nodes.name) },
+      failurePolicy: 'Ignore',
+      sideEffects: 'None',
+      reinvocationPolicy: 'IfNeeded',
+    });
     expect(nodes.timeoutSeconds).toBeLessThanOrEqual(2);
     // PodSecurity `restricted` admitted the Deployment's pods; every node's taint keeps them Pending (kwok never runs them).
     const pods = await waitUntil('the 2 pods of the Deployment', async () => {
@@ -330,14 +335,19 @@ describe('node oversell against a real control plane', () => {
 
     // The webhook's objectSelector skips opted-out nodes: the kubelet's next PATCH (its raw
     // value differs from the stored one) is stored as sent.
+    const labelledAt = Date.now(); // an update sent before the labels land may still see them
     await admin.patch(`/api/v1/nodes/${a}`, { metadata: { labels: { [DISABLED_LABEL]: 'true' } } }, 'merge');
     await admin.patch(`/api/v1/nodes/${b}`, { metadata: { labels: { 'node-oversell/disable': 'true' } } }, 'merge');
-    const labelledAt = Date.now(); // updates sent from now on see the labels
     for (const k of [kubelet, legacy]) {
       await waitInflated(k, {});
-      const restoring = k.updates.find((u) => u.ok && u.at > labelledAt)!;
+      // The first update stored as sent: the kubelet's, because its raw value differed.
+      // (The kubelet records its update once the answer is read: after the GET may have seen it.)
+      const restoring = await vi.waitFor(() => {
+        const update = k.updates.find((u) => u.ok && u.at > labelledAt && isInflated(viewNode(u.stored), k.rawAllocatable, {}));
+        if (!update) throw new Error(`${k.name}: no update stored its raw value yet`);
+        return update;
+      });
       expect(restoring.reason).toBe('changed');
-      expectInflated(viewNode(restoring.stored), k.rawAllocatable, {});
     }
     // From then on the kubelet has nothing to send until its report is due.
     await kubelet.waitForSyncs(2);
