@@ -13,8 +13,8 @@ import { ResilientInformer } from './resilient-informer.js';
  */
 export const NON_TERMINAL_PODS = 'status.phase!=Succeeded,status.phase!=Failed';
 
-/** Who reads the pod cache: the pod policies' node cap, node oversell's commitment floor. */
-export type PodCacheUser = 'node-cap' | 'commitment-floor';
+/** Who reads the pod cache: the pod policies' node cap, node oversell's commitment floor and usage-aware ratios. */
+export type PodCacheUser = 'node-cap' | 'commitment-floor' | 'usage-aware';
 
 /**
  * One informer of the cluster's non-terminal pods (all namespaces), each kept as a CachedPod
@@ -78,7 +78,10 @@ export class PodCache implements OnApplicationShutdown {
     const upsert = this.background.guard('informer-event', (pod: V1Pod) => this.index.upsert(pod as PodLike));
     informer.cache.on('add', upsert);
     informer.cache.on('update', upsert);
-    informer.cache.on('delete', this.background.guard('informer-event', (pod: V1Pod) => this.index.remove(pod as PodLike)));
+    informer.cache.on(
+      'delete',
+      this.background.guard('informer-event', (pod: V1Pod) => this.index.remove(pod as PodLike)),
+    );
     this.informer = informer;
     this.logger.log(`pods cache started for ${[...this.users].join(', ')}`);
     void informer.start();

@@ -4,6 +4,7 @@ import { NODE_EVENTS, NodeEvents } from './node-events.service.js';
 import { nodeOversellMetrics } from './node-oversell.metrics.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
 import { StatusCoalescingStrategy, statusCoalescingMetrics } from './status-coalescing.strategy.js';
+import { NODE_USAGE, UsageRatios } from './usage-ratios.service.js';
 
 export {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
@@ -16,7 +17,7 @@ export {
 /**
  * Node oversell: contributes NodeOversellStrategy (found by the admission pipeline through its
  * @AdmissionStrategyProvider decorator), its per-node gauges, the commitment floor's view of the
- * shared pod cache and the Node Events it records; StatusCoalescingStrategy, which runs after it
+ * shared pod cache, the Node Events it records, usage-aware ratios (UsageRatios); StatusCoalescingStrategy, which runs after it
  * on nodes/status, and its counter.
  */
 @Module({
@@ -27,6 +28,8 @@ export {
     { provide: NODE_COMMITMENTS, useExisting: CommitmentFloor },
     NodeEvents,
     { provide: NODE_EVENTS, useExisting: NodeEvents },
+    UsageRatios,
+    { provide: NODE_USAGE, useExisting: UsageRatios },
     NodeOversellStrategy,
     StatusCoalescingStrategy,
   ],

@@ -662,6 +662,7 @@ function newStrategy(committed: (node: string) => ResourceAmounts | undefined = 
     {},
     { committed },
     { record: () => undefined },
+    { effective: (_name, policy) => ({ policy, decisions: {} }) },
   );
 }
 

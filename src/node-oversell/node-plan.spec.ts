@@ -48,6 +48,7 @@ function strategy(): NodeOversellStrategy {
     {},
     { committed: () => undefined },
     { record: () => undefined },
+    { effective: (_name, policy) => ({ policy, decisions: {} }) },
   );
 }
 
@@ -98,7 +99,12 @@ describe('planNode', () => {
   const cfg = config(POOLS('enforce'));
 
   it('plans floor(raw × ratio), with Σ requests, headroom and pods that fit', () => {
-    const row = planNode(node('b1', { 'node-pool': 'batch' }, { cpu: '4', memory: '8Gi', pods: '110' }), { cpu: 3000n, memory: 2n ** 30n, pods: 3n }, cfg.nodes, { cpu: 1000n });
+    const row = planNode(
+      node('b1', { 'node-pool': 'batch' }, { cpu: '4', memory: '8Gi', pods: '110' }),
+      { cpu: 3000n, memory: 2n ** 30n, pods: 3n },
+      cfg.nodes,
+      { cpu: 1000n },
+    );
     expect(row).toEqual({
       node: 'b1',
       pool: 'batch',
@@ -121,7 +127,15 @@ describe('planNode', () => {
     const stored = kubeletWrite(webhook, raw, raw, cfg);
     expect(stored.status.allocatable.cpu).toBe('6');
     const row = planNode(stored, {}, cfg.nodes, null);
-    expect(row).toMatchObject({ reason: 'defaultRatios', pool: null, raw: { cpu: '4' }, planned: { cpu: '6' }, stored: { cpu: '6' }, matches: true, fits: null });
+    expect(row).toMatchObject({
+      reason: 'defaultRatios',
+      pool: null,
+      raw: { cpu: '4' },
+      planned: { cpu: '6' },
+      stored: { cpu: '6' },
+      matches: true,
+      fits: null,
+    });
   });
 
   it('plans the commitment floor where the requests exceed floor(raw × ratio), as the webhook writes; without the floor the headroom is negative', () => {
@@ -180,7 +194,11 @@ describe('shadow mode', () => {
 
   /** Nodes and configs: raw values, ratios, and whether the node was inflated before the shadow period. */
   const quantity = (resource: string) =>
-    resource === 'cpu' ? fc.integer({ min: 0, max: 256_000 }).map((m) => `${m}m`) : resource === 'pods' ? fc.integer({ min: 0, max: 500 }).map(String) : fc.integer({ min: 0, max: 2 ** 40 }).map((b) => `${b}`);
+    resource === 'cpu'
+      ? fc.integer({ min: 0, max: 256_000 }).map((m) => `${m}m`)
+      : resource === 'pods'
+        ? fc.integer({ min: 0, max: 500 }).map(String)
+        : fc.integer({ min: 0, max: 2 ** 40 }).map((b) => `${b}`);
   const resources = fc.subarray([...MANAGED_RESOURCES], { minLength: 1 });
   const world = resources.chain((present) =>
     fc.record({
@@ -200,7 +218,9 @@ describe('shadow mode', () => {
         );
         const labels: Record<string, string> = inPool ? { 'node-pool': 'p' } : {};
         const nodes = (mode: string, r: object): OvercommitConfig =>
-          ({ nodes: { defaultRatios: r, defaultMode: mode, pools: [{ name: 'p', nodeSelector: { matchLabels: { 'node-pool': 'p' } }, ratios: r, mode }] } }) as unknown as OvercommitConfig;
+          ({
+            nodes: { defaultRatios: r, defaultMode: mode, pools: [{ name: 'p', nodeSelector: { matchLabels: { 'node-pool': 'p' } }, ratios: r, mode }] },
+          }) as unknown as OvercommitConfig;
         const webhook = strategy();
         const raw = node('n', labels, allocatable, capacity);
         let stored = kubeletWrite(webhook, raw, raw, nodes('enforce', before ?? {}));
