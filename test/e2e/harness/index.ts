@@ -16,3 +16,4 @@ export * from './sim-kubelet.js';
 export * from './tls.js';
 export * from './wait.js';
 export * from './webhook.js';
+export * from './metrics-server.js';
