@@ -33,6 +33,6 @@ export {
     NodeOversellStrategy,
     StatusCoalescingStrategy,
   ],
-  exports: [NodeOversellStrategy, StatusCoalescingStrategy],
+  exports: [NodeOversellStrategy, StatusCoalescingStrategy, UsageRatios],
 })
 export class NodeOversellModule {}

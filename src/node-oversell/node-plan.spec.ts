@@ -111,6 +111,7 @@ describe('planNode', () => {
       reason: 'pool',
       mode: 'enforce',
       ratios: { cpu: 2, memory: 1.5, pods: 2 },
+      ratioReasons: { cpu: 'static', memory: 'static', pods: 'static' },
       raw: { cpu: '4', memory: '8Gi', pods: '110' },
       planned: { cpu: '8', memory: '12Gi', pods: '220' },
       stored: { cpu: '4', memory: '8Gi', pods: '110' },
@@ -236,6 +237,38 @@ describe('shadow mode', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('usage-aware ratios in the plan', () => {
+  const usageCfg = (() => {
+    const result = parseConfig('nodes:\n  defaultRatios: {cpu: 2}\n  defaultUsage: {target: {cpu: 0.6}}\n');
+    if (!result.ok) throw new Error(result.errors.join('; '));
+    return result.value;
+  })();
+
+  it('plans the published ratio capped at the ceiling and says why, as the webhook writes', () => {
+    const plan = planCluster(
+      [node('u1', {}, { cpu: '4', pods: '110' }), node('u2', {}, { cpu: '4', pods: '110' })],
+      (name) => (name === 'u2' ? { cpu: 5000n } : {}),
+      usageCfg.nodes,
+      null,
+      (name) => (name === 'u1' ? { cpu: { ratio: 1.5, reason: 'usage' } } : { cpu: { ratio: 1, reason: 'hot' } }),
+    );
+    expect(plan.nodes.map((row) => [row.node, row.ratios, row.ratioReasons, row.planned.cpu])).toEqual([
+      ['u1', { cpu: 1.5 }, { cpu: 'usage', pods: 'static' }, '6'],
+      ['u2', {}, { cpu: 'floor', pods: 'static' }, '5'],
+    ]);
+    expect(formatPlanTable(plan).split('\n')[1]).toMatch(/^u1 +defaultRatios +enforce +cpu=1\.5\(usage\) +cpu +4 +6 /);
+    const hot = planCluster(
+      [node('u3', {}, { cpu: '4' })],
+      () => ({}),
+      usageCfg.nodes,
+      null,
+      () => ({ cpu: { ratio: 1, reason: 'hot' } }),
+    );
+    expect(hot.nodes[0]!.ratioReasons).toEqual({ cpu: 'hot' });
+    expect(formatPlanTable(hot)).toContain('cpu=1(hot)');
   });
 });
 

@@ -33,6 +33,10 @@ import { type Ratios, USAGE_RESOURCES, type UsageConfig, type UsageResource } fr
 import { isRecord, type NodePolicy } from './node-oversell.rules.js';
 import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
 
+/** The ConfigMap (in the platform's namespace) the leader publishes the effective ratios to, and its key. */
+export const USAGE_CONFIGMAP = 'kube-overcommit-usage';
+export const USAGE_DATA_KEY = 'ratios.json';
+
 /** Why a resource has the ratio it has; `floor` is added by the webhook when the commitment floor decides. */
 export const USAGE_REASONS = ['static', 'usage', 'hot', 'stale'] as const;
 export type UsageReason = (typeof USAGE_REASONS)[number];

@@ -26,14 +26,14 @@ import {
   samplesInWindow,
   sumUsage,
   type UsageSample,
+  USAGE_CONFIGMAP,
+  USAGE_DATA_KEY,
   usageResources,
 } from './usage-aware.rules.js';
 
 export const NODE_USAGE = Symbol('NODE_USAGE');
-/** The ConfigMap the leader publishes the effective ratios to, and the Lease that elects it. */
-export const USAGE_CONFIGMAP = 'kube-overcommit-usage';
+/** The Lease that elects the leader. */
 export const USAGE_LEASE = 'kube-overcommit-usage';
-const DATA_KEY = 'ratios.json';
 
 /** What node oversell asks of usage-aware ratios at each Node status write. */
 export interface NodeUsageRatios {
@@ -63,7 +63,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
   private readonly available: boolean;
   private readonly namespace: string;
   private readonly identity: string;
-  private published = new Map<string, NodeUsageEntry>();
+  private entries = new Map<string, NodeUsageEntry>();
   private publishedText?: string;
   private informer?: ResilientInformer<V1ConfigMap>;
   private lease?: LeaderLease;
@@ -103,9 +103,14 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     await this.stop();
   }
 
+  /** The node's published entry, as this replica read it. */
+  published(name: string): NodeUsageEntry | undefined {
+    return this.entries.get(name);
+  }
+
   effective(name: string, policy: NodePolicy | null, stored: NodeLike | undefined): { policy: NodePolicy | null; decisions: NodeUsageEntry } {
     const recorded = readRecord(stored?.metadata?.annotations)?.ratios;
-    return effectivePolicy(policy, this.published.get(name), recorded);
+    return effectivePolicy(policy, this.entries.get(name), recorded);
   }
 
   private reconcile(nodes: NodesConfig | undefined): void {
@@ -125,7 +130,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       () => core.listNamespacedConfigMap({ namespace: this.namespace, fieldSelector }),
       { description: `ConfigMap ${this.namespace}/${USAGE_CONFIGMAP}`, fieldSelector },
     );
-    const onConfigMap = this.background.guard('usage-ratios', (configMap: V1ConfigMap) => this.read(configMap.data?.[DATA_KEY]));
+    const onConfigMap = this.background.guard('usage-ratios', (configMap: V1ConfigMap) => this.read(configMap.data?.[USAGE_DATA_KEY]));
     this.informer.cache.on('add', onConfigMap);
     this.informer.cache.on('update', onConfigMap);
     this.informer.cache.on(
@@ -173,7 +178,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
   private read(text: string | undefined): void {
     if (text === this.publishedText) return;
     try {
-      this.published = text === undefined ? new Map() : readPublished(text);
+      this.entries = text === undefined ? new Map() : readPublished(text);
       this.publishedText = text;
     } catch (error) {
       this.logger.warn(`ConfigMap ${this.namespace}/${USAGE_CONFIGMAP}: ${(error as Error).message}; keeping the ratios read before`);
@@ -181,7 +186,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     }
     this.ratioGauge.reset();
     this.inputGauge.reset();
-    for (const [node, entry] of this.published) {
+    for (const [node, entry] of this.entries) {
       for (const resource of USAGE_RESOURCES) {
         const decision = entry[resource];
         if (decision === undefined) continue;
@@ -255,7 +260,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     const resources = usageResources(policy);
     if (policy?.usage === undefined || resources.length === 0) return undefined;
     const usage = policy.usage;
-    const previous = this.published.get(name);
+    const previous = this.entries.get(name);
     // Each node at its own section's interval (the timer runs at the shortest): at most one step up per interval.
     const last = this.lastPlanned.get(name);
     if (last !== undefined && previous !== undefined && now - last < parseDuration(usage.interval) - 1_000) return previous;
@@ -287,11 +292,11 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       return;
     }
     const core = this.kube.makeApiClient(CoreV1Api);
-    const body: V1ConfigMap = { metadata: { name: USAGE_CONFIGMAP, namespace: this.namespace }, data: { [DATA_KEY]: text } };
+    const body: V1ConfigMap = { metadata: { name: USAGE_CONFIGMAP, namespace: this.namespace }, data: { [USAGE_DATA_KEY]: text } };
     try {
       try {
         const current = await core.readNamespacedConfigMap({ name: USAGE_CONFIGMAP, namespace: this.namespace });
-        await core.replaceNamespacedConfigMap({ name: USAGE_CONFIGMAP, namespace: this.namespace, body: { ...current, data: { [DATA_KEY]: text } } });
+        await core.replaceNamespacedConfigMap({ name: USAGE_CONFIGMAP, namespace: this.namespace, body: { ...current, data: { [USAGE_DATA_KEY]: text } } });
       } catch (error) {
         if ((error as { code?: number }).code !== 404) throw error;
         await core.createNamespacedConfigMap({ namespace: this.namespace, body });
