@@ -68,6 +68,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
   private informer?: ResilientInformer<V1ConfigMap>;
   private lease?: LeaderLease;
   private timer?: NodeJS.Timeout;
+  private intervalMs?: number;
   private running?: Promise<void>;
   /** Leader state: samples per node (within the longest window), the last NodeMetrics timestamp seen, when each node was last planned. */
   private history = new Map<string, UsageSample[]>();
@@ -162,7 +163,6 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     await Promise.all([informer?.stop(), lease?.stop()]);
   }
 
-  private intervalMs?: number;
   private schedule(intervalMs: number): void {
     if (this.intervalMs === intervalMs && this.timer !== undefined) return;
     clearInterval(this.timer);
