@@ -24,7 +24,7 @@ function loadConfig(text: string) {
 }
 const usage = (overrides: Partial<UsageConfig> = {}): UsageConfig => Object.assign(new UsageConfig(), overrides);
 const CORES = 1000n;
-const sample = (at: number, podsCpu: bigint, nodeCpu = podsCpu): UsageSample => ({ at, pods: { cpu: podsCpu }, node: { cpu: nodeCpu } });
+const sample = (at: number, podsCpu: bigint, nodeCpu = podsCpu): UsageSample => ({ at, pods: { cpu: podsCpu }, requests: {}, node: { cpu: nodeCpu } });
 
 describe('usageRatio (rule 1)', () => {
   it('the worked example of docs/usage-aware.md: A 4, R 4, U 0.8, T 0.6, L 0.4 → 2', () => {

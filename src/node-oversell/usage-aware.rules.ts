@@ -5,7 +5,9 @@
  * published. The invariants:
  *
  *   1. The formula, per usage resource (cpu, memory), with A = raw allocatable, R = Σ requests
- *      of the node's bound pods, U = Σ usage of its pods (smoothed), T = target,
+ *      of the node's bound pods that the latest sample measured (a pod not measured yet is
+ *      left out, so its requests come out of the room, as if it used e of them), U = Σ usage
+ *      of its pods (smoothed), T = target,
  *      L = estimatedLoad, e = max(min(U/R, 1), L) (U/R read as 1 when R = 0 and U > 0, as 0
  *      when both are 0): ratio = max(1, ((A·T − U)/e + R)/A), capped at the ceiling, rounded
  *      down to 0.01.
@@ -58,6 +60,8 @@ export interface UsageSample {
   at: number;
   /** Σ usage of the node's pods (PodMetrics). */
   pods: Partial<Record<UsageResource, bigint>>;
+  /** Σ requests of the pods measured (those in `pods`). */
+  requests: Partial<Record<UsageResource, bigint>>;
   /** The node's own usage (NodeMetrics): pods, system daemons and the kubelet. */
   node: Partial<Record<UsageResource, bigint>>;
 }
@@ -88,7 +92,7 @@ export function usageRatio(A: bigint, R: bigint, U: bigint, target: number, esti
 export interface UsageInputs {
   /** Raw allocatable. */
   A: bigint;
-  /** Σ requests of the node's bound pods. */
+  /** Σ requests of the node's bound pods measured by the latest sample (rule 1). */
   R: bigint;
   /** The samples within the window, oldest first (may be empty). */
   samples: readonly UsageSample[];

@@ -164,13 +164,14 @@ describe('UsageRatios', () => {
     api = new FakeApiServer();
     await api.start();
     api.nodes = [kubeadmNode({ name: 'busy' }), kubeadmNode({ name: 'idle' })];
-    api.pods = [0, 1, 2, 3].map((i) => runningPod(`p${i}`, 'busy', { containers: [container('app', { requests: { cpu: '1' } })] }));
+    api.pods = [0, 1, 2, 3, 4].map((i) => runningPod(`p${i}`, 'busy', { containers: [container('app', { requests: { cpu: '1' } })] }));
     const now = new Date().toISOString();
     api.nodeMetrics = [
       { metadata: { name: 'busy' }, timestamp: now, window: '10s', usage: { cpu: '900m', memory: '3Gi' } },
       { metadata: { name: 'idle' }, timestamp: now, window: '10s', usage: { cpu: '100m', memory: '1Gi' } },
     ];
-    api.podMetrics = api.pods.map((pod) => ({
+    // p4 was just placed: no usage measured for it yet, so R leaves it out (its request comes out of the room).
+    api.podMetrics = api.pods.slice(0, 4).map((pod) => ({
       metadata: { name: pod.metadata.name, namespace: pod.metadata.namespace },
       timestamp: now,
       window: '10s',

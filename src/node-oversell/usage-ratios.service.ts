@@ -236,13 +236,16 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       return;
     }
     this.lastMetricsError = '';
-    const podsByNode = new Map<string, Partial<Record<UsageResource, bigint>>[]>();
+    // Per node: the usage of its measured pods, and their requests (R: a pod not measured yet is left out).
+    const podsByNode = new Map<string, { usage: Partial<Record<UsageResource, bigint>>[]; requests: Partial<Record<UsageResource, bigint>>[] }>();
     for (const pod of podMetrics.items) {
-      const node = this.pods.pod(pod.metadata.namespace, pod.metadata.name)?.spec.nodeName;
+      const cached = this.pods.pod(pod.metadata.namespace, pod.metadata.name);
+      const node = cached?.spec.nodeName;
       if (node === undefined) continue;
-      const list = podsByNode.get(node) ?? [];
-      list.push(sumUsage(pod.containers.map((container) => readUsage(container.usage))));
-      podsByNode.set(node, list);
+      const entry = podsByNode.get(node) ?? { usage: [], requests: [] };
+      entry.usage.push(sumUsage(pod.containers.map((container) => readUsage(container.usage))));
+      entry.requests.push(cached!.requests);
+      podsByNode.set(node, entry);
     }
     const longest = Math.max(...usageSections(this.config.snapshot().config.nodes).map((usage) => parseDuration(usage.window)));
     for (const item of nodeMetrics.items) {
@@ -250,7 +253,8 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       if (this.lastTimestamp.get(name) === item.timestamp) continue;
       this.lastTimestamp.set(name, item.timestamp);
       const samples = samplesInWindow(this.history.get(name) ?? [], now, longest);
-      samples.push({ at: now, pods: sumUsage(podsByNode.get(name) ?? []), node: readUsage(item.usage) });
+      const pods = podsByNode.get(name);
+      samples.push({ at: now, pods: sumUsage(pods?.usage ?? []), requests: sumUsage(pods?.requests ?? []), node: readUsage(item.usage) });
       this.history.set(name, samples);
     }
   }
@@ -266,14 +270,21 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     if (last !== undefined && previous !== undefined && now - last < parseDuration(usage.interval) - 1_000) return previous;
     this.lastPlanned.set(name, now);
     const raw = planNodeStatus(node as NodeLike, null, node as NodeLike)?.raw ?? {};
-    const requests = this.pods.usage(name).requests;
+    const bound = this.pods.usage(name).requests;
     const history = this.history.get(name) ?? [];
+    // R: the requests of the pods the latest sample measured, never more than what is bound now.
+    const measured = history.at(-1)?.requests ?? {};
     const samples = samplesInWindow(history, now, parseDuration(usage.window));
     const lastSample = history.at(-1)?.at ?? this.leaderSince;
     const recorded = readRecord(node.metadata?.annotations)?.ratios;
     const entry: NodeUsageEntry = {};
     for (const resource of resources) {
-      const inputs = { A: raw[resource] ?? 0n, R: requests[resource] ?? 0n, samples, sinceLastSampleMs: now - Math.max(lastSample, this.leaderSince) };
+      const inputs = {
+        A: raw[resource] ?? 0n,
+        R: smaller(measured[resource], bound[resource]),
+        samples,
+        sinceLastSampleMs: now - Math.max(lastSample, this.leaderSince),
+      };
       entry[resource] = planUsageDecision(resource, inputs, policy.ratios[resource] ?? 1, previous?.[resource]?.ratio ?? recorded?.[resource], usage);
     }
     return entry;
@@ -309,4 +320,11 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       this.logger.warn(`could not publish ConfigMap ${this.namespace}/${USAGE_CONFIGMAP}: ${describeApiError(error, this.kube.getCurrentCluster()?.server)}`);
     }
   }
+}
+
+/** The smaller of two amounts, an absent one read as 0. */
+function smaller(a: bigint | undefined, b: bigint | undefined): bigint {
+  const x = a ?? 0n;
+  const y = b ?? 0n;
+  return x < y ? x : y;
 }
