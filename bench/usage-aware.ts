@@ -1,7 +1,8 @@
 /**
  * npm run bench:usage — usage-aware ratios on the real control plane (docs/usage-aware.md).
  *
- * 50 simulated kubelets (4 CPU, 16 GiB; status every 10 s, as a kubelet), each serving
+ * 50 simulated kubelets (4 CPU, 16 GiB; status every 10 s, as a kubelet; reports every 20 s
+ * instead of 5 min, so that a ratio raised from 1 between phases does not wait minutes), each serving
  * `/metrics/resource` with the usage this bench sets; metrics-server through the aggregation
  * layer; kube-scheduler placing pods (500m CPU, 256Mi each; more than fit at ratio 2). Three
  * phases — static ratio 1, static ratio 2, usage-aware with ceiling 2 and cpu target 0.6 — each
@@ -55,6 +56,8 @@ const POD_CPU = 0.5;
 const SYSTEM_CPU = 0.1;
 const TARGET = 0.6;
 const SPIKED = 10;
+/** nodeStatusReportFrequency: a node stored at its raw value takes a raised ratio only at a report (5 min in a cluster). */
+const REPORT_MS = 20_000;
 const log = (line: string) => console.log(line);
 
 const PHASES = {
@@ -243,7 +246,9 @@ runOnStage('bench-usage', log, flags.keep ?? false, async ({ env, onTearDown }) 
     onTearDown(() => endpoint.stop());
   }
   const kubelets = await Promise.all(
-    [...cluster.endpoints.values()].map((endpoint) => SimKubelet.start(env, { name: endpoint.node, capacity: MACHINE, kubeletPort: endpoint.port })),
+    [...cluster.endpoints.values()].map((endpoint) =>
+      SimKubelet.start(env, { name: endpoint.node, capacity: MACHINE, kubeletPort: endpoint.port, reportFrequencyMs: REPORT_MS }),
+    ),
   );
   onTearDown(() => Promise.all(kubelets.map((k) => k.stop({ deleteNode: true }))).then(() => undefined));
   onTearDown(() => deleteAllPods(admin, NAMESPACE, { force: true }));
