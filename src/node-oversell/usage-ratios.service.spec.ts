@@ -199,5 +199,22 @@ describe('UsageRatios', () => {
     expect(await values(ratio)).toContainEqual({ node: 'idle', resource: 'cpu', value: 1.5 });
     expect(await values(input)).toContainEqual({ node: 'busy', resource: 'cpu', input: 'U', value: 0.8 });
     expect((await publish.get()).values).toContainEqual(expect.objectContaining({ labels: { result: 'written' }, value: 1 }));
+
+    // A second replica: the Lease is held, so it only reads, and answers exactly as the leader does.
+    const replica = usageRatios(kube, { ...IN_CLUSTER_ENV, POD_NAME: 'replica-2' }, configStore(CONFIG));
+    const previousStop = stop;
+    stop = async () => {
+      await replica.service.onApplicationShutdown();
+      await replica.pods.onApplicationShutdown();
+      await previousStop();
+    };
+    replica.service.onModuleInit();
+    const until = Date.now() + 3_000;
+    while (replica.service.published('busy') === undefined && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    for (const name of ['busy', 'idle']) {
+      const stored = kubeadmNode({ name });
+      expect(replica.service.effective(name, policy, stored)).toEqual(service.effective(name, policy, stored));
+    }
+    expect(api.lease.spec.holderIdentity).not.toBe('replica-2');
   }, 15_000);
 });
