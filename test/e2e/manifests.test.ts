@@ -27,6 +27,12 @@ describe('shipped manifests', () => {
     expect(deployment?.spec.template.spec.containers[0].env).toContainEqual({ name: 'OVERCOMMIT_CERT_MODE', value: 'self-managed' });
     expect(find(docs, 'Secret', 'kube-overcommit-tls')).toBeDefined();
     expect(find(docs, 'Lease', 'kube-overcommit-certificates')).toBeDefined();
+    // Usage-aware ratios: the objects the leader fills and holds, created empty (RBAC cannot restrict create by name).
+    expect(find(docs, 'ConfigMap', 'kube-overcommit-usage')).toMatchObject({ metadata: { namespace: 'kube-overcommit' } });
+    expect(find(docs, 'Lease', 'kube-overcommit-usage')).toBeDefined();
+    expect(find(docs, 'ClusterRole', 'kube-overcommit-usage')?.rules).toEqual([
+      { apiGroups: ['metrics.k8s.io'], resources: ['nodes', 'pods'], verbs: ['get', 'list'] },
+    ]);
     for (const entry of webhook?.webhooks ?? []) {
       expect(entry.clientConfig.caBundle, `${entry.name} caBundle is written by the webhook, never by the manifests`).toBeUndefined();
       expect(entry.failurePolicy).toBe('Ignore');
@@ -111,11 +117,20 @@ describe('shipped manifests', () => {
     mkdirSync(join(overlay, 'annotated'));
     writeFileSync(
       join(overlay, 'annotated', 'kustomization.yaml'),
-      JSON.stringify({ resources: [relative(join(overlay, 'annotated'), join(repoRoot, 'k8s', 'base'))], commonAnnotations: { 'example.com/owner': 'platform-team' } }),
+      JSON.stringify({
+        resources: [relative(join(overlay, 'annotated'), join(repoRoot, 'k8s', 'base'))],
+        commonAnnotations: { 'example.com/owner': 'platform-team' },
+      }),
     );
-    writeFileSync(join(overlay, 'kustomization.yaml'), JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }));
+    writeFileSync(
+      join(overlay, 'kustomization.yaml'),
+      JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }),
+    );
     const webhook = find(kustomize(overlay), 'MutatingWebhookConfiguration', 'kube-overcommit')!;
-    expect(webhook.metadata.annotations).toEqual({ 'example.com/owner': 'platform-team', 'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca' });
+    expect(webhook.metadata.annotations).toEqual({
+      'example.com/owner': 'platform-team',
+      'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca',
+    });
   });
 
   it('k8s/monitoring: the one-line label for kube-prometheus-stack is there, commented, and valid once uncommented', () => {
@@ -124,7 +139,8 @@ describe('shipped manifests', () => {
     const line = '  # - pairs: { release: kube-prometheus-stack }';
     expect(text.split('\n')).toContain(line);
     const copy = mkdtempSync(join(runDir, 'monitoring-release-'));
-    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml', 'kube-overcommit-dashboard.json']) copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
+    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml', 'kube-overcommit-dashboard.json'])
+      copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
     writeFileSync(join(copy, 'kustomization.yaml'), text.replace(line, line.replace('# ', '')));
     const docs = kustomize(copy);
     expect(docs.map((d) => d.kind).sort()).toEqual(['ConfigMap', 'PrometheusRule', 'ServiceMonitor']);
