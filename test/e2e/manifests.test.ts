@@ -117,20 +117,11 @@ describe('shipped manifests', () => {
     mkdirSync(join(overlay, 'annotated'));
     writeFileSync(
       join(overlay, 'annotated', 'kustomization.yaml'),
-      JSON.stringify({
-        resources: [relative(join(overlay, 'annotated'), join(repoRoot, 'k8s', 'base'))],
-        commonAnnotations: { 'example.com/owner': 'platform-team' },
-      }),
+      JSON.stringify({ resources: [relative(join(overlay, 'annotated'), join(repoRoot, 'k8s', 'base'))], commonAnnotations: { 'example.com/owner': 'platform-team' } }),
     );
-    writeFileSync(
-      join(overlay, 'kustomization.yaml'),
-      JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }),
-    );
+    writeFileSync(join(overlay, 'kustomization.yaml'), JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }));
     const webhook = find(kustomize(overlay), 'MutatingWebhookConfiguration', 'kube-overcommit')!;
-    expect(webhook.metadata.annotations).toEqual({
-      'example.com/owner': 'platform-team',
-      'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca',
-    });
+    expect(webhook.metadata.annotations).toEqual({ 'example.com/owner': 'platform-team', 'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca' });
   });
 
   it('k8s/monitoring: the one-line label for kube-prometheus-stack is there, commented, and valid once uncommented', () => {
@@ -139,8 +130,7 @@ describe('shipped manifests', () => {
     const line = '  # - pairs: { release: kube-prometheus-stack }';
     expect(text.split('\n')).toContain(line);
     const copy = mkdtempSync(join(runDir, 'monitoring-release-'));
-    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml', 'kube-overcommit-dashboard.json'])
-      copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
+    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml', 'kube-overcommit-dashboard.json']) copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
     writeFileSync(join(copy, 'kustomization.yaml'), text.replace(line, line.replace('# ', '')));
     const docs = kustomize(copy);
     expect(docs.map((d) => d.kind).sort()).toEqual(['ConfigMap', 'PrometheusRule', 'ServiceMonitor']);
