@@ -27,7 +27,7 @@ import { parseArgs } from 'node:util';
 import { applyConfig, configYaml } from '../test/e2e/harness/config.js';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
 import { adminClient, type KubeClient } from '../test/e2e/harness/kube-client.js';
-import { kubeletServingCertificate, MetricsServer, ResourceMetricsEndpoint } from '../test/e2e/harness/metrics-server.js';
+import { kubeletServingCertificate, markRunning, MetricsServer, ResourceMetricsEndpoint } from '../test/e2e/harness/metrics-server.js';
 import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { createNamespace, deleteAllPods, listPods } from '../test/e2e/harness/pods.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
@@ -102,6 +102,7 @@ class Cluster {
     for (const pod of await listPods(this.admin, NAMESPACE)) {
       const node = pod.spec?.nodeName;
       if (!node || pod.metadata?.deletionTimestamp) continue;
+      if (pod.status?.phase !== 'Running') await markRunning(this.admin, NAMESPACE, pod.metadata.name);
       const requests = pod.spec.containers[0].resources.requests;
       const list = byNode.get(node) ?? [];
       list.push({ name: pod.metadata.name, cpu: Number(baseUnits('cpu', requests.cpu)) / 1000, memory: Number(baseUnits('memory', requests.memory)) });

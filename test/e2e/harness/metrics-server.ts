@@ -117,6 +117,20 @@ export class ResourceMetricsEndpoint {
   }
 }
 
+/**
+ * Marks a bound pod Running, as its kubelet would once its containers started: metrics-server
+ * serves PodMetrics only for Running pods (its pod informer selects status.phase=Running), and
+ * no simulated kubelet runs containers.
+ */
+export async function markRunning(client: KubeClient, namespace: string, name: string): Promise<void> {
+  const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  await client.patch(
+    `/api/v1/namespaces/${namespace}/pods/${name}/status`,
+    { status: { phase: 'Running', startTime: now, conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }] } },
+    'merge',
+  );
+}
+
 /** One serving certificate for every ResourceMetricsEndpoint of a run (metrics-server runs with --kubelet-insecure-tls). */
 export async function kubeletServingCertificate(env: E2eEnv): Promise<{ cert: string; key: string }> {
   const dir = join(env.runDir, 'kubelet-pki', String(process.pid));
