@@ -19,7 +19,7 @@
  * and packingVsStatic (usage-aware ÷ static-2 pods placed, low profile), overTargetHighUsage.
  * Writes bench/results/usage-aware.json.
  *
- * Flags: --nodes N (50), --pods N per phase (default nodes × 18), --settle-seconds S (120),
+ * Flags: --nodes N (50), --pods N per phase (default nodes × 18), --settle-seconds S (180),
  * --keep (keep the run folder), --out FILE.
  */
 import { writeFileSync } from 'node:fs';
@@ -47,7 +47,7 @@ const { values: flags } = parseArgs({
 });
 const NODES = Math.round(num(flags.nodes, 50, 11, 'nodes'));
 const PODS = Math.round(num(flags.pods, NODES * 18, 1, 'pods'));
-const SETTLE_MS = num(flags['settle-seconds'], 120, 30, 'settle-seconds') * 1000;
+const SETTLE_MS = num(flags['settle-seconds'], 180, 30, 'settle-seconds') * 1000;
 const outFile = flags.out ?? resultsPath('usage-aware.json');
 const NAMESPACE = 'bench-usage';
 const MACHINE = { cpu: '4', memory: '16Gi', pods: '110', 'ephemeral-storage': '100Gi' };
@@ -175,7 +175,7 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
     });
   }
 
-  // Placement: usage fed every 2 s, until the number of bound pods has not moved for 30 s (or SETTLE_MS).
+  // Placement: usage fed every 2 s, until the number of bound pods has not moved for 45 s (or SETTLE_MS).
   const utilization = new Map<string, number[]>();
   let below = 0;
   let placed = 0;
@@ -188,7 +188,7 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
     placed = bound;
     for (const [node, u] of await cluster.utilization()) utilization.set(node, [...(utilization.get(node) ?? []), u]);
     below = Math.max(below, await cluster.belowCommitted());
-    if (Date.now() - stableSince > 30_000 && Date.now() - t0 > 60_000) break;
+    if (Date.now() - stableSince > 45_000 && Date.now() - t0 > 60_000) break;
     await sleep(2_000);
   }
   const p95 = [...utilization.values()].map((samples) =>
