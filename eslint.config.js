@@ -34,11 +34,6 @@ export default tseslint.config(
     rules: { complexity: 'off', 'max-lines-per-function': 'off' },
   },
   {
-    // Three passes in one function, to be split into three.
-    files: ['src/sidecar/sidecar.merge.ts'],
-    rules: { complexity: 'off', 'max-lines-per-function': 'off' },
-  },
-  {
     // planNodeStatus applies the six node rules in one pass, each branch a rule.
     files: ['src/node-oversell/node-oversell.rules.ts'],
     rules: { complexity: ['error', 35] },

@@ -11,8 +11,17 @@ export default defineConfig({
     projects: [
       {
         ...decorators,
-        // nest-logs: Nest's logger lines are kept for assertions, not printed.
-        test: { name: 'unit', expect, include: ['src/**/*.spec.ts'], environment: 'node', setupFiles: ['reflect-metadata', 'test/setup/nest-logs.ts'] },
+        // nest-logs: Nest's logger lines are kept for assertions, not printed. The property tests
+        // do a fixed amount of work, up to 3 s on a loaded 2-core machine: past Vitest's 5 s
+        // default a loaded machine would fail them.
+        test: {
+          name: 'unit',
+          expect,
+          testTimeout: 20_000,
+          include: ['src/**/*.spec.ts'],
+          environment: 'node',
+          setupFiles: ['reflect-metadata', 'test/setup/nest-logs.ts', 'test/setup/fast-check.ts'],
+        },
       },
       {
         ...decorators,

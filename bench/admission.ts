@@ -13,6 +13,10 @@
  * `overallRate` (which sends each connection's share in a burst at the start of every second) and a
  * paced open-loop client (one request every 1/rate s, the way API server traffic arrives).
  *
+ * First, start-up: each server is spawned `--spawns` times (alternating, each in its own memory cgroup)
+ * and timed from spawn() to its first 200 answer to the kubeadm-node review, polled every 5 ms on a
+ * new connection (the API server's first call after a replica starts); then its RSS 1 s later, idle.
+ *
  * Every response is checked (ours on node reviews must carry a patch); errors, timeouts, non-2xx and
  * mismatches are counted and printed, and any makes the exit status 1.
  * Latencies are taken per response from autocannon's own hrtime figure (its histogram rounds to 1 ms).
@@ -20,10 +24,10 @@
  * Flags (or env): --duration s (BENCH_DURATION, 10) --rounds n (BENCH_ROUNDS, 3)
  *   --connections n (BENCH_CONNECTIONS, 24) --warmup s (BENCH_WARMUP, 1) --rate req/s (BENCH_RATE, 1000)
  *   --rate-duration s (BENCH_RATE_DURATION, 8) --rate-rounds n (BENCH_RATE_ROUNDS, 2)
- *   --sizes bare-node,kubeadm-node,large-node,pod (BENCH_SIZES) --ours-node-args="--flag ..." (BENCH_OURS_NODE_ARGS: extra
+ *   --spawns n (BENCH_SPAWNS, 7) --sizes bare-node,kubeadm-node,large-node,pod (BENCH_SIZES) --ours-node-args="--flag ..." (BENCH_OURS_NODE_ARGS: extra
  *   node flags for ours only, for experiments) --memory-limit MiB (BENCH_MEMORY_LIMIT; each server in a
  *   memory cgroup at the Deployment's limit by default, as in its pod; 0 for none) --no-build (bench the dist/ there is) --out file
- * Writes bench/results/admission.json. Default run: about 5.5 minutes.
+ * Writes bench/results/admission.json. Default run: about 6 minutes.
  */
 import autocannon, { type Result } from 'autocannon';
 import { writeFileSync } from 'node:fs';
@@ -49,6 +53,7 @@ import {
   RUN_DIR,
   Samples,
   type ServerProcess,
+  sleep,
   oursEnv,
   serverCgroup,
   startProcess,
@@ -76,6 +81,7 @@ const { values: flags } = parseArgs({
     sizes: { type: 'string' },
     'ours-node-args': { type: 'string' },
     'memory-limit': { type: 'string' },
+    spawns: { type: 'string' },
     'no-build': { type: 'boolean' },
     out: { type: 'string' },
   },
@@ -99,11 +105,16 @@ const options = {
   rateDuration: numberOption(flags['rate-duration'], 'BENCH_RATE_DURATION', 8, 1),
   rateRounds: Math.round(numberOption(flags['rate-rounds'], 'BENCH_RATE_ROUNDS', 2, 0)),
   rateReview: 'kubeadm-node' as const,
-  sizes: (flags.sizes ?? process.env.BENCH_SIZES ?? 'bare-node,kubeadm-node,large-node,pod').split(',').map((s) => s.trim()).filter(Boolean),
+  sizes: (flags.sizes ?? process.env.BENCH_SIZES ?? 'bare-node,kubeadm-node,large-node,pod')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean),
   /** Extra node flags for ours only (e.g. "--max-semi-space-size=8" to see what a V8 setting does to RSS). */
   oursNodeArgs: (flags['ours-node-args'] ?? process.env.BENCH_OURS_NODE_ARGS ?? '').split(' ').filter(Boolean),
   /** Each server in a memory cgroup at this limit (MiB; 0: none): the Deployment's by default. */
   memoryLimitMiB: Math.round(numberOption(flags['memory-limit'], 'BENCH_MEMORY_LIMIT', DEPLOYMENT_MEMORY_LIMIT_MIB, 0)),
+  /** Start-up: each server spawned this many times, timed from spawn to its first answered review. */
+  spawns: Math.round(numberOption(flags.spawns, 'BENCH_SPAWNS', 7, 0)),
 };
 const outFile = flags.out ?? resultsPath('admission.json');
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -285,7 +296,11 @@ async function pacedRun(
   const durationS = await load(run.duration, true);
   const window = proc.end();
   const clientCpu = process.cpuUsage(cpu);
-  return { ...finish(run.round, run.position, round(durationS, 2), samples, errors, window, clientCpu), fromScheduleMs: fromSchedule.summary(), sendLagMs: lag.summary() };
+  return {
+    ...finish(run.round, run.position, round(durationS, 2), samples, errors, window, clientCpu),
+    fromScheduleMs: fromSchedule.summary(),
+    sendLagMs: lag.summary(),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -312,14 +327,53 @@ function totalErrors(runs: RunRecord[]): number {
 // ---------------------------------------------------------------------------------------------
 // Main
 
+interface SpawnRecord {
+  firstReviewMs: number;
+  idleRssMiB: number;
+}
+
+/**
+ * Spawns a server, polls `body` every 5 ms on a new connection until it answers 200, and returns the
+ * time from spawn to that answer and the RSS 1 s after it; then stops the server.
+ */
+async function spawnToFirstReview(name: string, args: string[], env: NodeJS.ProcessEnv, port: number, dir: string, body: Buffer): Promise<SpawnRecord> {
+  const cgroup = serverCgroup(name, options.memoryLimitMiB, () => {});
+  const started = performance.now();
+  const server = startProcess(name, args, env, port, dir, cgroup);
+  try {
+    const deadline = started + 60_000;
+    for (;;) {
+      if (server.child.exitCode !== null || performance.now() > deadline) throw new Error(`${name} gave no answer after spawn; log ${server.logFile}`);
+      const reply = await post(server.url, body, 2_000, false).catch(() => undefined);
+      if (reply?.status === 200) break;
+      await sleep(5);
+    }
+    const firstReviewMs = round(performance.now() - started, 1);
+    await sleep(1_000);
+    return { firstReviewMs, idleRssMiB: round(statusKiB(server.pid, 'VmRSS') / 1024, 1) };
+  } finally {
+    await server.stop();
+  }
+}
+
 async function main(): Promise<number> {
   const startedAt = new Date();
   const reviews = benchReviews().filter((r) => options.sizes.includes(r.name));
   const unknown = options.sizes.filter((s) => !reviews.some((r) => r.name === s));
-  if (unknown.length) throw new Error(`unknown --sizes ${unknown.join(', ')}; known: ${benchReviews().map((r) => r.name).join(', ')}`);
+  if (unknown.length)
+    throw new Error(
+      `unknown --sizes ${unknown.join(', ')}; known: ${benchReviews()
+        .map((r) => r.name)
+        .join(', ')}`,
+    );
   const rateReview = reviews.find((r) => r.name === options.rateReview) ?? benchReviews().find((r) => r.name === options.rateReview)!;
 
-  log(`kube-overcommit admission bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(
+    `kube-overcommit admission bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   log(
     `options: ${options.duration} s × ${options.rounds} rounds per size, ${options.connections} connections, pipelining ${options.pipelining}; ` +
       `fixed rate ${options.rate} req/s × ${options.rateDuration} s × ${options.rateRounds} rounds`,
@@ -332,27 +386,42 @@ async function main(): Promise<number> {
   writeFileSync(configFile, 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n');
 
   const [oursPort, oursHttpPort, basePort] = [await freePort(), await freePort(), await freePort()];
+  const oursArgs = [...options.oursNodeArgs, join(ROOT, 'dist', 'main.js')];
+  const oursProcessEnv = oursEnv({ https: oursPort, http: oursHttpPort }, configFile, tls);
+  const baseArgs = [join(BUILD_DIR, 'bench', 'baseline-server.js')];
+  const baseEnv = childEnv({ BASELINE_PORT: String(basePort), BASELINE_TLS_CERT_FILE: tls.certFile, BASELINE_TLS_KEY_FILE: tls.keyFile });
+
+  const spawns: Record<ServerName, SpawnRecord[]> = { ours: [], baseline: [] };
+  if (options.spawns > 0) log(`\nstart-up: ${options.spawns} spawns per server, spawn → first answered ${rateReview.name} review`);
+  for (let i = 1; i <= options.spawns; i++) {
+    const order: ServerName[] = i % 2 === 1 ? ['ours', 'baseline'] : ['baseline', 'ours'];
+    for (const name of order) {
+      const record =
+        name === 'ours'
+          ? await spawnToFirstReview('ours-spawn', oursArgs, oursProcessEnv, oursPort, dir, rateReview.body)
+          : await spawnToFirstReview('baseline-spawn', baseArgs, baseEnv, basePort, dir, rateReview.body);
+      spawns[name].push(record);
+      log(`spawn ${i} ${name.padEnd(8)} first review ${record.firstReviewMs.toFixed(1).padStart(7)} ms  idle rss ${record.idleRssMiB} MiB`);
+    }
+  }
+  const startup = {
+    note: 'spawn() → first 200 answer to the review, polled every 5 ms on a new connection; idle RSS 1 s after it; medians',
+    review: rateReview.name,
+    ours: { firstReviewMs: median(spawns.ours.map((s) => s.firstReviewMs)), idleRssMiB: median(spawns.ours.map((s) => s.idleRssMiB)), spawns: spawns.ours },
+    baseline: {
+      firstReviewMs: median(spawns.baseline.map((s) => s.firstReviewMs)),
+      idleRssMiB: median(spawns.baseline.map((s) => s.idleRssMiB)),
+      spawns: spawns.baseline,
+    },
+  };
+
   const cgroups = {
     ours: serverCgroup('ours', options.memoryLimitMiB, log),
     baseline: serverCgroup('baseline', options.memoryLimitMiB, log),
   };
   const servers: Record<ServerName, ServerProcess> = {
-    ours: startProcess(
-      'ours',
-      [...options.oursNodeArgs, join(ROOT, 'dist', 'main.js')],
-      oursEnv({ https: oursPort, http: oursHttpPort }, configFile, tls),
-      oursPort,
-      dir,
-      cgroups.ours,
-    ),
-    baseline: startProcess(
-      'baseline',
-      [join(BUILD_DIR, 'bench', 'baseline-server.js')],
-      childEnv({ BASELINE_PORT: String(basePort), BASELINE_TLS_CERT_FILE: tls.certFile, BASELINE_TLS_KEY_FILE: tls.keyFile }),
-      basePort,
-      dir,
-      cgroups.baseline,
-    ),
+    ours: startProcess('ours', oursArgs, oursProcessEnv, oursPort, dir, cgroups.ours),
+    baseline: startProcess('baseline', baseArgs, baseEnv, basePort, dir, cgroups.baseline),
   };
 
   try {
@@ -417,7 +486,10 @@ async function main(): Promise<number> {
         fixed.autocannon[name].push(ac);
         const paced = await pacedRun(servers[name], name, rateReview, { ...spec, rate: options.rate });
         fixed.paced[name].push(paced);
-        for (const [mode, run] of [['autocannon', ac], ['paced', paced]] as const) {
+        for (const [mode, run] of [
+          ['autocannon', ac],
+          ['paced', paced],
+        ] as const) {
           const bad = totalErrors([run]);
           log(
             `${options.rate} req/s ${mode.padEnd(10)} round ${r} ${name.padEnd(8)} ${run.reqPerSec.toFixed(0).padStart(5)} req/s  p50 ${run.latencyMs.p50.toFixed(2)} ms  ` +
@@ -475,6 +547,8 @@ async function main(): Promise<number> {
       throughputRatio: { target: '>= 0.85 at every size', value: Math.min(...sizes.map((s) => s.ratio)), pass: sizes.every((s) => s.ratio >= 0.85) },
       p99AtRate: { target: `<= 2 ms at ${options.rate} req/s, ${rateReview.name} (paced)`, value: pacedP99, pass: options.rateRounds > 0 && pacedP99 <= 2 },
       rss: { target: '<= 150 MiB', value: peakRss, pass: peakRss <= 150 },
+      idleRss: { target: '<= 110 MiB', value: idleRssMiB.ours, pass: idleRssMiB.ours <= 110 },
+      firstReview: { target: '<= 400 ms from spawn', value: startup.ours.firstReviewMs, pass: options.spawns > 0 && startup.ours.firstReviewMs <= 400 },
     };
 
     const report = {
@@ -485,9 +559,23 @@ async function main(): Promise<number> {
       machine: { ...machineInfo(), loadAvgAtStart: loadAtStart },
       options,
       servers: {
-        ours: { command: ['node', ...options.oursNodeArgs, 'dist/main.js'].join(' '), nodeOptions: DEPLOYMENT_NODE_OPTIONS, config: 'nodes.defaultRatios: { cpu: 1.5, memory: 1 }', logLevel: 'warn', memoryLimitMiB: cgroups.ours?.limitMiB ?? null, idleRssMiB: idleRssMiB.ours, hwmMiB: hwmMiB.ours },
-        baseline: { command: `node ${relative(ROOT, join(BUILD_DIR, 'bench', 'baseline-server.js'))}`, memoryLimitMiB: cgroups.baseline?.limitMiB ?? null, idleRssMiB: idleRssMiB.baseline, hwmMiB: hwmMiB.baseline },
+        ours: {
+          command: ['node', ...options.oursNodeArgs, 'dist/main.js'].join(' '),
+          nodeOptions: DEPLOYMENT_NODE_OPTIONS,
+          config: 'nodes.defaultRatios: { cpu: 1.5, memory: 1 }',
+          logLevel: 'warn',
+          memoryLimitMiB: cgroups.ours?.limitMiB ?? null,
+          idleRssMiB: idleRssMiB.ours,
+          hwmMiB: hwmMiB.ours,
+        },
+        baseline: {
+          command: `node ${relative(ROOT, join(BUILD_DIR, 'bench', 'baseline-server.js'))}`,
+          memoryLimitMiB: cgroups.baseline?.limitMiB ?? null,
+          idleRssMiB: idleRssMiB.baseline,
+          hwmMiB: hwmMiB.baseline,
+        },
       },
+      startup,
       checks,
       sizes,
       fixedRate,
@@ -499,7 +587,25 @@ async function main(): Promise<number> {
     log('\nthroughput (medians over rounds; latency ms; cpu = µs of server CPU per request; cpu ratio = base cpu / ours cpu; rss = peak MiB)');
     log(
       table(
-        ['review', 'bytes', 'ours req/s', 'base req/s', 'ratio', 'cpu ratio', 'ours p50', 'base p50', 'ours p99', 'base p99', 'ours max', 'base max', 'ours cpu', 'base cpu', 'ours rss', 'base rss', 'errors'],
+        [
+          'review',
+          'bytes',
+          'ours req/s',
+          'base req/s',
+          'ratio',
+          'cpu ratio',
+          'ours p50',
+          'base p50',
+          'ours p99',
+          'base p99',
+          'ours max',
+          'base max',
+          'ours cpu',
+          'base cpu',
+          'ours rss',
+          'base rss',
+          'errors',
+        ],
         sizes.map((s) => [
           s.name,
           s.bytes,
@@ -535,11 +641,17 @@ async function main(): Promise<number> {
         ),
       );
     }
+    log(
+      `start-up (median of ${options.spawns} spawns): spawn → first review ours ${startup.ours.firstReviewMs} ms, baseline ${startup.baseline.firstReviewMs} ms; ` +
+        `idle RSS ours ${startup.ours.idleRssMiB} MiB, baseline ${startup.baseline.idleRssMiB} MiB`,
+    );
     log(`\npeak RSS since start (VmHWM): ours ${hwmMiB.ours} MiB, baseline ${hwmMiB.baseline} MiB`);
     log(
       `targets: throughput ratio ${targets.throughputRatio.value} (${targets.throughputRatio.target}) ${targets.throughputRatio.pass ? 'PASS' : 'FAIL'}; ` +
         `p99 ${targets.p99AtRate.value} ms (${targets.p99AtRate.target}) ${targets.p99AtRate.pass ? 'PASS' : 'FAIL'}; ` +
-        `rss ${targets.rss.value} MiB (${targets.rss.target}) ${targets.rss.pass ? 'PASS' : 'FAIL'}`,
+        `rss ${targets.rss.value} MiB (${targets.rss.target}) ${targets.rss.pass ? 'PASS' : 'FAIL'}; ` +
+        `idle rss ${targets.idleRss.value} MiB (${targets.idleRss.target}) ${targets.idleRss.pass ? 'PASS' : 'FAIL'}; ` +
+        `first review ${targets.firstReview.value} ms (${targets.firstReview.target}) ${targets.firstReview.pass ? 'PASS' : 'FAIL'}`,
     );
     log(errors === 0 ? 'errors: none (every response checked)' : `ERRORS: ${errors} failed, non-2xx or wrong responses — these figures are not valid`);
     log(`wrote ${relative(process.cwd(), outFile)}`);

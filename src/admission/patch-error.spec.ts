@@ -12,10 +12,24 @@ describe('patchError', () => {
   it('is undefined for a patch that applies, and never modifies the document or the patch', () => {
     const patches: Operation[][] = [
       [{ op: 'replace', path: '/status/allocatable/cpu', value: '6' }],
-      [{ op: 'add', path: '/metadata/annotations/kube-overcommit.io~1ratios', value: '{}' }, { op: 'remove', path: '/metadata/annotations/x~1y' }],
-      [{ op: 'add', path: '/metadata/extra', value: { nested: {} } }, { op: 'add', path: '/metadata/extra/nested/deep', value: 1 }],
-      [{ op: 'move', from: '/status/conditions/0', path: '/status/conditions/-' }, { op: 'replace', path: '/status/conditions/1/type', value: 'X' }],
-      [{ op: 'copy', from: '/status/allocatable', path: '/status/capacity' }, { op: 'add', path: '/status/capacity/memory', value: '1Gi' }],
+      [
+        { op: 'add', path: '/metadata/annotations/kube-overcommit.io~1ratios', value: '{}' },
+        { op: 'remove', path: '/metadata/annotations/x~1y' },
+      ],
+      [
+        { op: 'add', path: '/metadata/extra', value: { nested: {} } },
+        { op: 'add', path: '/metadata/extra/nested/deep', value: 1 },
+      ],
+      [
+        { op: 'move', from: '/status/conditions/0', path: '/status/conditions/-' },
+        { op: 'replace', path: '/status/conditions/1/type', value: 'X' },
+      ],
+      [
+        { op: 'copy', from: '/status/allocatable', path: '/status/capacity' },
+        { op: 'add', path: '/status/capacity/memory', value: '1Gi' },
+      ],
+      // The move shifts DiskPressure to index 0 before `path` is resolved: its object is changed in the copy only.
+      [{ op: 'move', from: '/status/conditions/0', path: '/status/conditions/0/reason' }],
       [{ op: 'test', path: '/metadata/name', value: 'worker-1' }],
       [{ op: 'replace', path: '', value: { other: true } }],
       [],
@@ -33,7 +47,13 @@ describe('patchError', () => {
       [[{ op: 'add', path: '/metadata/labels/kube-overcommit.io~1pool', value: 'x' }], 'OPERATION_PATH_ILLEGAL_ARRAY_INDEX'],
       [[{ op: 'add', path: '/metadata/name/annotations', value: {} }], 'OPERATION_PATH_UNRESOLVABLE'],
       [[{ op: 'replace', path: '/status/capacity/cpu', value: '6' }], 'OPERATION_PATH_UNRESOLVABLE'],
-      [[{ op: 'remove', path: '/metadata/annotations/a' }, { op: 'remove', path: '/metadata/annotations/a' }], 'OPERATION_PATH_UNRESOLVABLE'],
+      [
+        [
+          { op: 'remove', path: '/metadata/annotations/a' },
+          { op: 'remove', path: '/metadata/annotations/a' },
+        ],
+        'OPERATION_PATH_UNRESOLVABLE',
+      ],
       [[{ op: 'test', path: '/metadata/name', value: 'worker-2' }], 'TEST_OPERATION_FAILED'],
       [[{ op: 'add', path: '/status/conditions/7', value: {} }], 'OPERATION_VALUE_OUT_OF_BOUNDS'],
       [[{ op: 'add', path: '/metadata/__proto__', value: {} }], 'TypeError'], // banned by the library

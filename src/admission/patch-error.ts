@@ -35,7 +35,12 @@ export function applyToCopy(document: unknown, patch: readonly Operation[]): { d
         throw new fastJsonPatch.JsonPatchError('Cannot perform operation at the desired path', 'OPERATION_PATH_UNRESOLVABLE', index, operation, root);
       }
       copyAlong(root, operation.path, copies);
-      if ('from' in operation) copyAlong(root, operation.from, copies);
+      if ('from' in operation) {
+        const fromParent = copyAlong(root, operation.from, copies);
+        // A move removes `from` before it adds at `path`: the elements after it shift, so `path`
+        // can then go through containers below from's parent that it did not go through before.
+        if (operation.op === 'move') copyBelow(fromParent, copies);
+      }
       root = fastJsonPatch.applyOperation(root, operation, true, true).newDocument;
     }
     return { document: root };
@@ -55,24 +60,41 @@ function copyOf(container: Container, copies: Set<unknown>): Container {
   return copy;
 }
 
-/** Replaces every container the pointer goes through (its parent chain) by a copy of its own. */
-function copyAlong(root: unknown, pointer: unknown, copies: Set<unknown>): void {
-  if (typeof pointer !== 'string') return;
+/**
+ * Replaces every container the pointer goes through (its parent chain) by a copy of its own;
+ * returns the pointer's parent when the whole chain resolves.
+ */
+function copyAlong(root: unknown, pointer: unknown, copies: Set<unknown>): unknown {
+  if (typeof pointer !== 'string') return undefined;
   const tokens = pointer.split('/');
   let parent = root;
   // tokens[0] is the empty string before the first "/"; the last token is what the operation changes.
   for (let i = 1; i < tokens.length - 1; i++) {
-    if (!isContainer(parent)) return;
+    if (!isContainer(parent)) return undefined;
     const token = fastJsonPatch.unescapePathComponent(tokens[i]);
-    if (!Object.prototype.hasOwnProperty.call(parent, token)) return;
-    let child = (parent as Record<string, unknown>)[token];
-    if (!isContainer(child)) return;
-    if (!copies.has(child)) {
-      child = copyOf(child, copies);
-      // An own key "__proto__" stays a data property: never the prototype setter.
-      if (token === '__proto__') Object.defineProperty(parent, token, { value: child, writable: true, enumerable: true, configurable: true });
-      else (parent as Record<string, unknown>)[token] = child;
-    }
+    if (!Object.prototype.hasOwnProperty.call(parent, token)) return undefined;
+    const child = ownCopy(parent, token, copies);
+    if (child === undefined) return undefined;
     parent = child;
   }
+  return parent;
+}
+
+/** Replaces every container below `container` by a copy of its own. */
+function copyBelow(container: unknown, copies: Set<unknown>): void {
+  if (!isContainer(container)) return;
+  for (const key of Object.keys(container)) copyBelow(ownCopy(container, key, copies), copies);
+}
+
+/** The container at `parent[key]`, replaced by a copy of its own unless it is one already. */
+function ownCopy(parent: Container, key: string, copies: Set<unknown>): Container | undefined {
+  let child = (parent as Record<string, unknown>)[key];
+  if (!isContainer(child)) return undefined;
+  if (!copies.has(child)) {
+    child = copyOf(child, copies);
+    // An own key "__proto__" stays a data property: never the prototype setter.
+    if (key === '__proto__') Object.defineProperty(parent, key, { value: child, writable: true, enumerable: true, configurable: true });
+    else (parent as Record<string, unknown>)[key] = child;
+  }
+  return child as Container;
 }

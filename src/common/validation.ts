@@ -16,6 +16,7 @@
  */
 import { createRequire } from 'node:module';
 import { getMetadataStorage, validateSync, type ValidationError } from 'class-validator';
+import { isRecord } from './is-record.js';
 
 export const MAX_PROBLEMS = 20;
 
@@ -23,20 +24,24 @@ type Plain = Record<string, unknown>;
 type Class = new () => object;
 
 // class-transformer keeps the targets of @Type in this store and exports no accessor for it.
-const typeStore: { findTypeMetadata(target: Function, property: string): { typeFunction?: (options?: unknown) => Class } | undefined } =
-  createRequire(import.meta.url)('class-transformer/cjs/storage.js').defaultMetadataStorage;
+const typeStore: { findTypeMetadata(target: Function, property: string): { typeFunction?: (options?: unknown) => Class } | undefined } = createRequire(
+  import.meta.url,
+)('class-transformer/cjs/storage.js').defaultMetadataStorage;
 
 const declaredCache = new Map<Function, ReadonlySet<string>>();
 function declaredProperties(cls: Function): ReadonlySet<string> {
   let declared = declaredCache.get(cls);
   if (!declared) {
-    declared = new Set(getMetadataStorage().getTargetValidationMetadatas(cls, '', true, false).map((m) => m.propertyName));
+    declared = new Set(
+      getMetadataStorage()
+        .getTargetValidationMetadatas(cls, '', true, false)
+        .map((m) => m.propertyName),
+    );
     declaredCache.set(cls, declared);
   }
   return declared;
 }
 
-const isPlainObject = (value: unknown): value is Plain => typeof value === 'object' && value !== null && !Array.isArray(value);
 const child = (path: string, key: string | number) => (typeof key === 'number' ? `${path}[${key}]` : path === '' ? key : `${path}.${key}`);
 
 class ProblemList {
@@ -66,7 +71,7 @@ function instantiate(plain: Plain, cls: Class, path: string, problems: ProblemLi
     const list = Reflect.getMetadata('design:type', cls.prototype, key) === Array;
     if (!nested || typeof value !== 'object' || value === null) instance[key] = value;
     else if (list !== Array.isArray(value)) problems.add(`${at}: ${key} must be ${list ? 'an array' : 'an object'}`);
-    else if (Array.isArray(value)) instance[key] = value.map((item, i) => (isPlainObject(item) ? instantiate(item, nested, child(at, i), problems) : item));
+    else if (Array.isArray(value)) instance[key] = value.map((item, i) => (isRecord(item) ? instantiate(item, nested, child(at, i), problems) : item));
     else instance[key] = instantiate(value as Plain, nested, at, problems);
   }
   return instance;
@@ -85,7 +90,7 @@ export type Validated<T> = { ok: true; value: T } | { ok: false; errors: string[
 
 /** Builds and validates a `cls`, naming every bad field by its path (at most MAX_PROBLEMS of them). */
 export function validateAs<T extends object>(cls: new () => T, plain: unknown): Validated<T> {
-  if (!isPlainObject(plain)) return { ok: false, errors: ['(root): must be an object'] };
+  if (!isRecord(plain)) return { ok: false, errors: ['(root): must be an object'] };
   const problems = new ProblemList();
   const value = instantiate(plain, cls, '', problems) as T;
   const errors = validateSync(value, { whitelist: true, forbidNonWhitelisted: true, forbidUnknownValues: true });

@@ -3,19 +3,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Counter, Gauge, Registry } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import { BACKGROUND_ERRORS } from '../common/background-tasks.js';
 import { ConfigFileSource } from './config-file.source.js';
 import { ConfigStore } from './config.store.js';
 
-async function until(check: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const until = (check: () => boolean) => vi.waitUntil(check, { timeout: 5_000, interval: 20 });
 
 describe('ConfigFileSource', () => {
   beforeAll(() => Logger.overrideLogger(false));

@@ -1,5 +1,5 @@
 import { Type } from 'class-transformer';
-import { IsArray, IsBoolean, IsDefined, IsIn, IsNumber, IsOptional, Matches, Max, Min, ValidateBy, ValidateNested } from 'class-validator';
+import { IsArray, IsBoolean, IsDefined, IsIn, IsInt, IsNumber, IsOptional, Matches, Max, Min, ValidateBy, ValidateNested } from 'class-validator';
 import { PodPolicyConfig } from '../pod-policy/pod-policy.config.js';
 import { SidecarConfig } from '../sidecar/sidecar.config.js';
 import { parseDuration } from '../common/duration.js';
@@ -113,6 +113,17 @@ export class NodePool {
   @IsOptional() @ValidateNested() @Type(() => UsageConfig) usage?: UsageConfig;
 }
 
+/** The reconciler (src/node-oversell/reconciler.rules.ts): nudges nodes whose stored allocatable differs from the plan. */
+export class ReconcileConfig {
+  @IsOptional() @IsBoolean() enabled: boolean = true;
+  /** At most this many nudges (nodes/status PATCHes) a second, from the replica holding the Lease. */
+  @IsOptional()
+  @IsInt({ message: 'maxNodesPerSecond must be an integer from 1 to 1000' })
+  @Min(1, { message: 'maxNodesPerSecond must be an integer from 1 to 1000' })
+  @Max(1000, { message: 'maxNodesPerSecond must be an integer from 1 to 1000' })
+  maxNodesPerSecond: number = 100;
+}
+
 export class NodesConfig {
   /** The mode of the nodes under defaultRatios and of every pool without its own. */
   @IsOptional() @IsIn(NODE_MODES, { message: `defaultMode must be one of ${NODE_MODES.join(', ')}` }) defaultMode: NodeMode = 'enforce';
@@ -145,6 +156,8 @@ export class NodesConfig {
     },
   })
   statusReportPeriod: string = '5m';
+  /** Apply a config change to idle nodes at once, instead of at their kubelet's next report. */
+  @IsOptional() @ValidateNested() @Type(() => ReconcileConfig) reconcile: ReconcileConfig = new ReconcileConfig();
 }
 
 /** config.yaml, validated. A snapshot of it is deep-frozen and shared by concurrent requests. */

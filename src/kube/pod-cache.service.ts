@@ -68,12 +68,17 @@ export class PodCache implements OnApplicationShutdown {
 
   private start(): void {
     const core = this.kube.makeApiClient(CoreV1Api);
-    const informer = new ResilientInformer<V1Pod>(this.kube, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: NON_TERMINAL_PODS }), {
-      description: 'pods (non-terminal)',
-      fieldSelector: NON_TERMINAL_PODS,
-      onListed: () => this.listedListeners.forEach((listener) => listener()),
-      transform: (pod) => cachedPod(pod as PodLike) as unknown as V1Pod,
-    });
+    const informer = new ResilientInformer<V1Pod>(
+      this.kube,
+      '/api/v1/pods',
+      (page) => core.listPodForAllNamespaces({ fieldSelector: NON_TERMINAL_PODS, ...page }),
+      {
+        description: 'pods (non-terminal)',
+        fieldSelector: NON_TERMINAL_PODS,
+        onListed: () => this.listedListeners.forEach((listener) => listener()),
+        transform: (pod) => cachedPod(pod as PodLike) as unknown as V1Pod,
+      },
+    );
     // A handler that throws inside client-node's watch is an unhandled rejection: guarded.
     const upsert = this.background.guard('informer-event', (pod: V1Pod) => this.index.upsert(pod as PodLike));
     informer.cache.on('add', upsert);

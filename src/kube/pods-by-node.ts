@@ -111,11 +111,6 @@ export class PodsByNode {
     if (pods?.size === 0) this.byNode.delete(previous);
   }
 
-  clear(): void {
-    this.byNode.clear();
-    this.nodeOf.clear();
-  }
-
   usage(node: string, exclude?: string): NodeUsage {
     const requests: ResourceAmounts = { pods: 0n };
     for (const [key, amounts] of this.byNode.get(node) ?? []) {

@@ -2,7 +2,7 @@ import { KubeConfig, type KubernetesObject, type V1Node } from '@kubernetes/clie
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ResilientInformer, stripManagedFields, TransformingWatch } from './resilient-informer.js';
+import { LIST_PAGE_SIZE, type ListPage, ResilientInformer, stripManagedFields, TransformingWatch } from './resilient-informer.js';
 
 /** A transform as the pod-policy Node cache has one: managedFields and the image list dropped. */
 function trimNode(node: V1Node): V1Node {
@@ -36,6 +36,7 @@ async function watchServer(events: { type: string; object: unknown }[], { keepOp
   const server = http.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
     if (new URL(req.url ?? '', 'http://x').searchParams.get('watch') !== 'true') return res.end('{}');
+    res.flushHeaders();
     for (const event of events) res.write(`${JSON.stringify(event)}\n`);
     if (!keepOpen) res.end();
   });
@@ -63,7 +64,10 @@ afterEach(async () => {
 
 describe('stripManagedFields', () => {
   it('drops managedFields and nothing else; an object without them stays as it is', () => {
-    const pod = stripManagedFields({ metadata: { name: 'p', namespace: 'n', resourceVersion: '7', managedFields }, spec: { nodeName: 'a' } } as KubernetesObject);
+    const pod = stripManagedFields({
+      metadata: { name: 'p', namespace: 'n', resourceVersion: '7', managedFields },
+      spec: { nodeName: 'a' },
+    } as KubernetesObject);
     expect(pod).toEqual({ metadata: { name: 'p', namespace: 'n', resourceVersion: '7' }, spec: { nodeName: 'a' } });
     expect(stripManagedFields({ metadata: { name: 'bare' } })).toEqual({ metadata: { name: 'bare' } });
     expect(stripManagedFields({} as KubernetesObject)).toEqual({});
@@ -82,7 +86,12 @@ describe('TransformingWatch', () => {
     const seen: { phase: string; object: any }[] = [];
     await new Promise<void>((resolve, reject) => {
       void new TransformingWatch<V1Node>(server.kube, trimNode)
-        .watch('/api/v1/nodes', {}, (phase, object) => seen.push({ phase, object }), (error) => (error ? reject(error) : resolve()))
+        .watch(
+          '/api/v1/nodes',
+          {},
+          (phase, object) => seen.push({ phase, object }),
+          (error) => (error ? reject(error) : resolve()),
+        )
         .catch(reject);
     });
     expect(seen.map((e) => e.phase)).toEqual(['ADDED', 'MODIFIED', 'BOOKMARK', 'DELETED']);
@@ -101,7 +110,10 @@ describe('ResilientInformer', () => {
     cleanup.push(server.close);
     const listed = { metadata: { resourceVersion: '5' }, items: [node('a', '5')] };
 
-    const nodes = new ResilientInformer<V1Node>(server.kube, '/api/v1/nodes', async () => structuredClone(listed), { description: 'nodes', transform: trimNode });
+    const nodes = new ResilientInformer<V1Node>(server.kube, '/api/v1/nodes', async () => structuredClone(listed), {
+      description: 'nodes',
+      transform: trimNode,
+    });
     cleanup.push(() => nodes.stop());
     const added = new Promise<void>((resolve) => nodes.cache.on('add', (object) => object.metadata?.name === 'b' && resolve()));
     await nodes.start();
@@ -119,5 +131,42 @@ describe('ResilientInformer', () => {
     await plain.start();
     expect(plain.cache.get('a')?.metadata?.managedFields).toBeUndefined();
     expect(plain.cache.get('a')?.status?.images).toHaveLength(1);
+  });
+
+  it('lists in pages of LIST_PAGE_SIZE, following continue, each page transformed before the next is asked for', async () => {
+    const server = await watchServer([], { keepOpen: true });
+    cleanup.push(server.close);
+    const total = 2 * LIST_PAGE_SIZE + 3;
+    const pages: ListPage[] = [];
+    let transformedBeforeLast = 0;
+    let transformed = 0;
+    const list = async (page: ListPage) => {
+      pages.push(page);
+      if (pages.length === 3) transformedBeforeLast = transformed;
+      const start = Number(page._continue ?? 0);
+      const end = Math.min(total, start + page.limit);
+      const items = Array.from({ length: end - start }, (_, i) => node(`n-${start + i}`, '9'));
+      return { metadata: { resourceVersion: '9', ...(end < total ? { _continue: String(end) } : {}) }, items };
+    };
+    const nodes = new ResilientInformer<V1Node>(server.kube, '/api/v1/nodes', list, {
+      description: 'nodes',
+      transform: (object) => {
+        transformed++;
+        return trimNode(object);
+      },
+    });
+    cleanup.push(() => nodes.stop());
+    await nodes.start();
+
+    expect(pages).toEqual([
+      { limit: LIST_PAGE_SIZE },
+      { limit: LIST_PAGE_SIZE, _continue: String(LIST_PAGE_SIZE) },
+      { limit: LIST_PAGE_SIZE, _continue: String(2 * LIST_PAGE_SIZE) },
+    ]);
+    expect(transformedBeforeLast).toBe(2 * LIST_PAGE_SIZE);
+    expect(nodes.isSynced()).toBe(true);
+    expect(nodes.cache.list()).toHaveLength(total);
+    expect(nodes.cache.get(`n-${total - 1}`)?.status?.images).toBeUndefined();
+    expect(nodes.cache.get('n-0')?.metadata?.managedFields).toBeUndefined();
   });
 });

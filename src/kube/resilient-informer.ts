@@ -45,6 +45,15 @@ export class TransformingWatch<T extends KubernetesObject> extends Watch {
   }
 }
 
+/** Items per LIST request, as client-go's reflector pages its lists. */
+export const LIST_PAGE_SIZE = 500;
+
+/** The paging options of one LIST request (`_continue` is client-node's name for `continue`). */
+export interface ListPage {
+  limit: number;
+  _continue?: string;
+}
+
 const FIRST_RESTART_DELAY_MS = 1_000;
 const MAX_RESTART_DELAY_MS = 30_000;
 
@@ -54,6 +63,13 @@ const MAX_RESTART_DELAY_MS = 30_000;
  * down, connection refused, 403) it emits `error` and stops: here it is restarted with
  * exponential backoff. `isSynced()` turns true at the first successful list. Objects enter the
  * cache through `transform` (managedFields stripped by default).
+ *
+ * The list is paged, LIST_PAGE_SIZE items a request (the API server serves every page from the
+ * first one's snapshot), and each page is transformed before the next is fetched: a whole large
+ * collection in one response (150,000 pods of 3.6 KB are 540 MB of JSON) is received, parsed and
+ * deserialised at once, beyond the pod's memory limit. A `list` that ignores the page options lists
+ * in one request. A continue token that expires mid-list (410) fails the list, and the restart
+ * lists again from the first page.
  */
 export class ResilientInformer<T extends KubernetesObject> {
   private readonly logger = new Logger('Informer');
@@ -67,14 +83,21 @@ export class ResilientInformer<T extends KubernetesObject> {
   constructor(
     kube: KubeConfig,
     path: string,
-    list: () => Promise<KubernetesListObject<T>>,
+    list: (page: ListPage) => Promise<KubernetesListObject<T>>,
     private readonly options: InformerOptions<T>,
   ) {
     this.server = kube.getCurrentCluster()?.server;
     const transform = options.transform ?? stripManagedFields;
     const listAndMark = async () => {
-      const result = await list();
-      result.items = result.items.map(transform);
+      const items: T[] = [];
+      let result = await list({ limit: LIST_PAGE_SIZE });
+      for (;;) {
+        for (const item of result.items) items.push(transform(item));
+        const next = result.metadata?._continue;
+        if (!next) break;
+        result = await list({ limit: LIST_PAGE_SIZE, _continue: next });
+      }
+      result.items = items;
       this.synced = true;
       this.restartDelayMs = FIRST_RESTART_DELAY_MS;
       options.onListed?.();

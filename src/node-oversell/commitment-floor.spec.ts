@@ -222,7 +222,7 @@ describe('the commitment floor under ratio edits, opt-outs, bindings and deletio
     );
   }, 60_000);
 
-  it("the issue's scenario: pods up to 1.8 × raw at ratio 2, ratio set to 1: the kubelet keeps every pod", () => {
+  it('pods up to 1.8 × raw at ratio 2, ratio set to 1: the kubelet keeps every pod', () => {
     const steps: Step[] = [
       ...Array.from({ length: 9 }, (): Step => ({ kind: 'bind', cpu: 800, memoryMi: 64 })), // 7.2 of 4 CPUs × 2
       { kind: 'ratios', k: {} },

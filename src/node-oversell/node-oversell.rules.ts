@@ -53,8 +53,8 @@ import { MANAGED_RESOURCES, type ManagedResource, type NodeMode, type NodesConfi
 import { matchesLabelSelector } from '../config/label-selector.js';
 import { Memo } from './memo.js';
 import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from './quantity.js';
+import { isRecord } from '../common/is-record.js';
 
-export const ANNOTATION_PREFIX = 'kube-overcommit.io/';
 /** JSON `{"allocatable":{...},"capacity":{...}}`: see RawRecordJson. */
 export const RAW_ANNOTATION = 'kube-overcommit.io/allocatable-raw';
 /** JSON `{"cpu":1.5,...}`: the ratios applied, only those ≠ 1. */
@@ -146,11 +146,6 @@ const MAX_RATIO = 10;
 const MAX_AMOUNT = 2n ** 63n - 1n;
 
 const inRange = (amount: bigint | undefined): amount is bigint => amount !== undefined && amount >= 0n && amount <= MAX_AMOUNT;
-
-/** A JSON object (not an array, not null). */
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** True when the node carries an opt-out label (`kube-overcommit.io/disabled=true` or `node-oversell/disable=true`). */
 export function isOptedOut(labels: Readonly<Record<string, string>> | undefined): boolean {

@@ -250,9 +250,10 @@ describe('escapeJsonPointer', () => {
 });
 
 describe('NodeOversellStrategy', () => {
-  it('is discoverable as an admission strategy for nodes CREATE and nodes/status UPDATE', () => {
+  it('is discoverable as an admission strategy of the nodes entry, for nodes CREATE and nodes/status UPDATE', () => {
     expect(Reflect.getMetadata(AdmissionStrategyProvider.KEY, NodeOversellStrategy)).toEqual({
       name: 'node-oversell',
+      entry: 'nodes',
       rules: [
         { resource: 'nodes', subResource: '', operations: ['CREATE'] },
         { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },
@@ -557,7 +558,7 @@ describe('per-node series: bounded, whatever the reviews carry', () => {
     try {
       const { strategy, request, admit, samples, nodes } = harness();
       strategy.onModuleInit();
-      // The envelope's name is valid; the object's name is what the gauges used to be keyed on.
+      // The envelope's name is valid; the object's name is not, and is not what the gauges are keyed on.
       const result = strategy.admit(request(kubeadmNode(), { object: named({ toString: 1 }) }), CONFIG);
       expect(result.patch).toHaveLength(4); // still inflated: only the export is skipped
       admit(kubeadmNode());

@@ -3,6 +3,7 @@ import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Counter, Gauge } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
+import { annotationPatch } from '../common/annotation-patch.js';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { jsonPointer } from '../common/json-pointer.js';
 import { MANAGED_RESOURCES, type OvercommitConfig } from '../config/config.schema.js';
@@ -19,7 +20,6 @@ import {
 import {
   FLOOR_ANNOTATION,
   inflate,
-  isRecord,
   NODE_ANNOTATIONS,
   type NodeLike,
   type NodePolicy,
@@ -30,10 +30,10 @@ import {
 import { baseAmountToNumber, formatResourceQuantity } from './quantity.js';
 import { NODE_USAGE, type NodeUsageRatios } from './usage-ratios.service.js';
 import { formatUsageEntry, type NodeUsageEntry } from './usage-aware.rules.js';
+import { isRecord } from '../common/is-record.js';
 
-// The only paths a node patch touches, escaped once (the patch is built at every heartbeat).
+// The allocatable paths a node patch touches, escaped once (the patch is built at every heartbeat).
 const ALLOCATABLE_PATH = Object.fromEntries(MANAGED_RESOURCES.map((resource) => [resource, jsonPointer(['status', 'allocatable', resource])]));
-const ANNOTATION_PATH = Object.fromEntries(NODE_ANNOTATIONS.map((key) => [key, jsonPointer(['metadata', 'annotations', key])]));
 
 /**
  * RFC 6902 operations that turn `node` into what `plan` wants: a `replace` per managed
@@ -49,25 +49,8 @@ export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOper
     ops.push({ op: 'replace', path: ALLOCATABLE_PATH[resource], value: formatResourceQuantity(resource, desired) });
   }
 
-  const { metadata } = node;
-  const current = isRecord(metadata) ? metadata.annotations : undefined;
-  const added: Record<string, string> = {};
-  for (const key of NODE_ANNOTATIONS) {
-    const desired = plan.annotations[key];
-    const present = isRecord(current) && Object.prototype.hasOwnProperty.call(current, key);
-    if (desired === null) {
-      if (present) ops.push({ op: 'remove', path: ANNOTATION_PATH[key] });
-    } else if (!present || current[key] !== desired) {
-      if (current === undefined || current === null) added[key] = desired;
-      else if (isRecord(current)) ops.push({ op: present ? 'replace' : 'add', path: ANNOTATION_PATH[key], value: desired });
-      else throw new Error('metadata.annotations is not an object: cannot write our annotations');
-    }
-  }
-  if (Object.keys(added).length > 0) {
-    if (metadata === undefined || metadata === null) ops.push({ op: 'add', path: '/metadata', value: { annotations: added } });
-    else if (isRecord(metadata)) ops.push({ op: 'add', path: '/metadata/annotations', value: added });
-    else throw new Error('metadata is not an object: cannot write our annotations');
-  }
+  const wanted = Object.fromEntries(NODE_ANNOTATIONS.map((key) => [key, plan.annotations[key]]));
+  ops.push(...annotationPatch(node.metadata, wanted));
   return ops;
 }
 
@@ -109,6 +92,7 @@ export function isNodeName(name: unknown): name is string {
 @Injectable()
 @AdmissionStrategyProvider({
   name: 'node-oversell',
+  entry: 'nodes',
   rules: [
     { resource: 'nodes', subResource: '', operations: ['CREATE'] },
     { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },
@@ -216,7 +200,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
       plan.floor[resource] !== undefined ? 'floor' : ((decisions as Partial<Record<string, { reason: AllocatableReason }>>)[resource]?.reason ?? 'static');
     let signature = '';
     for (const resource of MANAGED_RESOURCES)
-      signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${reasonOf(resource)};`;
+      signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${plan.floor[resource]}/${reasonOf(resource)};`;
     const previous = this.exported.get(node);
     const seenAt = Date.now();
     // Re-inserted, so the map stays in the order of the last admission.

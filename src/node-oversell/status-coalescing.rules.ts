@@ -42,6 +42,7 @@ import type { PatchOperation } from '../admission/admission.types.js';
 import { MANAGED_RESOURCES } from '../config/config.schema.js';
 import { RATIOS_ANNOTATION } from './node-oversell.rules.js';
 import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { isRecord } from '../common/is-record.js';
 
 /** Why an update was let through; `coalesced` updates have the one reason `heartbeat`. */
 export type PassReason = 'other-writer' | 'not-inflated' | 'no-stored-object' | 'condition-changed' | 'status-changed' | 'report-due';
@@ -64,10 +65,6 @@ interface Condition {
 
 const NODE_USER_PREFIX = 'system:node:';
 const RESOURCE_LISTS = ['allocatable', 'capacity'] as const;
-
-function isRecord(value: unknown): value is Record<string, any> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function conditionsOf(node: Record<string, any>): Condition[] {
   const conditions = node.status?.conditions;
@@ -128,16 +125,16 @@ export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly
  */
 export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodMs: number, enforced = true): CoalescingPlan {
   const { object, oldObject: stored } = request;
-  const name = isRecord(object) ? (object.metadata?.name ?? request.name) : request.name;
+  const node: Record<string, any> | undefined = isRecord(object) ? object : undefined;
+  const name = node ? (node.metadata?.name ?? request.name) : request.name;
   if (typeof name !== 'string' || request.userInfo?.username !== NODE_USER_PREFIX + name) return { decision: 'passed', reason: 'other-writer' };
-  if (!enforced || !isRecord(object) || typeof object.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string')
-    return { decision: 'passed', reason: 'not-inflated' };
+  if (!enforced || !node || typeof node.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string') return { decision: 'passed', reason: 'not-inflated' };
   if (!isRecord(stored) || !isRecord(stored.status) || !Array.isArray(stored.status.conditions)) return { decision: 'passed', reason: 'no-stored-object' };
 
-  if (!isDeepStrictEqual(comparable(object, true).status.conditions, comparable(stored, true).status.conditions)) {
+  if (!isDeepStrictEqual(comparable(node, true).status.conditions, comparable(stored, true).status.conditions)) {
     return { decision: 'passed', reason: 'condition-changed' };
   }
-  if (!isDeepStrictEqual(comparable(object, false), comparable(stored, false))) return { decision: 'passed', reason: 'status-changed' };
-  if (!heartbeatsFresh(conditionsOf(object), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return { decision: 'passed', reason: 'report-due' };
+  if (!isDeepStrictEqual(comparable(node, false), comparable(stored, false))) return { decision: 'passed', reason: 'status-changed' };
+  if (!heartbeatsFresh(conditionsOf(node), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return { decision: 'passed', reason: 'report-due' };
   return { decision: 'coalesced', reason: 'heartbeat', patch: [{ op: 'replace', path: '/status/conditions', value: stored.status.conditions }] };
 }

@@ -32,7 +32,8 @@
  */
 import { parseDuration } from '../common/duration.js';
 import { type Ratios, USAGE_RESOURCES, type UsageConfig, type UsageResource } from '../config/config.schema.js';
-import { isRecord, type NodePolicy } from './node-oversell.rules.js';
+import { isRecord } from '../common/is-record.js';
+import type { NodePolicy } from './node-oversell.rules.js';
 import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
 
 /** The ConfigMap (in the platform's namespace) the leader publishes the effective ratios to, and its key. */

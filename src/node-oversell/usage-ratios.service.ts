@@ -65,6 +65,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
   private readonly identity: string;
   private entries = new Map<string, NodeUsageEntry>();
   private publishedText?: string;
+  private readonly readListeners = new Set<() => void>();
   private informer?: ResilientInformer<V1ConfigMap>;
   private lease?: LeaderLease;
   private timer?: NodeJS.Timeout;
@@ -102,6 +103,12 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
 
   async onApplicationShutdown(): Promise<void> {
     await this.stop();
+  }
+
+  /** Calls `listener` after every new set of published ratios this replica reads; returns its removal. */
+  onRead(listener: () => void): () => void {
+    this.readListeners.add(listener);
+    return () => this.readListeners.delete(listener);
   }
 
   /** The node's published entry, as this replica read it. */
@@ -184,6 +191,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       this.logger.warn(`ConfigMap ${this.namespace}/${USAGE_CONFIGMAP}: ${(error as Error).message}; keeping the ratios read before`);
       return;
     }
+    this.readListeners.forEach((listener) => listener());
     this.ratioGauge.reset();
     this.inputGauge.reset();
     for (const [node, entry] of this.entries) {

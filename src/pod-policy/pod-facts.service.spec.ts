@@ -90,13 +90,7 @@ class FakeApiServer {
   }
 }
 
-async function until(check: () => boolean, ms = 3_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = (check: () => boolean) => vi.waitUntil(check, { timeout: 3_000, interval: 10 });
 
 describe('PodFactsService', () => {
   beforeAll(() => Logger.overrideLogger(false));

@@ -80,11 +80,17 @@ describe('planPodMutation on a Deployment pod', () => {
   it('adds the annotations map when the pod has none, keeps extended resources and claims', () => {
     const pod = deploymentPod({
       initContainers: null,
-      containers: [container('gpu', { limits: { memory: '2Gi', 'nvidia.com/gpu': '1' }, requests: { memory: '2Gi', 'nvidia.com/gpu': '1' }, claims: [{ name: 'gpu' }] })],
+      containers: [
+        container('gpu', { limits: { memory: '2Gi', 'nvidia.com/gpu': '1' }, requests: { memory: '2Gi', 'nvidia.com/gpu': '1' }, claims: [{ name: 'gpu' }] }),
+      ],
     });
     delete pod.metadata.annotations;
     const { pod: out } = mutate(pod, policySettings({ limitToRequest: { memoryRequestPercent: 25 } }));
-    expect(out.spec.containers[0].resources).toEqual({ limits: { memory: '2Gi', 'nvidia.com/gpu': '1' }, requests: { memory: '512Mi', 'nvidia.com/gpu': '1' }, claims: [{ name: 'gpu' }] });
+    expect(out.spec.containers[0].resources).toEqual({
+      limits: { memory: '2Gi', 'nvidia.com/gpu': '1' },
+      requests: { memory: '512Mi', 'nvidia.com/gpu': '1' },
+      claims: [{ name: 'gpu' }],
+    });
     expect(Object.keys(out.metadata.annotations)).toEqual([ORIGINAL_RESOURCES_ANNOTATION]);
   });
 
@@ -97,12 +103,17 @@ describe('planPodMutation on a Deployment pod', () => {
   });
 
   it('does not trust a recorded entry that our output does not match (edited since, or forged)', () => {
-    const pod = deploymentPod({ initContainers: null, annotations: { [ORIGINAL_RESOURCES_ANNOTATION]: JSON.stringify({ checkout: { limits: { memory: '64Gi' } } }) } });
+    const pod = deploymentPod({
+      initContainers: null,
+      annotations: { [ORIGINAL_RESOURCES_ANNOTATION]: JSON.stringify({ checkout: { limits: { memory: '64Gi' } } }) },
+    });
     const { pod: out } = mutate(pod, policySettings({ limitToRequest: { memoryRequestPercent: 25 } }));
     // From the container's real 1Gi limit, not the forged 64Gi.
     expect(out.spec.containers[0].resources.requests.memory).toBe('256Mi');
     expect(out.spec.containers[0].resources.limits.memory).toBe('1Gi');
-    expect(JSON.parse(out.metadata.annotations[ORIGINAL_RESOURCES_ANNOTATION])).toEqual({ checkout: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '1Gi' } } });
+    expect(JSON.parse(out.metadata.annotations[ORIGINAL_RESOURCES_ANNOTATION])).toEqual({
+      checkout: { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '1Gi' } },
+    });
   });
 
   it('leaves a container holding a negative amount as it is, so that mutating twice changes nothing more', () => {
@@ -112,6 +123,19 @@ describe('planPodMutation on a Deployment pod', () => {
     expect(once.pod.spec.containers[0].resources).toEqual({ limits: { memory: '1Gi' }, requests: { cpu: '-0.9', memory: '512Mi' } });
     expect(Object.keys(JSON.parse(once.pod.metadata.annotations[ORIGINAL_RESOURCES_ANNOTATION]))).toEqual(['migrate', 'log-shipper']);
     expect(planPodMutation(once.pod, CRO, {})).toEqual({ patch: [], changes: [] });
+  });
+
+  it('changes nothing at the reinvocation after the API server defaulted the request of a cpu limit it derived', () => {
+    // A memory-only container and no cpu request percentage: the patch adds a cpu limit alone, and
+    // the API server stores a cpu request equal to it before the reinvocation.
+    const settings = policySettings({ limitToRequest: { cpuLimitPerGiBPercent: 1 } });
+    const pod = deploymentPod({ initContainers: null, containers: [container('app', { limits: { memory: '1M' }, requests: { memory: '1M' } })] });
+    const once = mutate(pod, settings).pod;
+    expect(once.spec.containers[0].resources).toEqual({ limits: { memory: '1M', cpu: '1m' }, requests: { memory: '1M' } });
+    const stored = defaultPod(once);
+    expect(stored.spec.containers[0].resources.requests).toEqual({ memory: '1M', cpu: '1m' });
+    expect(planPodMutation(stored, settings, {})).toEqual({ patch: [], changes: [] });
+    expect(planPodMutation(once, settings, {})).toEqual({ patch: [], changes: [] });
   });
 
   it('removes a stale annotation of ours when nothing is changed any more', () => {
@@ -130,7 +154,10 @@ describe('planPodMutation on a Deployment pod', () => {
   });
 
   it('writes quantities the API server reads back to the same amounts', () => {
-    const { pod } = mutate(deploymentPod({ containers: [container('a', { limits: { memory: '1000M' }, requests: { memory: '1000M' } })] }), policySettings({ limitToRequest: { memoryRequestPercent: 33.3, cpuLimitPerGiBPercent: 150, cpuRequestPercent: 10 } }));
+    const { pod } = mutate(
+      deploymentPod({ containers: [container('a', { limits: { memory: '1000M' }, requests: { memory: '1000M' } })] }),
+      policySettings({ limitToRequest: { memoryRequestPercent: 33.3, cpuLimitPerGiBPercent: 150, cpuRequestPercent: 10 } }),
+    );
     expect(pod.spec.containers[0].resources.requests).toEqual({ memory: '317Mi', cpu: '139m' });
     expect(pod.spec.containers[0].resources.limits).toEqual({ memory: '1000M', cpu: '1396m' });
   });
@@ -153,7 +180,11 @@ describe('readOriginals', () => {
 // ---- idempotence over random pods ------------------------------------------------------------
 
 const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
-const cpuText = fc.oneof(fc.integer({ min: 1, max: 16_000 }).map((m) => `${m}m`), fc.integer({ min: 1, max: 16 }).map(String), fc.constantFrom('0.5', '1.25'));
+const cpuText = fc.oneof(
+  fc.integer({ min: 1, max: 16_000 }).map((m) => `${m}m`),
+  fc.integer({ min: 1, max: 16 }).map(String),
+  fc.constantFrom('0.5', '1.25'),
+);
 const memText = fc.oneof(
   fc.integer({ min: 1, max: 65_536 }).map((n) => `${n}Mi`),
   fc.integer({ min: 1, max: 64 }).map((n) => `${n}Gi`),
@@ -196,20 +227,25 @@ const settingsArb = fc
   })
   .map((s) => policySettings({ defaultRequests: { cpu: s.cpu, memory: s.memory }, limitToRequest: s }));
 const boundsArb = fc
-  .record({ cpuMin: maybe(fc.bigInt({ min: 1n, max: 500n })), memMax: maybe(fc.bigInt({ min: 1n << 20n, max: 1n << 34n })), ratio: maybe(fc.constantFrom('1', '2', '2.5')) })
+  .record({
+    cpuMin: maybe(fc.bigInt({ min: 1n, max: 500n })),
+    memMax: maybe(fc.bigInt({ min: 1n << 20n, max: 1n << 34n })),
+    ratio: maybe(fc.constantFrom('1', '2', '2.5')),
+  })
   .map(({ cpuMin, memMax, ratio }): ContainerBounds => ({
     cpu: { ...(cpuMin !== undefined ? { min: cpuMin } : {}), ...(ratio ? { maxLimitRequestRatio: parseQuantity(ratio) } : {}) },
     memory: memMax !== undefined ? { max: memMax } : {},
   }));
 
 describe('planPodMutation properties', () => {
-  it('mutate(mutate(x)) = mutate(x), the patch always applies cleanly', () => {
+  it('mutate(mutate(x)) = mutate(x), also after the API server defaulted mutate(x), the patch always applies cleanly', () => {
     fc.assert(
       fc.property(podArb, settingsArb, boundsArb, (pod, settings, bounds) => {
         const once = mutate(pod, settings, bounds).pod;
         const twice = mutate(once, settings, bounds);
         expect(twice.plan.patch).toEqual([]);
         expect(twice.pod).toEqual(once);
+        expect(planPodMutation(defaultPod(once), settings, bounds).patch).toEqual([]);
       }),
       { numRuns: 1000 },
     );
@@ -224,7 +260,11 @@ describe('planPodMutation properties', () => {
           (pod.spec?.[kind] ?? []).forEach((c, i) => {
             const entry = recorded.get(c.name);
             const changed = JSON.stringify(c.resources) !== JSON.stringify(once.spec[kind][i].resources);
-            if (changed) expect(entry?.recorded).toEqual({ ...(c.resources?.requests ? { requests: c.resources.requests } : {}), ...(c.resources?.limits ? { limits: c.resources.limits } : {}) });
+            if (changed)
+              expect(entry?.recorded).toEqual({
+                ...(c.resources?.requests ? { requests: c.resources.requests } : {}),
+                ...(c.resources?.limits ? { limits: c.resources.limits } : {}),
+              });
           });
         }
       }),
@@ -255,7 +295,10 @@ describe('planPodMutation on a pod with pod-level resources', () => {
   });
 
   it('still applies the policy to the resources the pod does not set at pod level', () => {
-    const pod = deploymentPod({ initContainers: null, containers: [container('app', { limits: { memory: '1Gi' }, requests: { memory: '1Gi' } }), container('worker')] });
+    const pod = deploymentPod({
+      initContainers: null,
+      containers: [container('app', { limits: { memory: '1Gi' }, requests: { memory: '1Gi' } }), container('worker')],
+    });
     pod.spec.resources = { requests: { cpu: '1' } };
     const { pod: out } = mutate(pod, CRO);
     // No cpu default, no cpu limit from the memory limit, no cpu request from it: cpu is the pod's.
@@ -314,7 +357,9 @@ const podLevelPodArb = fc
       const request = (aggregate[resource] ?? 0n) + BigInt(requestSlack) * unit;
       if (mode !== 'limits') requests[resource] = format(request);
       if (mode === 'requests') continue;
-      const containerLimits = (pod.spec.containers as any[]).map((c) => (c.resources.limits?.[resource] ? parseResourceQuantity(resource, c.resources.limits[resource]) : 0n));
+      const containerLimits = (pod.spec.containers as any[]).map((c) =>
+        c.resources.limits?.[resource] ? parseResourceQuantity(resource, c.resources.limits[resource]) : 0n,
+      );
       const limit = [request, ...containerLimits].reduce((a, b) => (a > b ? a : b)) + BigInt(limitSlack) * unit;
       limits[resource] = format(limit);
     }
@@ -333,7 +378,8 @@ describe('planPodMutation properties with pod-level resources', () => {
         for (const kind of ['initContainers', 'containers'] as const) {
           (pod.spec?.[kind] ?? []).forEach((c, i) => {
             for (const resource of held) {
-              for (const field of ['requests', 'limits'] as const) expect(once.spec[kind][i].resources?.[field]?.[resource]).toBe(c.resources?.[field]?.[resource]);
+              for (const field of ['requests', 'limits'] as const)
+                expect(once.spec[kind][i].resources?.[field]?.[resource]).toBe(c.resources?.[field]?.[resource]);
             }
           });
         }

@@ -9,10 +9,12 @@
  *   {"app":{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}},"sidecar":{}}
  *
  * A recorded entry is trusted only when applying the policy to it gives exactly what the
- * container now holds (the object carries our output); then the policy is computed from the
- * recorded originals, otherwise from what the container holds (someone changed it since, or
- * the annotation was forged: it then cannot make us write anything we would not write anyway).
- * So mutate(mutate(x)) = mutate(x).
+ * container now holds, both as the API server stores them (a limit without a request gets the
+ * limit as its request, also after our patch): the object carries our output. Then the policy
+ * is computed from the recorded originals, otherwise from what the container holds (someone
+ * changed it since, or the annotation was forged: it then cannot make us write anything we would
+ * not write anyway). So mutate(mutate(x)) = mutate(x), and so is a reinvocation on what the API
+ * server stored of mutate(x).
  *
  * Pod-level resources (spec.resources, PodLevelResources): a resource the pod sets at pod level,
  * in its requests or its limits, is held: every container keeps what it holds for it. The
@@ -25,11 +27,13 @@
  * changed can be held at the reinvocation, which must then change nothing.
  */
 import type { PatchOperation } from '../admission/admission.types.js';
-import { escapeJsonPointer, jsonPointer } from '../common/json-pointer.js';
+import { annotationPatch } from '../common/annotation-patch.js';
+import { jsonPointer } from '../common/json-pointer.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../node-oversell/quantity.js';
 import { applyContainerPolicy, sameAmounts, settingsWithout, type ContainerAmounts, type PolicyAmounts, type PolicySettings } from './container-policy.js';
 import { POLICY_RESOURCES, type ContainerBounds, type PolicyResource } from './limit-range.js';
 import type { ContainerLike, PodLike, ResourceRequirements } from './pod-resources.js';
+import { isRecord } from '../common/is-record.js';
 
 export const ORIGINAL_RESOURCES_ANNOTATION = 'kube-overcommit.io/original-resources';
 
@@ -54,10 +58,6 @@ export interface PodMutationPlan {
   patch: PatchOperation[];
   /** What changed relative to the object as received (empty when the patch is). */
   changes: ResourceChange[];
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function readPolicyList(list: unknown): PolicyAmounts {
@@ -94,7 +94,9 @@ export function recordResources(resources: ResourceRequirements | undefined): Re
 const holdsNegative = (amounts: ContainerAmounts) => [...Object.values(amounts.requests), ...Object.values(amounts.limits)].some((amount) => amount! < 0n);
 
 /** The annotation, parsed defensively: anything not exactly our shape counts as absent. */
-export function readOriginals(annotations: Readonly<Record<string, string>> | undefined): Map<string, { recorded: RecordedResources; amounts: ContainerAmounts }> {
+export function readOriginals(
+  annotations: Readonly<Record<string, string>> | undefined,
+): Map<string, { recorded: RecordedResources; amounts: ContainerAmounts }> {
   const out = new Map<string, { recorded: RecordedResources; amounts: ContainerAmounts }>();
   const text = annotations?.[ORIGINAL_RESOURCES_ANNOTATION];
   if (typeof text !== 'string') return out;
@@ -111,7 +113,8 @@ export function readOriginals(annotations: Readonly<Record<string, string>> | un
     const valid = lists.every(
       (list) =>
         list === undefined ||
-        (isRecord(list) && Object.entries(list).every(([resource, value]) => (POLICY_RESOURCES as readonly string[]).includes(resource) && typeof value === 'string')),
+        (isRecord(list) &&
+          Object.entries(list).every(([resource, value]) => (POLICY_RESOURCES as readonly string[]).includes(resource) && typeof value === 'string')),
     );
     if (!valid) continue;
     try {
@@ -137,6 +140,22 @@ export function readPodLevelResources(pod: PodLike): Set<PolicyResource> {
   }
   return held;
 }
+
+/**
+ * `amounts` as the API server stores them: it defaults the request of a resource that has a
+ * limit and no request to the limit, also after a webhook's patch (a cpu limit the policy
+ * derives from memory, with no cpu request percentage, is stored with that request).
+ */
+function asDefaulted(amounts: ContainerAmounts): ContainerAmounts {
+  const missing = POLICY_RESOURCES.filter((resource) => amounts.limits[resource] !== undefined && amounts.requests[resource] === undefined);
+  if (missing.length === 0) return amounts;
+  const requests: PolicyAmounts = { ...amounts.requests };
+  for (const resource of missing) requests[resource] = amounts.limits[resource];
+  return { requests, limits: amounts.limits };
+}
+
+/** Whether the API server stores the same amounts for both. */
+const sameStored = (a: ContainerAmounts, b: ContainerAmounts) => sameAmounts(asDefaulted(a), asDefaulted(b));
 
 /** `amounts` with the held resources as `current` has them. */
 function holding(amounts: ContainerAmounts, current: ContainerAmounts, held: ReadonlySet<PolicyResource>): ContainerAmounts {
@@ -202,13 +221,13 @@ export function planPodMutation(pod: PodLike, settings: PolicySettings, bounds: 
       let origin = current;
       let originRecord = recordResources(container.resources);
       const entry = originals.get(container.name);
-      if (entry && sameAmounts(policy(entry.amounts), current)) {
+      if (entry && sameStored(policy(entry.amounts), current)) {
         origin = entry.amounts;
         originRecord = entry.recorded;
       }
       const result = policy(origin);
       if (!sameAmounts(result, origin)) record[container.name] = originRecord;
-      if (sameAmounts(result, current)) return;
+      if (sameStored(result, current)) return;
       patch.push({ op: 'add', path: jsonPointer(['spec', kind, String(index), 'resources']), value: writeResources(container.resources, current, result) });
       for (const field of ['requests', 'limits'] as const) {
         for (const resource of POLICY_RESOURCES) {
@@ -220,16 +239,6 @@ export function planPodMutation(pod: PodLike, settings: PolicySettings, bounds: 
   }
 
   const desired = Object.keys(record).length > 0 ? JSON.stringify(record) : null;
-  const annotations = pod.metadata?.annotations;
-  const hasAnnotations = isRecord(annotations);
-  const present = hasAnnotations && Object.prototype.hasOwnProperty.call(annotations, ORIGINAL_RESOURCES_ANNOTATION);
-  const path = `/metadata/annotations/${escapeJsonPointer(ORIGINAL_RESOURCES_ANNOTATION)}`;
-  if (desired === null) {
-    if (present) patch.push({ op: 'remove', path });
-  } else if (!present || annotations[ORIGINAL_RESOURCES_ANNOTATION] !== desired) {
-    if (hasAnnotations) patch.push({ op: present ? 'replace' : 'add', path, value: desired });
-    else if (isRecord(pod.metadata)) patch.push({ op: 'add', path: '/metadata/annotations', value: { [ORIGINAL_RESOURCES_ANNOTATION]: desired } });
-    else patch.push({ op: 'add', path: '/metadata', value: { annotations: { [ORIGINAL_RESOURCES_ANNOTATION]: desired } } });
-  }
+  patch.push(...annotationPatch(pod.metadata, { [ORIGINAL_RESOURCES_ANNOTATION]: desired }, { malformed: 'overwrite' }));
   return { patch, changes };
 }

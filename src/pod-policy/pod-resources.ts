@@ -14,6 +14,7 @@
 import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
 import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
 import { parseResourceQuantity } from '../node-oversell/quantity.js';
+import { isRecord } from '../common/is-record.js';
 
 export type ResourceList = Record<string, string | number>;
 
@@ -70,10 +71,6 @@ export function isSidecar(container: ContainerLike): boolean {
 
 /** Resources counted per container (everything managed except `pods`, which counts the pod itself). */
 const CONTAINER_RESOURCES = MANAGED_RESOURCES.filter((r): r is Exclude<ManagedResource, 'pods'> => r !== 'pods');
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** The managed resources of a ResourceList in base units; a missing key = not set. */
 export function readList(list: unknown): ResourceAmounts {

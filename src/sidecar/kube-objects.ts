@@ -9,16 +9,14 @@
  * tokens in messages); names are quoted only once they are valid DNS labels.
  */
 
+import { isRecord } from '../common/is-record.js';
+
 export type KubeObject = Record<string, any>;
 
 /** RFC 1123 label: container, volume and template names. */
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** IANA service name: a container port's name. */
 const PORT_NAME = /^(?=.*[a-z])[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-
-export function isObject(value: unknown): value is KubeObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 const nonEmptyString = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
 
@@ -33,7 +31,7 @@ export function envVarProblems(list: unknown): string[] {
   const seen = new Map<string, number>();
   list.forEach((item, i) => {
     const at = `[${i}]`;
-    if (!isObject(item)) {
+    if (!isRecord(item)) {
       problems.push(`${at} must be an object with name and value or valueFrom`);
       return;
     }
@@ -45,7 +43,7 @@ export function envVarProblems(list: unknown): string[] {
       seen.set(item.name, i);
     }
     if (item.value !== undefined && typeof item.value !== 'string') problems.push(`${at}.value must be a string (quote numbers and booleans)`);
-    if (item.valueFrom !== undefined && !isObject(item.valueFrom)) problems.push(`${at}.valueFrom must be an object`);
+    if (item.valueFrom !== undefined && !isRecord(item.valueFrom)) problems.push(`${at}.valueFrom must be an object`);
     if (item.value !== undefined && item.valueFrom !== undefined) problems.push(`${at} must set value or valueFrom, not both`);
   });
   return problems;
@@ -56,7 +54,7 @@ function portProblems(list: unknown): string[] {
   const problems: string[] = [];
   list.forEach((port, i) => {
     const at = `[${i}]`;
-    if (!isObject(port)) {
+    if (!isRecord(port)) {
       problems.push(`${at} must be an object`);
       return;
     }
@@ -66,7 +64,7 @@ function portProblems(list: unknown): string[] {
     if (port.name !== undefined && !(typeof port.name === 'string' && port.name.length <= 15 && PORT_NAME.test(port.name))) {
       problems.push(`${at}.name must be an IANA service name (at most 15 lower-case letters, digits and '-', with a letter)`);
     }
-    if (port.protocol !== undefined && !['TCP', 'UDP', 'SCTP'].includes(port.protocol)) problems.push(`${at}.protocol must be TCP, UDP or SCTP`);
+    if (port.protocol !== undefined && !['TCP', 'UDP', 'SCTP'].includes(port.protocol as string)) problems.push(`${at}.protocol must be TCP, UDP or SCTP`);
   });
   return problems;
 }
@@ -77,7 +75,7 @@ function volumeMountProblems(list: unknown): string[] {
   const paths = new Map<string, number>();
   list.forEach((mount, i) => {
     const at = `[${i}]`;
-    if (!isObject(mount)) {
+    if (!isRecord(mount)) {
       problems.push(`${at} must be an object with name and mountPath`);
       return;
     }
@@ -101,7 +99,7 @@ const OBJECT_FIELDS = [...PROBES_AND_HOOKS, 'resources', 'securityContext'] as c
  * sidecar (`restartPolicy: Always`) or a run-to-completion init container.
  */
 export function containerProblems(container: unknown, init: boolean): string[] {
-  if (!isObject(container)) return [' must be an object (a core/v1 Container)'];
+  if (!isRecord(container)) return [' must be an object (a core/v1 Container)'];
   const problems: string[] = [];
   if (!(typeof container.name === 'string' && DNS_LABEL.test(container.name))) {
     problems.push('.name must be a DNS label (at most 63 lower-case letters, digits and -)');
@@ -115,7 +113,8 @@ export function containerProblems(container: unknown, init: boolean): string[] {
     }
     if (container.restartPolicy !== 'Always') {
       for (const field of PROBES_AND_HOOKS) {
-        if (container[field] !== undefined) problems.push(`.${field} is only allowed on native sidecars (restartPolicy: Always), not on run-to-completion init containers`);
+        if (container[field] !== undefined)
+          problems.push(`.${field} is only allowed on native sidecars (restartPolicy: Always), not on run-to-completion init containers`);
       }
     }
   } else if (container.restartPolicy !== undefined) {
@@ -125,7 +124,7 @@ export function containerProblems(container: unknown, init: boolean): string[] {
     if (container[field] !== undefined && !stringArray(container[field])) problems.push(`.${field} must be an array of strings`);
   }
   for (const field of OBJECT_FIELDS) {
-    if (container[field] !== undefined && !isObject(container[field])) problems.push(`.${field} must be an object`);
+    if (container[field] !== undefined && !isRecord(container[field])) problems.push(`.${field} must be an object`);
   }
   if (container.env !== undefined) problems.push(...envVarProblems(container.env).map((p) => `.env${p}`));
   if (container.ports !== undefined) problems.push(...portProblems(container.ports).map((p) => `.ports${p}`));
@@ -135,13 +134,13 @@ export function containerProblems(container: unknown, init: boolean): string[] {
 
 /** One core/v1 Volume: a DNS-label name and exactly one volume source. */
 export function volumeProblems(volume: unknown): string[] {
-  if (!isObject(volume)) return [' must be an object (a core/v1 Volume)'];
+  if (!isRecord(volume)) return [' must be an object (a core/v1 Volume)'];
   const problems: string[] = [];
   if (!(typeof volume.name === 'string' && DNS_LABEL.test(volume.name))) {
     problems.push('.name must be a DNS label (at most 63 lower-case letters, digits and -)');
   }
   const sources = Object.keys(volume).filter((key) => key !== 'name');
-  if (sources.length !== 1 || !isObject(volume[sources[0]])) {
+  if (sources.length !== 1 || !isRecord(volume[sources[0]])) {
     problems.push('must set exactly one volume source (emptyDir, configMap, secret, projected, ...) as an object');
   }
   return problems;
@@ -154,7 +153,7 @@ export function namedListProblems(list: unknown, itemProblems: (item: unknown) =
   const seen = new Map<string, number>();
   list.forEach((item, i) => {
     problems.push(...itemProblems(item).map((p) => (p.startsWith('.') || p.startsWith(' ') ? `[${i}]${p}` : `[${i}] ${p}`)));
-    const name = isObject(item) ? item.name : undefined;
+    const name = isRecord(item) ? item.name : undefined;
     if (typeof name === 'string' && DNS_LABEL.test(name)) {
       if (seen.has(name)) problems.push(`[${i}].name "${name}" duplicates [${seen.get(name)}].name`);
       else seen.set(name, i);

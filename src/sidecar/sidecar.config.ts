@@ -1,15 +1,8 @@
 import { Type } from 'class-transformer';
 import { IsArray, IsDefined, IsOptional, Matches, ValidateBy, ValidateNested, type ValidationArguments } from 'class-validator';
 import { LabelSelector } from '../config/label-selector.js';
-import {
-  DNS_LABEL,
-  containerProblems,
-  envVarProblems,
-  isObject,
-  namedListProblems,
-  volumeProblems,
-  type KubeObject,
-} from './kube-objects.js';
+import { isRecord } from '../common/is-record.js';
+import { DNS_LABEL, containerProblems, envVarProblems, namedListProblems, volumeProblems, type KubeObject } from './kube-objects.js';
 
 /** The namespace label that opts a namespace in to sidecar injection, by default. */
 export const SIDECARS_NAMESPACE_LABEL = 'kube-overcommit.io/sidecars';
@@ -41,7 +34,7 @@ function names(list: unknown): Map<string, number> {
   const found = new Map<string, number>();
   if (!Array.isArray(list)) return found;
   list.forEach((item, i) => {
-    if (isObject(item) && typeof item.name === 'string' && DNS_LABEL.test(item.name) && !found.has(item.name)) found.set(item.name, i);
+    if (isRecord(item) && typeof item.name === 'string' && DNS_LABEL.test(item.name) && !found.has(item.name)) found.set(item.name, i);
   });
   return found;
 }

@@ -15,15 +15,15 @@
  *   any later pass) changes nothing.
  */
 import type { PatchOperation } from '../admission/admission.types.js';
-import { jsonPointer } from '../common/json-pointer.js';
-import { isObject, type KubeObject } from './kube-objects.js';
+import { annotationPatch } from '../common/annotation-patch.js';
+import { isRecord } from '../common/is-record.js';
+import type { KubeObject } from './kube-objects.js';
 
 export const INJECT_ANNOTATION = 'kube-overcommit.io/inject';
 export const INJECTED_ANNOTATION = 'kube-overcommit.io/injected';
 export const MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
 
 export type InjectionOutcome = 'injected' | 'already_present' | 'conflict' | 'unknown_template';
-export const INJECTION_OUTCOMES: readonly InjectionOutcome[] = ['injected', 'already_present', 'conflict', 'unknown_template'];
 
 /** What a template must provide (SidecarTemplate from the config satisfies it). */
 export interface TemplateLike {
@@ -62,7 +62,14 @@ export interface InjectionPlan {
 /** `"a, b,,a"` → `['a', 'b']`: trimmed, empties ignored, first occurrence kept. */
 export function parseTemplateList(value: unknown): string[] {
   if (typeof value !== 'string') return [];
-  return [...new Set(value.split(',').map((name) => name.trim()).filter((name) => name !== ''))];
+  return [
+    ...new Set(
+      value
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== ''),
+    ),
+  ];
 }
 
 /**
@@ -73,8 +80,8 @@ export function containsFields(actual: unknown, expected: unknown): boolean {
   if (Array.isArray(expected)) {
     return Array.isArray(actual) && actual.length === expected.length && expected.every((item, i) => containsFields(actual[i], item));
   }
-  if (isObject(expected)) {
-    return isObject(actual) && Object.entries(expected).every(([key, value]) => containsFields(Object.hasOwn(actual, key) ? actual[key] : undefined, value));
+  if (isRecord(expected)) {
+    return isRecord(actual) && Object.entries(expected).every(([key, value]) => containsFields(Object.hasOwn(actual, key) ? actual[key] : undefined, value));
   }
   return actual === expected;
 }
@@ -90,11 +97,15 @@ interface Entry {
 }
 
 const list = <T>(value: readonly T[] | null | undefined): readonly T[] => (Array.isArray(value) ? value : []);
-const nameOf = (item: unknown): string | undefined => (isObject(item) && typeof item.name === 'string' ? item.name : undefined);
+const nameOf = (item: unknown): string | undefined => (isRecord(item) && typeof item.name === 'string' ? item.name : undefined);
 const clone = <T>(value: T): T => structuredClone(value) as T;
 
 /** Names of `pick(template)` items over the templates named in `among`. */
-function templateItemNames(templates: ReadonlyMap<string, TemplateLike>, among: Iterable<string>, pick: (t: TemplateLike) => readonly KubeObject[] | null | undefined): Set<string> {
+function templateItemNames(
+  templates: ReadonlyMap<string, TemplateLike>,
+  among: Iterable<string>,
+  pick: (t: TemplateLike) => readonly KubeObject[] | null | undefined,
+): Set<string> {
   const names = new Set<string>();
   for (const name of among) {
     const template = templates.get(name);
@@ -103,115 +114,174 @@ function templateItemNames(templates: ReadonlyMap<string, TemplateLike>, among: 
   return names;
 }
 
+type ContainerIndex = Map<string, { list: ContainerList; entry: Entry }>;
+type VolumeIndex = Map<string, Entry>;
+type Added = { containers: KubeObject[]; initContainers: KubeObject[]; volumes: KubeObject[] };
+
+interface Accepted {
+  template: TemplateLike;
+  addedItems: number;
+}
+
+/** Pass 1's result: the templates accepted, what they add, and the decisions on the others. */
+interface TemplateChoice {
+  added: Added;
+  accepted: Accepted[];
+  decisions: TemplateDecision[];
+  warnings: string[];
+}
+
 export function planInjection(pod: PodLike, requestedNames: readonly string[], templates: readonly TemplateLike[]): InjectionPlan {
   const requested = [...new Set(requestedNames)];
-  if (!isObject(pod.spec)) return { patch: [], warnings: [], decisions: [] };
+  if (!isRecord(pod.spec)) return { patch: [], warnings: [], decisions: [] };
   const templatesByName = new Map(templates.map((t) => [t.name, t]));
-  const annotations = pod.metadata?.annotations ?? undefined;
-  const recorded = parseTemplateList(annotations?.[INJECTED_ANNOTATION]);
+  const recorded = parseTemplateList(pod.metadata?.annotations?.[INJECTED_ANNOTATION]);
   const spec = pod.spec;
-  const decisions: TemplateDecision[] = [];
-  const warnings: string[] = [];
 
+  const choice = chooseTemplates(spec, requested, templatesByName, recorded);
+  // A template recorded by an earlier pass that now conflicts was not (or no longer is)
+  // injected: the record is dropped, so that the next pass decides it as this one did.
+  const conflicted = new Set(choice.decisions.filter((d) => d.outcome === 'conflict').map((d) => d.template));
+  const newlyRecorded = choice.accepted.map((a) => a.template.name).filter((name) => !recorded.includes(name));
+  const finalRecorded = [...recorded.filter((name) => !conflicted.has(name)), ...newlyRecorded];
+  const { envAdds, decisions } = planEnv(
+    spec,
+    choice.accepted,
+    templateItemNames(templatesByName, finalRecorded, (t) => t.containers),
+  );
+  // Decisions in the order asked.
+  const allDecisions = [...choice.decisions, ...decisions].sort((a, b) => requested.indexOf(a.template) - requested.indexOf(b.template));
+
+  const patch = injectionPatch(
+    spec,
+    choice.added,
+    envAdds,
+    templateItemNames(templatesByName, recorded, (t) => t.initContainers),
+  );
+  if (newlyRecorded.length > 0 || finalRecorded.length < recorded.length) {
+    const value = finalRecorded.length > 0 ? finalRecorded.join(',') : null;
+    patch.push(...annotationPatch(pod.metadata, { [INJECTED_ANNOTATION]: value }, { existing: 'add', malformed: 'overwrite' }));
+  }
+  return { patch, warnings: choice.warnings, decisions: allDecisions };
+}
+
+/** Pass 1: per template, in the order asked, decide against the pod as injected so far. */
+function chooseTemplates(
+  spec: NonNullable<PodLike['spec']>,
+  requested: readonly string[],
+  templatesByName: ReadonlyMap<string, TemplateLike>,
+  recorded: readonly string[],
+): TemplateChoice {
   // Every container name of the pod lives in one namespace across the three lists.
-  const containersByName = new Map<string, { list: ContainerList; entry: Entry }>();
+  const containersByName: ContainerIndex = new Map();
   for (const which of ['containers', 'initContainers', 'ephemeralContainers'] as const) {
     for (const item of list(spec[which])) {
       const name = nameOf(item);
       if (name !== undefined && !containersByName.has(name)) containersByName.set(name, { list: which, entry: { item } });
     }
   }
-  const volumesByName = new Map<string, Entry>();
+  const volumesByName: VolumeIndex = new Map();
   for (const item of list(spec.volumes)) {
     const name = nameOf(item);
     if (name !== undefined && !volumesByName.has(name)) volumesByName.set(name, { item });
   }
-
   // The pod's own volumes: those no template could have injected.
   const templateVolumes = templateItemNames(templatesByName, templatesByName.keys(), (t) => t.volumes);
   const podOwnVolumes = [...volumesByName.keys()].filter((name) => !templateVolumes.has(name));
 
-  const added = { containers: [] as KubeObject[], initContainers: [] as KubeObject[], volumes: [] as KubeObject[] };
-  const accepted: { template: TemplateLike; addedItems: number }[] = [];
-
-  // Pass 1: per template, in the order asked, decide against the pod as injected so far.
+  const choice: TemplateChoice = { added: { containers: [], initContainers: [], volumes: [] }, accepted: [], decisions: [], warnings: [] };
   for (const name of requested) {
     const template = templatesByName.get(name);
     if (!template) {
-      decisions.push({ template: name, outcome: 'unknown_template', reason: 'no such template in the sidecars config' });
-      warnings.push(`${INJECT_ANNOTATION}: unknown sidecar template "${name}"; not injected`);
+      choice.decisions.push({ template: name, outcome: 'unknown_template', reason: 'no such template in the sidecars config' });
+      choice.warnings.push(`${INJECT_ANNOTATION}: unknown sidecar template "${name}"; not injected`);
       continue;
     }
-    const ours = recorded.includes(name);
-    const problems: string[] = [];
-    const toAdd = { containers: [] as KubeObject[], initContainers: [] as KubeObject[], volumes: [] as KubeObject[] };
-
-    for (const which of ['containers', 'initContainers'] as const) {
-      for (const wanted of list(template[which])) {
-        const cname = nameOf(wanted)!;
-        const found = containersByName.get(cname);
-        if (!found) toAdd[which].push(wanted);
-        else if (found.list === which && ((ours && found.entry.addedBy === undefined) || containsFields(found.entry.item, wanted))) continue;
-        else if (found.entry.addedBy !== undefined) problems.push(`${NOUN[which]} "${cname}" clashes with ${A_NOUN[found.list]} of template "${found.entry.addedBy}"`);
-        else if (found.list !== which) problems.push(`the pod already has ${A_NOUN[found.list]} named "${cname}"`);
-        else problems.push(`the pod already has a different ${NOUN[which]} named "${cname}"`);
-      }
-    }
-    for (const wanted of list(template.volumes)) {
-      const vname = nameOf(wanted)!;
-      const found = volumesByName.get(vname);
-      if (!found) toAdd.volumes.push(wanted);
-      else if ((ours && found.addedBy === undefined) || containsFields(found.item, wanted)) continue;
-      else if (found.addedBy !== undefined) problems.push(`volume "${vname}" clashes with a volume of template "${found.addedBy}"`);
-      else problems.push(`the pod already has a different volume named "${vname}"`);
-    }
-    // A mount of a volume that nothing defines would make the API server reject the pod.
-    // A template's containers may mount the template's own volumes and the pod's own ones —
-    // not a volume another template injects (declare it in both templates: identical
-    // volumes are shared). This keeps the decision independent of order and of earlier passes.
-    const available = new Set([...podOwnVolumes, ...list(template.volumes).map(nameOf)]);
-    for (const container of [...toAdd.initContainers, ...toAdd.containers]) {
-      for (const mount of list(container.volumeMounts as KubeObject[] | undefined)) {
-        if (!available.has(nameOf(mount))) {
-          problems.push(`container "${nameOf(container)}" mounts volume "${String(mount?.name)}", which neither the template nor the pod defines`);
-        }
-      }
-    }
-
+    const { toAdd, problems } = compareTemplate(template, recorded.includes(name), containersByName, volumesByName, podOwnVolumes);
     if (problems.length > 0) {
       const more = problems.length > 1 ? ` (and ${problems.length - 1} more)` : '';
-      decisions.push({ template: name, outcome: 'conflict', reason: problems.join('; ') });
-      warnings.push(`sidecar template "${name}" not injected: ${problems[0]}${more}`);
+      choice.decisions.push({ template: name, outcome: 'conflict', reason: problems.join('; ') });
+      choice.warnings.push(`sidecar template "${name}" not injected: ${problems[0]}${more}`);
       continue;
     }
     for (const which of ['containers', 'initContainers'] as const) {
       for (const item of toAdd[which]) {
         containersByName.set(nameOf(item)!, { list: which, entry: { item, addedBy: name } });
-        added[which].push(item);
+        choice.added[which].push(item);
       }
     }
     for (const item of toAdd.volumes) {
       volumesByName.set(nameOf(item)!, { item, addedBy: name });
-      added.volumes.push(item);
+      choice.added.volumes.push(item);
     }
-    accepted.push({ template, addedItems: toAdd.containers.length + toAdd.initContainers.length + toAdd.volumes.length });
+    choice.accepted.push({ template, addedItems: toAdd.containers.length + toAdd.initContainers.length + toAdd.volumes.length });
   }
+  return choice;
+}
 
-  // Pass 2: env, on app containers: the pod's containers that no recorded or accepted template injected.
-  // A template recorded by an earlier pass that now conflicts was not (or no longer is)
-  // injected: the record is dropped, so that the next pass decides it as this one did.
-  const conflicted = new Set(decisions.filter((d) => d.outcome === 'conflict').map((d) => d.template));
-  const newlyRecorded = accepted.map((a) => a.template.name).filter((name) => !recorded.includes(name));
-  const finalRecorded = [...recorded.filter((name) => !conflicted.has(name)), ...newlyRecorded];
-  const injectedContainerNames = templateItemNames(templatesByName, finalRecorded, (t) => t.containers);
+/** One template against the pod as injected so far: what it would add, and why it cannot be. */
+function compareTemplate(
+  template: TemplateLike,
+  ours: boolean,
+  containersByName: ContainerIndex,
+  volumesByName: VolumeIndex,
+  podOwnVolumes: readonly string[],
+): { toAdd: Added; problems: string[] } {
+  const problems: string[] = [];
+  const toAdd: Added = { containers: [], initContainers: [], volumes: [] };
+  for (const which of ['containers', 'initContainers'] as const) {
+    for (const wanted of list(template[which])) {
+      const cname = nameOf(wanted)!;
+      const found = containersByName.get(cname);
+      if (!found) toAdd[which].push(wanted);
+      else if (found.list === which && ((ours && found.entry.addedBy === undefined) || containsFields(found.entry.item, wanted))) continue;
+      else if (found.entry.addedBy !== undefined)
+        problems.push(`${NOUN[which]} "${cname}" clashes with ${A_NOUN[found.list]} of template "${found.entry.addedBy}"`);
+      else if (found.list !== which) problems.push(`the pod already has ${A_NOUN[found.list]} named "${cname}"`);
+      else problems.push(`the pod already has a different ${NOUN[which]} named "${cname}"`);
+    }
+  }
+  for (const wanted of list(template.volumes)) {
+    const vname = nameOf(wanted)!;
+    const found = volumesByName.get(vname);
+    if (!found) toAdd.volumes.push(wanted);
+    else if ((ours && found.addedBy === undefined) || containsFields(found.item, wanted)) continue;
+    else if (found.addedBy !== undefined) problems.push(`volume "${vname}" clashes with a volume of template "${found.addedBy}"`);
+    else problems.push(`the pod already has a different volume named "${vname}"`);
+  }
+  // A mount of a volume that nothing defines would make the API server reject the pod.
+  // A template's containers may mount the template's own volumes and the pod's own ones —
+  // not a volume another template injects (declare it in both templates: identical
+  // volumes are shared). This keeps the decision independent of order and of earlier passes.
+  const available = new Set([...podOwnVolumes, ...list(template.volumes).map(nameOf)]);
+  for (const container of [...toAdd.initContainers, ...toAdd.containers]) {
+    for (const mount of list(container.volumeMounts as KubeObject[] | undefined)) {
+      if (!available.has(nameOf(mount))) {
+        problems.push(`container "${nameOf(container)}" mounts volume "${String(mount?.name)}", which neither the template nor the pod defines`);
+      }
+    }
+  }
+  return { toAdd, problems };
+}
+
+/**
+ * Pass 2: env, on app containers: the pod's containers that no recorded or accepted template
+ * injected (`injectedContainerNames`). Each accepted template is decided injected or already present.
+ */
+function planEnv(
+  spec: NonNullable<PodLike['spec']>,
+  accepted: readonly Accepted[],
+  injectedContainerNames: ReadonlySet<string>,
+): { envAdds: Map<number, KubeObject[]>; decisions: TemplateDecision[] } {
   const podContainers = list(spec.containers);
   const envAdds = new Map<number, KubeObject[]>();
+  const decisions: TemplateDecision[] = [];
   const envNames = podContainers.map((c) => new Set(list(c?.env as KubeObject[] | undefined).map(nameOf)));
   for (const { template, addedItems } of accepted) {
     let envAdded = 0;
     podContainers.forEach((container, index) => {
       const cname = nameOf(container);
-      if (!isObject(container) || (cname !== undefined && injectedContainerNames.has(cname))) return;
+      if (!isRecord(container) || (cname !== undefined && injectedContainerNames.has(cname))) return;
       for (const variable of list(template.env)) {
         if (envNames[index].has(nameOf(variable))) continue;
         envNames[index].add(nameOf(variable));
@@ -221,11 +291,21 @@ export function planInjection(pod: PodLike, requestedNames: readonly string[], t
     });
     decisions.push({ template: template.name, outcome: addedItems + envAdded > 0 ? 'injected' : 'already_present' });
   }
-  // Decisions in the order asked.
-  decisions.sort((a, b) => requested.indexOf(a.template) - requested.indexOf(b.template));
+  return { envAdds, decisions };
+}
 
-  // Pass 3: the patch. Appends never shift the indices of the pod's own containers.
+/**
+ * Pass 3: the patch of env, containers, init containers and volumes (the record is added by
+ * the caller). Appends never shift the indices of the pod's own containers.
+ */
+function injectionPatch(
+  spec: NonNullable<PodLike['spec']>,
+  added: Added,
+  envAdds: ReadonlyMap<number, KubeObject[]>,
+  injectedInit: ReadonlySet<string>,
+): PatchOperation[] {
   const patch: PatchOperation[] = [];
+  const podContainers = list(spec.containers);
   for (const [index, variables] of [...envAdds].sort(([a], [b]) => a - b)) {
     if (Array.isArray(podContainers[index].env)) {
       for (const variable of variables) patch.push({ op: 'add', path: `/spec/containers/${index}/env/-`, value: clone(variable) });
@@ -241,7 +321,6 @@ export function planInjection(pod: PodLike, requestedNames: readonly string[], t
     } else {
       // After the init containers of templates injected before (reinvocation with a new
       // template keeps the order of a single pass), before the pod's own.
-      const injectedInit = templateItemNames(templatesByName, recorded, (t) => t.initContainers);
       let at = 0;
       existing.forEach((item, i) => {
         if (injectedInit.has(nameOf(item)!)) at = i + 1;
@@ -250,15 +329,7 @@ export function planInjection(pod: PodLike, requestedNames: readonly string[], t
     }
   }
   appendAll(patch, spec, 'volumes', added.volumes);
-  if (newlyRecorded.length > 0 || finalRecorded.length < recorded.length) {
-    const value = finalRecorded.join(',');
-    const path = jsonPointer(['metadata', 'annotations', INJECTED_ANNOTATION]);
-    if (value === '') patch.push({ op: 'remove', path });
-    else if (isObject(annotations)) patch.push({ op: 'add', path, value });
-    else if (isObject(pod.metadata)) patch.push({ op: 'add', path: '/metadata/annotations', value: { [INJECTED_ANNOTATION]: value } });
-    else patch.push({ op: 'add', path: '/metadata', value: { annotations: { [INJECTED_ANNOTATION]: value } } });
-  }
-  return { patch, warnings, decisions };
+  return patch;
 }
 
 function appendAll(patch: PatchOperation[], spec: NonNullable<PodLike['spec']>, field: 'containers' | 'volumes', items: KubeObject[]): void {

@@ -2,8 +2,6 @@ import { Module } from '@nestjs/common';
 import { sidecarMetrics } from './sidecar.metrics.js';
 import { SidecarStrategy } from './sidecar.strategy.js';
 
-export { SIDECAR_INJECTIONS } from './sidecar.metrics.js';
-
 /**
  * Sidecar injection: contributes SidecarStrategy (found by the admission pipeline through its
  * @AdmissionStrategyProvider decorator) and its counter. Namespace labels come from the global

@@ -1,7 +1,6 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { access, readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
-import { generate } from 'selfsigned';
 import { type TlsPolicy, readTlsPolicy } from './tls-policy.js';
 import { readCertMode } from './self-managed-cert.rules.js';
 
@@ -32,11 +31,7 @@ export const DEFAULT_TLS_KEY_FILE = '/etc/kube-overcommit/tls/tls.key';
  * Checks that `cert` (PEM, leaf first if a chain) and `key` (PEM) form a usable pair.
  * `names` only changes how the two are called in error messages (e.g. their file paths).
  */
-export function validatePair(
-  key: string,
-  cert: string,
-  names: { cert?: string; key?: string } = {},
-): { notAfter: Date } {
+export function validatePair(key: string, cert: string, names: { cert?: string; key?: string } = {}): { notAfter: Date } {
   const certName = names.cert ?? 'TLS certificate';
   const keyName = names.key ?? 'TLS private key';
   if (!cert.trim()) throw new Error(`${certName}: empty`);
@@ -116,9 +111,7 @@ async function loadServingPair(env: NodeJS.ProcessEnv, log: TlsLog): Promise<Tls
   }
   if (hasCert !== hasKey) {
     const [present, missing] = hasCert ? [certFile, keyFile] : [keyFile, certFile];
-    throw new Error(
-      `TLS: ${present} exists but ${missing} does not; set OVERCOMMIT_TLS_CERT_FILE and OVERCOMMIT_TLS_KEY_FILE to a matching pair`,
-    );
+    throw new Error(`TLS: ${present} exists but ${missing} does not; set OVERCOMMIT_TLS_CERT_FILE and OVERCOMMIT_TLS_KEY_FILE to a matching pair`);
   }
   if (env.KUBERNETES_SERVICE_HOST) {
     throw new Error(
@@ -135,10 +128,11 @@ async function loadServingPair(env: NodeJS.ProcessEnv, log: TlsLog): Promise<Tls
   return material;
 }
 
-/** Self-signed certificate for localhost, 127.0.0.1 and ::1, valid one year. */
+/** Self-signed certificate for localhost, 127.0.0.1 and ::1, valid one year (selfsigned loads only here). */
 export async function generateSelfSigned(cn = 'localhost'): Promise<TlsMaterial> {
   const notBeforeDate = new Date();
   const notAfterDate = new Date(notBeforeDate.getTime() + 365 * 24 * 3600 * 1000);
+  const { generate } = await import('selfsigned');
   const pems = await generate([{ name: 'commonName', value: cn }], {
     keyType: 'ec',
     curve: 'P-256',

@@ -53,14 +53,7 @@ async function peerFingerprint(port: number): Promise<string> {
   });
 }
 
-async function eventually<T>(probe: () => Promise<T>, ok: (v: T) => boolean, ms = 2000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (ok(value) || Date.now() > deadline) return value;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const POLL = { timeout: 2_000, interval: 50 };
 
 function get(agent: Agent, port: number): Promise<{ body: string; reused: boolean; peer: string }> {
   return new Promise((resolve, reject) => {
@@ -135,8 +128,7 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
 
     await volume.swap(second);
 
-    const seen = await eventually(() => peerFingerprint(port), (fp) => fp === fingerprint(second.cert));
-    expect(seen).toBe(fingerprint(second.cert));
+    await expect.poll(() => peerFingerprint(port), POLL).toBe(fingerprint(second.cert));
     // The keep-alive connection opened before the swap is still the one used, on its original handshake.
     const after = await get(agent, port);
     expect(after).toMatchObject({ body: 'ok', reused: true, peer: fingerprint(first.cert) });
@@ -153,8 +145,7 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
     await volume.swap({ cert: '-----BEGIN CERTIFICATE-----\ngarbage\n', key: second.key });
 
     // 5 attempts 200 ms apart, after a 100 ms debounce
-    const failures = await eventually(() => count('failure'), (n) => n === 1, 3000);
-    expect(failures).toBe(1);
+    await expect.poll(() => count('failure'), { ...POLL, timeout: 3_000 }).toBe(1);
     expect(await count('success')).toBe(0);
     expect(await peerFingerprint(port)).toBe(fingerprint(first.cert));
     expect(reloader.current().cert).toBe(first.cert);
@@ -163,9 +154,7 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
 
     // and recovers on the next good rotation
     await volume.swap(second);
-    expect(await eventually(() => peerFingerprint(port), (fp) => fp === fingerprint(second.cert))).toBe(
-      fingerprint(second.cert),
-    );
+    await expect.poll(() => peerFingerprint(port), POLL).toBe(fingerprint(second.cert));
     expect(await count('failure')).toBe(1);
   });
 
@@ -180,7 +169,7 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
       });
     expect(await cbcOnly()).toBe('refused');
     await volume.swap(second);
-    await eventually(() => peerFingerprint(port), (fp) => fp === fingerprint(second.cert));
+    await expect.poll(() => peerFingerprint(port), POLL).toBe(fingerprint(second.cert));
     expect(await cbcOnly()).toBe('refused');
   });
 
@@ -192,9 +181,7 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
     await rm(volume.certFile);
     await writeFile(volume.certFile, second.cert);
 
-    expect(await eventually(() => peerFingerprint(port), (fp) => fp === fingerprint(second.cert))).toBe(
-      fingerprint(second.cert),
-    );
+    await expect.poll(() => peerFingerprint(port), POLL).toBe(fingerprint(second.cert));
     expect(await count('success')).toBe(1);
     expect(await count('failure')).toBe(0);
   });

@@ -1,7 +1,6 @@
-import fastJsonPatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeadmNode, kwokNode, nodeReview } from '../fixtures/nodes.js';
-import { LEVEL, eventually, metricValue, send, startServer, type TestServer } from './harness.js';
+import { LEVEL, admitted, eventually, metricValue, send, startServer, type TestServer } from './harness.js';
 
 const CONFIG = `
 nodes:
@@ -15,17 +14,7 @@ nodes:
 // resource.Quantity's serialised form.
 const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$/;
 
-function applyResponse(review: any, response: any) {
-  expect(response.apiVersion).toBe('admission.k8s.io/v1');
-  expect(response.kind).toBe('AdmissionReview');
-  expect(response.response.uid).toBe(review.request.uid);
-  expect(response.response.allowed).toBe(true);
-  if (!response.response.patch) return review.request.object;
-  expect(response.response.patchType).toBe('JSONPatch');
-  const patch = JSON.parse(Buffer.from(response.response.patch, 'base64').toString('utf8'));
-  // validate=true: every op must apply cleanly to the object the API server sent.
-  return fastJsonPatch.applyPatch(structuredClone(review.request.object), patch, true, false).newDocument;
-}
+const applyResponse = (review: any, body: any) => admitted(review, body).object;
 
 function expectValidQuantities(node: any) {
   for (const field of ['allocatable', 'capacity']) {
@@ -106,7 +95,9 @@ describe('POST /mutate over HTTPS', () => {
     expect(reply.json().response).toEqual({ uid: review.request.uid, allowed: true });
     const metrics = await server.metrics();
     expect(metricValue(metrics, 'kube_overcommit_admission_strategy_errors_total', { strategy: 'node-oversell' })).toBeGreaterThanOrEqual(1);
-    expect(metricValue(metrics, 'kube_overcommit_admission_requests_total', { resource: 'nodes/status', operation: 'UPDATE', outcome: 'error' })).toBeGreaterThanOrEqual(1);
+    expect(
+      metricValue(metrics, 'kube_overcommit_admission_requests_total', { resource: 'nodes/status', operation: 'UPDATE', outcome: 'error' }),
+    ).toBeGreaterThanOrEqual(1);
     const failure = server.logs(LEVEL.error).find((line) => line.uid === review.request.uid);
     expect(failure).toMatchObject({ msg: 'strategy node-oversell failed; admitting unchanged', err: { type: 'QuantityFormatError' } });
   });
@@ -229,7 +220,10 @@ describe('config file reloads', () => {
       return metricValue(text, 'kube_overcommit_config_reloads_total', { result: 'failure' }) === 1 && text;
     }, 2_000);
     expect(metricValue(metrics, 'kube_overcommit_config_generation')).toBe(2);
-    expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual(['nodes.defaultRatios.gpu: property gpu should not exist', 'nodes.defaultRatios.cpu: cpu must not be greater than 10']);
+    expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual([
+      'nodes.defaultRatios.gpu: property gpu should not exist',
+      'nodes.defaultRatios.cpu: cpu must not be greater than 10',
+    ]);
     expect(await cpuAfterMutate()).toMatch(/^(5|5000m)$/);
     expect((await send(`${server.https}/readyz`)).status).toBe(200);
   });

@@ -1,18 +1,17 @@
 import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
+import { Metrics } from '../e2e/harness/metrics.js';
 import { metricValue, send, startServer, type TestServer } from './harness.js';
 
 const CONFIG = 'nodes:\n  defaultRatios: { cpu: 1.5 }\n';
 const MAX_NODES = 100;
 
-/** The series of one metric in a scrape (histograms: one name per line kind, e.g. `_count`). */
-function series(scrape: string, name: string): Array<Record<string, string>> {
-  return scrape
-    .split('\n')
-    .filter((line) => line.startsWith(`${name}{`))
-    .map((line) => Object.fromEntries([...line.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]])));
-}
+/** The label sets of one metric's series in a scrape (histograms: one name per line kind, e.g. `_count`). */
+const series = (scrape: string, name: string) =>
+  Metrics.parse(scrape)
+    .find(name)
+    .map((sample) => sample.labels);
 
 describe('metric cardinality stays bounded whatever the reviews carry', () => {
   let server: TestServer;

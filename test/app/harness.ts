@@ -1,8 +1,11 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fastJsonPatch, { type Operation } from 'fast-json-patch';
+import { expect, vi } from 'vitest';
+import { Metrics } from '../e2e/harness/metrics.js';
 import { createApp, type RunningApp } from '../../src/app.factory.js';
 import { createRootLogger } from '../../src/logging.js';
 
@@ -73,7 +76,13 @@ export async function startServer(config: string, env: Record<string, string> = 
   writeFileSync(configFile, config);
   const lines: LogLine[] = [];
   currentLines = lines;
-  const appEnv = { LOG_LEVEL: 'warn', OVERCOMMIT_CONFIG_FILE: configFile, OVERCOMMIT_TLS_CERT_FILE: join(dir, 'none.crt'), OVERCOMMIT_TLS_KEY_FILE: join(dir, 'none.key'), ...env };
+  const appEnv = {
+    LOG_LEVEL: 'warn',
+    OVERCOMMIT_CONFIG_FILE: configFile,
+    OVERCOMMIT_TLS_CERT_FILE: join(dir, 'none.crt'),
+    OVERCOMMIT_TLS_KEY_FILE: join(dir, 'none.key'),
+    ...env,
+  };
   const running = await createApp({
     httpsPort: 0,
     httpPort: 0,
@@ -88,7 +97,12 @@ export async function startServer(config: string, env: Record<string, string> = 
     http: `http://127.0.0.1:${running.httpPort}`,
     configFile,
     logs: (minLevel = 0) => lines.filter((line) => line.level >= minLevel),
-    writeConfig: (text) => writeFileSync(configFile, text),
+    // Replaced by rename, as editors and Kubernetes volume updates do: written in place, the
+    // watcher could read it half-written (an empty file is a valid, empty config).
+    writeConfig: (text) => {
+      writeFileSync(`${configFile}.next`, text);
+      renameSync(`${configFile}.next`, configFile);
+    },
     mutate: (review) => send(`${base}/mutate`, { body: JSON.stringify(review) }),
     metrics: async () => (await send(`${base}/metrics`)).text,
     async stop() {
@@ -98,29 +112,41 @@ export async function startServer(config: string, env: Record<string, string> = 
   };
 }
 
-/** Polls until `check` returns a value (not undefined/false) or the time runs out. */
-export async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
+/** Polls (vi.waitFor) until `check` returns a value other than undefined or false, or the time runs out. */
+export function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 5_000): Promise<T> {
+  return vi.waitFor(
+    async () => {
       const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
+      if (value === undefined || value === false) throw new Error(`condition not met within ${timeoutMs} ms`);
+      return value;
+    },
+    { timeout: timeoutMs, interval: 50 },
+  );
 }
 
+/** The value of the first sample of `name` whose labels include `labels`, in a scrape. */
 export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(name)) continue;
-    const match = /^([a-zA-Z_:][\w:]*)(\{(.*)\})? (\S+)$/.exec(line);
-    if (!match || match[1] !== name) continue;
-    const have = Object.fromEntries([...(match[3] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(match[4]);
-  }
-  return undefined;
+  return Metrics.parse(text).find(name, labels)[0]?.value;
+}
+
+/** The JSONPatch of an AdmissionReview answer, decoded ([] when it has none). */
+export function decodePatch(body: any): Operation[] {
+  return body.response.patch ? JSON.parse(Buffer.from(body.response.patch, 'base64').toString('utf8')) : [];
+}
+
+/**
+ * The answer to `review` checked against the AdmissionReview contract (apiVersion, kind, uid,
+ * allowed, patchType when there is a patch), and the object as the API server would store it:
+ * the patch applied with every operation validated against the object it sent.
+ */
+export function admitted(review: any, body: any): { object: any; patch: Operation[]; warnings: string[] } {
+  expect(body.apiVersion).toBe('admission.k8s.io/v1');
+  expect(body.kind).toBe('AdmissionReview');
+  expect(body.response.uid).toBe(review.request.uid);
+  expect(body.response.allowed).toBe(true);
+  const warnings: string[] = body.response.warnings ?? [];
+  if (!body.response.patch) return { object: review.request.object, patch: [], warnings };
+  expect(body.response.patchType).toBe('JSONPatch');
+  const patch = decodePatch(body);
+  return { object: fastJsonPatch.applyPatch(structuredClone(review.request.object), patch, true, false).newDocument, patch, warnings };
 }

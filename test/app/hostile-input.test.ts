@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
 import { container, deploymentPod, podReview } from '../fixtures/pods.js';
-import { eventually, metricValue, send, startServer, type TestServer } from './harness.js';
+import { decodePatch, eventually, metricValue, send, startServer, type TestServer } from './harness.js';
 
 // Bodies a hostile client (or a buggy one) can send: each must get a 4xx with a JSON error, or
 // a well-formed answer, quickly, and leave the server serving everyone else.
@@ -26,8 +26,6 @@ function reviewWith(path: 'kind' | 'resource' | 'uid', valueJson: string): strin
   review.request[path] = '__MARKER__';
   return JSON.stringify(review).replace(marker, valueJson);
 }
-
-const decodePatch = (body: any) => (body.response.patch ? JSON.parse(Buffer.from(body.response.patch, 'base64').toString('utf8')) : []);
 
 describe('hostile and unusual bodies on /mutate', () => {
   let server: TestServer;
@@ -130,7 +128,7 @@ describe('a config with label keys that name Object.prototype members', () => {
   };
   const cpu = async (labels: Record<string, string>) => {
     const patch = decodePatch((await server.mutate(labelled(labels))).json());
-    return patch.find((op: any) => op.path === '/status/allocatable/cpu')?.value;
+    return (patch.find((op) => op.path === '/status/allocatable/cpu') as { value?: unknown } | undefined)?.value;
   };
 
   const generation = () => server.metrics().then((text) => metricValue(text, 'kube_overcommit_config_generation'));

@@ -67,8 +67,11 @@ describe('draining on shutdown', () => {
   });
 });
 
+/** Where the server was when a request was sent: `closed` once `close()` has resolved. */
+type Phase = 'serving' | 'draining' | 'closing' | 'closed';
+
 interface Call {
-  sentAt: number;
+  phase: Phase;
   /** Whether the request went out on a connection whose TLS handshake had finished. */
   onOpenConnection: boolean;
   status?: number;
@@ -77,9 +80,9 @@ interface Call {
 }
 
 /** One POST /mutate on `agent`, recorded whatever happens. */
-function call(url: string, agent: https.Agent, body: string): Promise<Call> {
+function call(url: string, agent: https.Agent, body: string, phase: Phase): Promise<Call> {
   return new Promise((resolve) => {
-    const record: Call = { sentAt: Date.now(), onOpenConnection: false };
+    const record: Call = { phase, onOpenConnection: false };
     const req = https.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
       res.resume();
       res.on('end', () => resolve({ ...record, status: res.statusCode, connection: res.headers.connection }));
@@ -101,41 +104,51 @@ describe('draining under load, keep-alive clients', () => {
 
   it('answers every request sent before the listener closed: Connection: close while draining, 0 resets', async () => {
     server = await startServer('nodes: { defaultRatios: { cpu: 2 } }');
+    const { running } = server;
     const url = `${server.https}/mutate`;
     const body = JSON.stringify(nodeReview(kubeadmNode()));
     const agent = new https.Agent({ keepAlive: true, maxSockets: 16, rejectUnauthorized: false });
     const calls: Call[] = [];
-    let running = true;
+    const settled = (phase: Phase) => calls.filter((c) => c.phase === phase);
+    // Each step waits for calls to have happened, not for time to pass: a loaded machine only
+    // makes the test slower.
+    let progress = () => {};
+    const until = (check: () => boolean) => new Promise<void>((resolve) => (progress = () => void (check() && resolve()))());
+    let phase: Phase = 'serving';
     const client = async () => {
-      while (running) calls.push(await call(url, agent, body));
+      while (phase !== 'closed' || settled('closed').length < 16) {
+        calls.push(await call(url, agent, body, phase));
+        progress();
+      }
     };
     const clients = Array.from({ length: 16 }, client);
 
-    await new Promise((r) => setTimeout(r, 400));
-    const drainAt = Date.now();
-    server.running.app.get(LifecycleService).startDraining();
-    await new Promise((r) => setTimeout(r, 400));
-    const closeAt = Date.now();
-    const closed = server.running.close();
-    await new Promise((r) => setTimeout(r, 1_000));
-    running = false;
-    await Promise.all([...clients, closed]);
+    // Every client on a keep-alive connection, then draining while they keep sending.
+    await until(() => settled('serving').filter((c) => c.status !== undefined).length >= 100);
+    running.app.get(LifecycleService).startDraining();
+    phase = 'draining';
+    await until(() => settled('draining').filter((c) => c.status !== undefined).length >= 16);
+    phase = 'closing';
+    await running.close();
+    phase = 'closed';
+    await Promise.all(clients);
     agent.destroy();
     server = undefined;
 
-    const beforeClose = calls.filter((c) => c.sentAt < closeAt);
-    const lost = beforeClose.filter((c) => c.error !== undefined && c.onOpenConnection);
-    expect(lost).toEqual([]);
-    expect(beforeClose.filter((c) => c.status === 200).length).toBeGreaterThan(100);
-    expect(beforeClose.every((c) => c.error !== undefined || c.status === 200)).toBe(true);
+    const beforeClose = calls.filter((c) => c.phase === 'serving' || c.phase === 'draining');
+    // Every request sent before close() on an open connection was answered, and answered 200; the
+    // only failures allowed are connections that were still being opened when the listener closed.
+    expect(beforeClose.filter((c) => c.error !== undefined && c.onOpenConnection)).toEqual([]);
+    expect(beforeClose.filter((c) => c.error === undefined && c.status !== 200)).toEqual([]);
+    expect(beforeClose.filter((c) => c.status === 200).length).toBeGreaterThanOrEqual(116);
     // While draining every answer tells the client to leave the connection.
-    const drained = calls.filter((c) => c.sentAt >= drainAt + 1 && c.status !== undefined);
-    expect(drained.length).toBeGreaterThan(10);
+    const drained = calls.filter((c) => c.phase !== 'serving' && c.status !== undefined);
+    expect(drained.length).toBeGreaterThanOrEqual(16);
     expect(drained.every((c) => c.connection === 'close')).toBe(true);
-    // Once connections open at the close have finished, nothing is answered: no client is left
-    // on a connection to a closed server, every new one is refused.
-    const late = calls.filter((c) => c.sentAt > closeAt + 500);
-    expect(late.length).toBeGreaterThan(0);
+    // Once close() has resolved, connections open at the close have finished: nothing is
+    // answered, no client is left on a connection to a closed server, every new one is refused.
+    const late = calls.filter((c) => c.phase === 'closed');
+    expect(late.length).toBeGreaterThanOrEqual(16);
     expect(late.filter((c) => c.status !== undefined)).toEqual([]);
   });
 });
@@ -168,7 +181,11 @@ describe('an unreachable API server', () => {
     const again = await eventually(async () => (await send(`${server!.https}/healthz`)).status === 200);
     expect(again).toBe(true);
     const retries = server.logs(LEVEL.warn).map((line) => line.msg);
-    expect(retries).toContainEqual(expect.stringMatching(/^watch of ConfigMap kube-overcommit\/kube-overcommit-config failed \(cannot reach https:\/\/127\.0\.0\.1:\d+: ECONNREFUSED\); retrying in \d+ ms$/));
+    expect(retries).toContainEqual(
+      expect.stringMatching(
+        /^watch of ConfigMap kube-overcommit\/kube-overcommit-config failed \(cannot reach https:\/\/127\.0\.0\.1:\d+: ECONNREFUSED\); retrying in \d+ ms$/,
+      ),
+    );
   });
 
   it('ignores a KUBECONFIG set for kubectl: only OVERCOMMIT_KUBECONFIG selects a cluster', async () => {

@@ -1,7 +1,6 @@
-import fastJsonPatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindingReview, container, deploymentPod, mirrorPod, nativeSidecar, podReview } from '../fixtures/pods.js';
-import { LEVEL, metricValue, send, startServer, type TestServer } from './harness.js';
+import { LEVEL, admitted, metricValue, send, startServer, type TestServer } from './harness.js';
 
 const CONFIG = `
 pods:
@@ -12,16 +11,7 @@ pods:
 
 const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[numkMGTPE]|[KMGTPE]i)?$/;
 
-function applyResponse(review: any, body: any) {
-  expect(body.apiVersion).toBe('admission.k8s.io/v1');
-  expect(body.kind).toBe('AdmissionReview');
-  expect(body.response.uid).toBe(review.request.uid);
-  expect(body.response.allowed).toBe(true);
-  if (!body.response.patch) return review.request.object;
-  expect(body.response.patchType).toBe('JSONPatch');
-  const patch = JSON.parse(Buffer.from(body.response.patch, 'base64').toString('utf8'));
-  return fastJsonPatch.applyPatch(structuredClone(review.request.object), patch, true, false).newDocument;
-}
+const applyResponse = (review: any, body: any) => admitted(review, body).object;
 
 function expectValidResources(pod: any) {
   for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
@@ -163,25 +153,25 @@ describe('pod policies off (the defaults) and config reload', () => {
     expect((await server.mutate(review)).json().response).toEqual({ uid: review.request.uid, allowed: true });
 
     server.writeConfig('pods: { defaultRequests: { memory: 256Mi } }');
-    let pod: any;
-    const deadline = Date.now() + 2_000;
-    while (Date.now() < deadline) {
-      const next = podReview(deploymentPod());
-      pod = applyResponse(next, (await server.mutate(next)).json());
-      if (pod.spec.initContainers[1].resources.requests) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(pod.spec.initContainers[1].resources).toEqual({ requests: { memory: '256Mi' } });
+    await expect
+      .poll(
+        async () => {
+          const next = podReview(deploymentPod());
+          return applyResponse(next, (await server.mutate(next)).json()).spec.initContainers[1].resources;
+        },
+        { timeout: 2_000, interval: 50 },
+      )
+      .toEqual({ requests: { memory: '256Mi' } });
   });
 
   it('rejects an invalid pods: section whole, naming the field, and keeps serving', async () => {
     server.writeConfig('pods: { limitToRequest: { memoryRequestPercent: 150 } }');
-    const deadline = Date.now() + 2_000;
-    while (Date.now() < deadline && metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }) !== 1) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' })).toBe(1);
-    expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual(['pods.limitToRequest.memoryRequestPercent: memoryRequestPercent must not be greater than 100']);
+    await expect
+      .poll(async () => metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }), { timeout: 2_000, interval: 50 })
+      .toBe(1);
+    expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual([
+      'pods.limitToRequest.memoryRequestPercent: memoryRequestPercent must not be greater than 100',
+    ]);
     expect((await send(`${server.https}/readyz`)).status).toBe(200);
     const review = podReview(deploymentPod());
     const pod = applyResponse(review, (await server.mutate(review)).json());

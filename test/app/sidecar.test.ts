@@ -1,8 +1,7 @@
-import fastJsonPatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { podReview } from '../fixtures/pods.js';
 import { deploymentPod, mirrorPod } from '../fixtures/sidecar-pods.js';
-import { LEVEL, eventually, metricValue, startServer, type TestServer } from './harness.js';
+import { LEVEL, admitted, eventually, metricValue, startServer, type TestServer } from './harness.js';
 
 const TEMPLATES = `
 sidecars:
@@ -36,28 +35,14 @@ sidecars:
 type Json = Record<string, any>;
 const names = (items: Json[] | undefined) => (items ?? []).map((item) => item.name);
 
-/** The response checked against the contract, and the pod as the API server would store it. */
-function admitted(review: Json, body: Json): { pod: Json; patch: Json[]; warnings: string[] } {
-  expect(body.apiVersion).toBe('admission.k8s.io/v1');
-  expect(body.kind).toBe('AdmissionReview');
-  expect(body.response.uid).toBe(review.request.uid);
-  expect(body.response.allowed).toBe(true);
-  const warnings = body.response.warnings ?? [];
-  if (!body.response.patch) return { pod: review.request.object, patch: [], warnings };
-  expect(body.response.patchType).toBe('JSONPatch');
-  const patch = JSON.parse(Buffer.from(body.response.patch, 'base64').toString('utf8'));
-  // validate=true: every operation must apply cleanly to the pod the API server sent.
-  const pod = fastJsonPatch.applyPatch(structuredClone(review.request.object), patch, true, false).newDocument;
-  return { pod, patch, warnings };
-}
-
 describe('sidecar injection over HTTPS', () => {
   let server: TestServer;
   const admit = async (pod: Json, options?: Parameters<typeof podReview>[1]) => {
     const review = podReview(pod, options);
     const reply = await server.mutate(review);
     expect(reply.status).toBe(200);
-    return admitted(review, reply.json());
+    const { object, patch, warnings } = admitted(review, reply.json());
+    return { pod: object, patch, warnings };
   };
 
   beforeAll(async () => {
@@ -111,7 +96,13 @@ describe('sidecar injection over HTTPS', () => {
   });
 
   it('skips a template whose container name clashes with one of the pod, with a warning', async () => {
-    const own = deploymentPod({ inject: 'logging,mesh', containers: [{ name: 'web', image: 'web:1' }, { name: 'log-shipper', image: 'timberio/vector:0.40.0' }] });
+    const own = deploymentPod({
+      inject: 'logging,mesh',
+      containers: [
+        { name: 'web', image: 'web:1' },
+        { name: 'log-shipper', image: 'timberio/vector:0.40.0' },
+      ],
+    });
     const { pod, warnings } = await admit(own);
     expect(warnings).toEqual(['sidecar template "logging" not injected: the pod already has a different container named "log-shipper"']);
     expect(names(pod.spec.containers)).toEqual(['web', 'log-shipper']);
@@ -169,13 +160,15 @@ describe('sidecar templates from a reloaded config', () => {
 
   const shipperImage = async () => {
     const review = podReview(deploymentPod({ inject: 'logging' }));
-    const { pod } = admitted(review, (await server.mutate(review)).json());
+    const { object: pod } = admitted(review, (await server.mutate(review)).json());
     return pod.spec.containers.find((c: Json) => c.name === 'log-shipper')?.image;
   };
 
   it('rejects an invalid template whole, keeps the last good one, and applies a valid edit to the next pod', async () => {
     expect(await shipperImage()).toBe('registry.example.com/obs/fluent-bit:3.2.1');
-    server.writeConfig(TEMPLATES.replace('image: registry.example.com/obs/fluent-bit:3.2.1', 'imagePullPolicy: Always').replace('- name: logging', '- name: Logging'));
+    server.writeConfig(
+      TEMPLATES.replace('image: registry.example.com/obs/fluent-bit:3.2.1', 'imagePullPolicy: Always').replace('- name: logging', '- name: Logging'),
+    );
     await eventually(async () => metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }) === 1, 2_000);
     expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual([
       'sidecars.templates[1].name: name must be a DNS label (at most 63 lower-case letters, digits and -)',
@@ -199,7 +192,7 @@ describe('sidecar injection with pod policies on (order 10, then 20)', () => {
 
   it('gives the injected sidecar default requests in the same response, and keeps the template ones', async () => {
     const review = podReview(deploymentPod({ inject: 'mesh,logging' }));
-    const { pod } = admitted(review, (await server.mutate(review)).json());
+    const { object: pod } = admitted(review, (await server.mutate(review)).json());
     const shipper = pod.spec.containers.find((c: Json) => c.name === 'log-shipper');
     expect(shipper.resources.requests).toEqual({ cpu: '100m', memory: '128Mi' });
     const proxy = pod.spec.initContainers.find((c: Json) => c.name === 'mesh-proxy');

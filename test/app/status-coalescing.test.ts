@@ -1,7 +1,6 @@
-import fastJsonPatch from 'fast-json-patch';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
-import { eventually, metricValue, startServer, type TestServer } from './harness.js';
+import { admitted, eventually, metricValue, startServer, type TestServer } from './harness.js';
 
 const CONFIG = `
 nodes:
@@ -9,15 +8,6 @@ nodes:
   coalesceStatusWrites: true
   statusReportPeriod: 5m
 `;
-
-function admitted(review: any, reply: any): any {
-  expect(reply.status).toBe(200);
-  const response = reply.json().response;
-  expect(response.allowed).toBe(true);
-  if (!response.patch) return review.request.object;
-  const patch = JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
-  return fastJsonPatch.applyPatch(structuredClone(review.request.object), patch, true, false).newDocument;
-}
 
 /** The kubelet's node with its heartbeats (and its managedFields entry) at `time`. */
 function kubeletAt(time: string): any {
@@ -33,7 +23,7 @@ describe('nodes.coalesceStatusWrites over HTTPS', () => {
   beforeAll(async () => {
     server = await startServer(CONFIG);
     const first = nodeReview(kubeletAt('2026-11-22T10:00:00Z'));
-    stored = admitted(first, await server.mutate(first));
+    stored = admitted(first, (await server.mutate(first)).json()).object;
   });
   afterAll(async () => {
     await server?.stop();
@@ -41,7 +31,7 @@ describe('nodes.coalesceStatusWrites over HTTPS', () => {
 
   it('answers a heartbeat-only kubelet update with the stored conditions, inflated, and counts it', async () => {
     const review = nodeReview(kubeletAt('2026-11-22T10:00:10Z'), { oldObject: stored });
-    const node = admitted(review, await server.mutate(review));
+    const node = admitted(review, (await server.mutate(review)).json()).object;
     expect(node.status.conditions).toEqual(stored.status.conditions);
     expect(node.status.allocatable).toEqual(stored.status.allocatable);
     expect(node.metadata.annotations).toEqual(stored.metadata.annotations);
@@ -50,9 +40,9 @@ describe('nodes.coalesceStatusWrites over HTTPS', () => {
 
   it('lets a report through once the stored heartbeats are statusReportPeriod old, and any other writer always', async () => {
     const report = nodeReview(kubeletAt('2026-11-22T10:05:00Z'), { oldObject: stored });
-    expect(admitted(report, await server.mutate(report)).status.conditions[0].lastHeartbeatTime).toBe('2026-11-22T10:05:00Z');
+    expect(admitted(report, (await server.mutate(report)).json()).object.status.conditions[0].lastHeartbeatTime).toBe('2026-11-22T10:05:00Z');
     const other = nodeReview(kubeletAt('2026-11-22T10:00:10Z'), { oldObject: stored, username: 'system:serviceaccount:kube-system:node-controller' });
-    expect(admitted(other, await server.mutate(other)).status.conditions[0].lastHeartbeatTime).toBe('2026-11-22T10:00:10Z');
+    expect(admitted(other, (await server.mutate(other)).json()).object.status.conditions[0].lastHeartbeatTime).toBe('2026-11-22T10:00:10Z');
     const metrics = await server.metrics();
     expect(metricValue(metrics, 'kube_overcommit_status_writes_total', { decision: 'passed', reason: 'report-due' })).toBe(1);
     expect(metricValue(metrics, 'kube_overcommit_status_writes_total', { decision: 'passed', reason: 'other-writer' })).toBe(1);
@@ -62,7 +52,7 @@ describe('nodes.coalesceStatusWrites over HTTPS', () => {
     server.writeConfig(CONFIG.replace('coalesceStatusWrites: true', 'coalesceStatusWrites: true\n  defaultMode: shadow'));
     await eventually(async () => {
       const review = nodeReview(kubeletAt('2026-11-22T10:00:30Z'), { oldObject: stored });
-      return admitted(review, await server.mutate(review)).status.conditions[0].lastHeartbeatTime === '2026-11-22T10:00:30Z';
+      return admitted(review, (await server.mutate(review)).json()).object.status.conditions[0].lastHeartbeatTime === '2026-11-22T10:00:30Z';
     });
     expect(metricValue(await server.metrics(), 'kube_overcommit_status_writes_total', { decision: 'passed', reason: 'not-inflated' })).toBeGreaterThanOrEqual(
       1,
@@ -70,7 +60,9 @@ describe('nodes.coalesceStatusWrites over HTTPS', () => {
     server.writeConfig(CONFIG);
     await eventually(async () => {
       const review = nodeReview(kubeletAt('2026-11-22T10:00:40Z'), { oldObject: stored });
-      return admitted(review, await server.mutate(review)).status.conditions[0].lastHeartbeatTime === stored.status.conditions[0].lastHeartbeatTime;
+      return (
+        admitted(review, (await server.mutate(review)).json()).object.status.conditions[0].lastHeartbeatTime === stored.status.conditions[0].lastHeartbeatTime
+      );
     });
   });
 
@@ -80,6 +72,6 @@ describe('nodes.coalesceStatusWrites over HTTPS', () => {
     server.writeConfig(CONFIG.replace('statusReportPeriod: 5m', 'statusReportPeriod: 5 minutes'));
     await eventually(async () => (await failures()) > before);
     const review = nodeReview(kubeletAt('2026-11-22T10:00:20Z'), { oldObject: stored });
-    expect(admitted(review, await server.mutate(review)).status.conditions).toEqual(stored.status.conditions);
+    expect(admitted(review, (await server.mutate(review)).json()).object.status.conditions).toEqual(stored.status.conditions);
   });
 });

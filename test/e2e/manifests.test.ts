@@ -38,8 +38,28 @@ describe('shipped manifests', () => {
       expect(entry.failurePolicy).toBe('Ignore');
       expect(entry.timeoutSeconds).toBeLessThanOrEqual(2);
       expect(entry.sideEffects).toBe('None');
-      expect(entry.clientConfig.service).toMatchObject({ name: 'kube-overcommit', namespace: 'kube-overcommit', path: '/mutate' });
+      // Each entry on its own path, which runs only its strategies.
+      expect(entry.clientConfig.service).toEqual({ name: 'kube-overcommit', namespace: 'kube-overcommit', path: `/mutate/${entry.name.split('.')[0]}`, port: 443 });
     }
+    // The sidecars entry before the pod-policy entry: the pod policy sees the injected containers, as /mutate runs them.
+    expect(webhook?.webhooks.map((entry: Doc) => entry.name)).toEqual(['nodes.kube-overcommit.io', 'sidecars.kube-overcommit.io', 'pod-policy.kube-overcommit.io']);
+  });
+
+  it("the reconciler's RBAC: its Lease shipped, read and renewed by name only; patch on nodes/status its one write to nodes", () => {
+    const docs = kustomize('k8s');
+    expect(find(docs, 'Lease', 'kube-overcommit-reconciler')).toMatchObject({ metadata: { namespace: 'kube-overcommit' }, spec: {} });
+    const rules = (kind: string) => find(docs, kind, 'kube-overcommit')!.rules as Doc[];
+    expect(rules('Role').filter((r) => r.resources.includes('leases'))).toEqual([
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-overcommit-reconciler'], verbs: ['get', 'update'] },
+    ]);
+    const nodeRules = docs
+      .filter((d) => d.kind === 'ClusterRole')
+      .flatMap((d) => d.rules as Doc[])
+      .filter((r) => r.resources.some((resource: string) => resource.startsWith('nodes')));
+    expect(nodeRules).toEqual([
+      { apiGroups: [''], resources: ['namespaces', 'nodes', 'pods', 'limitranges'], verbs: ['list', 'watch'] },
+      { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
+    ]);
   });
 
   it('the Deployment is hardened and highly available', () => {
@@ -117,11 +137,20 @@ describe('shipped manifests', () => {
     mkdirSync(join(overlay, 'annotated'));
     writeFileSync(
       join(overlay, 'annotated', 'kustomization.yaml'),
-      JSON.stringify({ resources: [relative(join(overlay, 'annotated'), join(repoRoot, 'k8s', 'base'))], commonAnnotations: { 'example.com/owner': 'platform-team' } }),
+      JSON.stringify({
+        resources: [relative(join(overlay, 'annotated'), join(repoRoot, 'k8s', 'base'))],
+        commonAnnotations: { 'example.com/owner': 'platform-team' },
+      }),
     );
-    writeFileSync(join(overlay, 'kustomization.yaml'), JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }));
+    writeFileSync(
+      join(overlay, 'kustomization.yaml'),
+      JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }),
+    );
     const webhook = find(kustomize(overlay), 'MutatingWebhookConfiguration', 'kube-overcommit')!;
-    expect(webhook.metadata.annotations).toEqual({ 'example.com/owner': 'platform-team', 'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca' });
+    expect(webhook.metadata.annotations).toEqual({
+      'example.com/owner': 'platform-team',
+      'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca',
+    });
   });
 
   it('k8s/monitoring: the one-line label for kube-prometheus-stack is there, commented, and valid once uncommented', () => {
@@ -130,7 +159,8 @@ describe('shipped manifests', () => {
     const line = '  # - pairs: { release: kube-prometheus-stack }';
     expect(text.split('\n')).toContain(line);
     const copy = mkdtempSync(join(runDir, 'monitoring-release-'));
-    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml', 'kube-overcommit-dashboard.json']) copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
+    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml', 'kube-overcommit-dashboard.json'])
+      copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
     writeFileSync(join(copy, 'kustomization.yaml'), text.replace(line, line.replace('# ', '')));
     const docs = kustomize(copy);
     expect(docs.map((d) => d.kind).sort()).toEqual(['ConfigMap', 'PrometheusRule', 'ServiceMonitor']);

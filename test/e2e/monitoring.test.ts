@@ -94,7 +94,7 @@ describe('Grafana dashboard k8s/monitoring/kube-overcommit-dashboard.json', () =
     const used = new Set(dashboardExpressions().flatMap(metricNames));
     const unknown = [...used].filter((n) => (n.startsWith('apiserver_') ? !apiserverNames.has(n) : !appMetrics.has(n) && !recorded.has(n)));
     expect(unknown).toEqual([]);
-    // What the dashboard is for (issue: per node raw vs overcommitted vs requests, ratios,
+    // What the dashboard is for (per node raw vs overcommitted vs requests, ratios,
     // admission rate, latency, fail-open, strategy errors, config generation and reloads, certificate).
     expect([...used].sort()).toEqual(
       expect.arrayContaining([

@@ -1,5 +1,5 @@
 /**
- * Pod policies (docs/pod-policy.md, issue 5) against a real control plane: the shipped
+ * Pod policies (docs/pod-policy.md) against a real control plane: the shipped
  * k8s/base (webhook entries, RBAC) applied with kubectl, the built product as its own process
  * with the ServiceAccount's token, the controller-manager making ReplicaSets and Pods,
  * kube-scheduler binding them (pods/binding goes through the webhook), kwok running them on
@@ -20,11 +20,10 @@ import {
   apiserverMetrics,
   claimNodeNames,
   createNamespace,
-  deleteNamespace,
   e2eEnv,
   getNode,
   listPods,
-  resetConfig,
+  tearDown,
   sameQuantity,
   SimKubelet,
   waitUntil,
@@ -132,17 +131,7 @@ beforeAll(async () => {
   general = await startKwokNode(env, admin, { name: name!, capacity: { cpu: '8', memory: '32Gi', pods: '110' } });
 });
 
-afterAll(async () => {
-  await Promise.all(namespaces.map((ns) => deleteNamespace(env, ns).catch(() => undefined)));
-  try {
-    general?.assertHealthy();
-  } finally {
-    await general?.stop({ deleteNode: true });
-    await webhook?.stop();
-    if (env) await resetConfig(env).catch(() => undefined);
-    admin?.close();
-  }
-});
+afterAll(() => tearDown({ env, admin, webhook, kubelets: [general], namespaces }));
 
 describe('pod policies against a real control plane', () => {
   it('(a) a Deployment in an opted-in namespace: the pods its ReplicaSet creates get default requests and request-to-limit percentages, with the originals recorded', async () => {
@@ -180,11 +169,11 @@ describe('pod policies against a real control plane', () => {
     expect(counted).toMatchObject({ mutated: 2, cpuAdded: 2, memoryAdded: 2, cpuRaised: 2, requestsChanged: 6, cpuLimitAdded: 2, limitsChanged: 2, unsynced: 0 });
   });
 
-  it('(b) namespaces that did not opt in: the same Deployment is untouched — not sent (plain namespace), and left alone by the strategy when /mutate is called for the sidecars entry', async () => {
+  it('(b) namespaces that did not opt in: the same Deployment is untouched — not sent (plain namespace), and not run through the pod policies when the sidecars entry calls its path', async () => {
     await webhook.useConfig(POLICY_CONFIG);
     const plain = await newNamespace('e2e-plain', {});
-    // Opted in for sidecars only: the sidecars entry calls /mutate, where every pod strategy runs;
-    // the pod policies must find from their own namespace cache that this one is not theirs.
+    // Opted in for sidecars only: the sidecars entry calls /mutate/sidecars, which runs the sidecar
+    // strategy alone; the pod policies never see this namespace's pods.
     const sidecarsOnly = await newNamespace('e2e-sidecars-only', { [SIDECARS_LABEL]: 'enabled' });
     const marker = { [INJECT_ANNOTATION]: MARKER_TEMPLATE.name };
     await waitForWebhookToSeeNamespace(admin, sidecarsOnly, { annotations: marker }, (pod) => pod.metadata.annotations?.[INJECTED_ANNOTATION] === MARKER_TEMPLATE.name);
@@ -261,6 +250,27 @@ describe('pod policies against a real control plane', () => {
 
     // One pod mutated (cpu-only: two memory requests, one added and one lowered); no cpu touched.
     expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({ mutated: 1, cpuAdded: 0, memoryAdded: 1, requestsChanged: 2, limitsChanged: 0, unsynced: 0 });
+  });
+
+  it('(f) a cpu limit derived from memory, without a cpu request percentage: the API server gives it a request equal to it, and the second /mutate call (the other entry) keeps the recorded originals', async () => {
+    await webhook.useConfig({ nodes: NODES, pods: { limitToRequest: { cpuLimitPerGiBPercent: 200 } }, sidecars: { templates: [MARKER_TEMPLATE] } });
+    // Opted in to both: the API server calls /mutate for each entry, the second time on the pod
+    // as the first call's patch and its own defaulting left it.
+    const ns = await newNamespace('e2e-derived-limit', { [POD_POLICY_LABEL]: 'enabled', [SIDECARS_LABEL]: 'enabled' });
+    const marker = { [INJECT_ANNOTATION]: MARKER_TEMPLATE.name };
+    await waitForWebhookToSeeNamespace(admin, ns, { annotations: marker }, (pod) => pod.metadata.annotations?.[INJECTED_ANNOTATION] === MARKER_TEMPLATE.name);
+
+    const created = await admin.post(`/api/v1/namespaces/${ns}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'derived', annotations: marker },
+      spec: { ...onKwokNode(env, general.name), containers: [{ name: 'app', image: PAUSE_IMAGE, resources: { limits: { memory: '1Gi' } } }] },
+    });
+    // 200 % per GiB of a 1Gi memory limit: a 2-CPU limit, whose request the API server defaults to it.
+    expectQuantities(resources(created, 'app').limits, { memory: '1Gi', cpu: '2' }, 'app limits');
+    expectQuantities(resources(created, 'app').requests, { memory: '1Gi', cpu: '2' }, 'app requests');
+    expect(JSON.parse(created.metadata.annotations?.[ORIGINAL_RESOURCES_ANNOTATION] ?? 'null')).toEqual({ app: { requests: { memory: '1Gi' }, limits: { memory: '1Gi' } } });
+    expect(created.metadata.annotations[INJECTED_ANNOTATION]).toBe(MARKER_TEMPLATE.name);
   });
 
   const cleanups: Array<() => Promise<void>> = [];

@@ -9,10 +9,9 @@ import {
   adminClient,
   claimNodeNames,
   createNamespace,
-  deleteNamespace,
   e2eEnv,
   getNode,
-  resetConfig,
+  tearDown,
   sameQuantity,
   SimKubelet,
   waitUntil,
@@ -43,17 +42,7 @@ beforeAll(async () => {
   await webhook.useConfig(CONFIG);
 });
 
-afterAll(async () => {
-  await Promise.all(namespaces.map((ns) => deleteNamespace(env, ns).catch(() => undefined)));
-  try {
-    for (const kubelet of kubelets) kubelet.assertHealthy();
-  } finally {
-    await Promise.all(kubelets.map((kubelet) => kubelet.stop({ deleteNode: true })));
-    await webhook?.stop();
-    if (env) await resetConfig(env).catch(() => undefined);
-    admin?.close();
-  }
-});
+afterAll(() => tearDown({ env, admin, webhook, kubelets, namespaces }));
 
 describe('keys named like Object.prototype members against a real control plane', () => {
   it('a pool selecting nodes by the labels `constructor` and `toString` takes exactly the nodes that carry both; the others get the default ratios', async () => {

@@ -1,5 +1,5 @@
 /**
- * Sidecar injection (docs/sidecars.md, issue 6) against a real control plane: the shipped
+ * Sidecar injection (docs/sidecars.md) against a real control plane: the shipped
  * k8s/base (its sidecars entry with the matchCondition on the inject annotation), the built
  * product with the ServiceAccount's token, Deployments whose pods the ReplicaSet controller
  * creates, kube-scheduler placing them on a kwok node (registered by a simulated kubelet) where
@@ -16,9 +16,8 @@ import {
   apiserverMetrics,
   claimNodeNames,
   createNamespace,
-  deleteNamespace,
   e2eEnv,
-  resetConfig,
+  tearDown,
   SimKubelet,
   waitUntil,
   WebhookProcess,
@@ -96,17 +95,7 @@ beforeAll(async () => {
   await waitForWebhookToSeeNamespace(admin, ns, { annotations: { [INJECT_ANNOTATION]: 'mesh' } }, (pod) => pod.metadata.annotations?.[INJECTED_ANNOTATION] === 'mesh');
 });
 
-afterAll(async () => {
-  if (ns) await deleteNamespace(env, ns).catch(() => undefined);
-  try {
-    node?.assertHealthy();
-  } finally {
-    await node?.stop({ deleteNode: true });
-    await webhook?.stop();
-    if (env) await resetConfig(env).catch(() => undefined);
-    admin?.close();
-  }
-});
+afterAll(() => tearDown({ env, admin, webhook, kubelets: [node], namespaces: [ns] }));
 
 describe('sidecar injection against a real control plane', () => {
   it('(a) a Deployment\'s pods asking for a template come up with the native sidecar, the sidecar container, the volume and env, and the injected annotation; kwok runs them', async () => {

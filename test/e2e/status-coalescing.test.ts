@@ -15,7 +15,7 @@ import {
   adminClient,
   claimNodeNames,
   e2eEnv,
-  resetConfig,
+  tearDown,
   SimKubelet,
   waitUntil,
   WebhookProcess,
@@ -49,16 +49,7 @@ beforeAll(async () => {
   await webhook.useConfig({ nodes: { defaultRatios: RATIOS, coalesceStatusWrites: true, statusReportPeriod: WINDOW } });
 });
 
-afterAll(async () => {
-  try {
-    for (const kubelet of kubelets) kubelet.assertHealthy();
-  } finally {
-    await Promise.all(kubelets.map((k) => k.stop({ deleteNode: true })));
-    await webhook?.stop();
-    if (env) await resetConfig(env).catch(() => undefined);
-    admin?.close();
-  }
-});
+afterAll(() => tearDown({ env, admin, webhook, kubelets }));
 
 describe('status-write coalescing against a real control plane', () => {
   it(

@@ -13,6 +13,7 @@ export * from './nodes.js';
 export * from './pods.js';
 export * from './quantity.js';
 export * from './sim-kubelet.js';
+export * from './teardown.js';
 export * from './tls.js';
 export * from './wait.js';
 export * from './webhook.js';
