@@ -17,6 +17,7 @@ import {
   readRecord,
   resolveNodePolicy,
   type ResourceAmounts,
+  USAGE_ANNOTATION,
 } from './node-oversell.rules.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
@@ -114,7 +115,8 @@ describe('readRecord', () => {
 // ---------------------------------------------------------------------------------------------
 // planNodeStatus, example by example
 
-const RAW_4CPU = '{"allocatable":{"cpu":"4","memory":"16318064Ki","ephemeral-storage":"47438335103","pods":"110"},"capacity":{"cpu":"4","memory":"16420464Ki","ephemeral-storage":"51474912Ki","pods":"110"}}';
+const RAW_4CPU =
+  '{"allocatable":{"cpu":"4","memory":"16318064Ki","ephemeral-storage":"47438335103","pods":"110"},"capacity":{"cpu":"4","memory":"16420464Ki","ephemeral-storage":"51474912Ki","pods":"110"}}';
 
 function kubeletNode(allocatable: Record<string, string>, annotations?: Record<string, string>, labels?: Record<string, string>): NodeLike {
   return {
@@ -134,7 +136,13 @@ describe('planNodeStatus', () => {
     expect(plan.raw).toEqual(plan.incoming);
     expect(plan.allocatable).toEqual({ cpu: 6000n, memory: (16709697536n * 12n) / 10n, 'ephemeral-storage': 47438335103n, pods: 110n });
     expect(plan.ratios).toEqual({ cpu: 1.5, memory: 1.2 });
-    expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{"cpu":1.5,"memory":1.2}', [POOL_ANNOTATION]: 'batch', [FLOOR_ANNOTATION]: null });
+    expect(plan.annotations).toEqual({
+      [RAW_ANNOTATION]: RAW_4CPU,
+      [RATIOS_ANNOTATION]: '{"cpu":1.5,"memory":1.2}',
+      [POOL_ANNOTATION]: 'batch',
+      [FLOOR_ANNOTATION]: null,
+      [USAGE_ANNOTATION]: null,
+    });
   });
 
   it('recognises its own output, even re-canonicalised by the API server', () => {
@@ -167,7 +175,13 @@ describe('planNodeStatus', () => {
       const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu: '6' }, annotations), p)!;
       expect(plan.raw.cpu).toBe(4000n);
       expect(plan.allocatable.cpu).toBe(4000n);
-      expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: null, [RATIOS_ANNOTATION]: null, [POOL_ANNOTATION]: null, [FLOOR_ANNOTATION]: null });
+      expect(plan.annotations).toEqual({
+        [RAW_ANNOTATION]: null,
+        [RATIOS_ANNOTATION]: null,
+        [POOL_ANNOTATION]: null,
+        [FLOOR_ANNOTATION]: null,
+        [USAGE_ANNOTATION]: null,
+      });
     }
   });
 
@@ -180,7 +194,10 @@ describe('planNodeStatus', () => {
   });
 
   it('garbage annotations count as absent', () => {
-    const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu: '3' }, { [RAW_ANNOTATION]: '{oops', [RATIOS_ANNOTATION]: '{"cpu":1.5}' }), policy({ cpu: 1.5 }))!;
+    const plan = planNodeStatus(
+      kubeletNode({ ...RAW_ALLOCATABLE, cpu: '3' }, { [RAW_ANNOTATION]: '{oops', [RATIOS_ANNOTATION]: '{"cpu":1.5}' }),
+      policy({ cpu: 1.5 }),
+    )!;
     expect(plan.raw.cpu).toBe(3000n);
     expect(plan.allocatable.cpu).toBe(4500n);
   });
@@ -217,7 +234,10 @@ describe('planNodeStatus', () => {
   });
 
   it("uses the stored Node's record (oldObject) for a resource the incoming one does not explain, on an inflated node only", () => {
-    const node = (annotations?: Record<string, string>): NodeLike => ({ metadata: { annotations }, status: { allocatable: { cpu: '6' }, capacity: { cpu: '8' } } });
+    const node = (annotations?: Record<string, string>): NodeLike => ({
+      metadata: { annotations },
+      status: { allocatable: { cpu: '6' }, capacity: { cpu: '8' } },
+    });
     const ours = { [RAW_ANNOTATION]: '{"allocatable":{"cpu":"4"},"capacity":{"cpu":"8"}}', [RATIOS_ANNOTATION]: '{"cpu":1.5}' };
     const forged = { [RAW_ANNOTATION]: '{"allocatable":{"cpu":"6"},"capacity":{"cpu":"8"}}', [RATIOS_ANNOTATION]: '{"cpu":1.01}' };
     for (const incoming of [node(), node(forged)]) {
@@ -258,7 +278,13 @@ describe('planNodeStatus with the commitment floor (rule 6)', () => {
     expect(plan.raw.cpu).toBe(4000n);
     expect(plan.allocatable.cpu).toBe(7200n);
     expect(plan.floor).toEqual({ cpu: 7200n });
-    expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{}', [POOL_ANNOTATION]: null, [FLOOR_ANNOTATION]: '{"cpu":"7200m"}' });
+    expect(plan.annotations).toEqual({
+      [RAW_ANNOTATION]: RAW_4CPU,
+      [RATIOS_ANNOTATION]: '{}',
+      [POOL_ANNOTATION]: null,
+      [FLOOR_ANNOTATION]: '{"cpu":"7200m"}',
+      [USAGE_ANNOTATION]: null,
+    });
   });
 
   it('below the ratio it changes nothing: no floor annotation', () => {
@@ -274,7 +300,13 @@ describe('planNodeStatus with the commitment floor (rule 6)', () => {
     expect(planNodeStatus(node, null, undefined, cpuOnly(5000n))!.allocatable.cpu).toBe(5000n);
     const lower = planNodeStatus(node, null, undefined, cpuOnly(3000n))!;
     expect(lower.allocatable.cpu).toBe(4000n);
-    expect(lower.annotations).toEqual({ [RAW_ANNOTATION]: null, [RATIOS_ANNOTATION]: null, [POOL_ANNOTATION]: null, [FLOOR_ANNOTATION]: null });
+    expect(lower.annotations).toEqual({
+      [RAW_ANNOTATION]: null,
+      [RATIOS_ANNOTATION]: null,
+      [POOL_ANNOTATION]: null,
+      [FLOOR_ANNOTATION]: null,
+      [USAGE_ANNOTATION]: null,
+    });
   });
 
   it('wins over floor(capacity × ratio): a running pod is never stranded', () => {
@@ -283,7 +315,7 @@ describe('planNodeStatus with the commitment floor (rule 6)', () => {
     expect(plan.floor.cpu).toBe(9000n);
   });
 
-  it('recognises a floor-raised value as ours (third parties, reinvocation), so raw stays the kubelet\'s', () => {
+  it("recognises a floor-raised value as ours (third parties, reinvocation), so raw stays the kubelet's", () => {
     const annotations = { [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{}', [FLOOR_ANNOTATION]: '{"cpu":"7200m"}' };
     for (const cpu of ['7200m', '7.2']) {
       const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu }, annotations), policy({}), undefined, cpuOnly(3000n))!;
@@ -318,12 +350,24 @@ describe('a writer cannot raise a node past floor(capacity × ratio)', () => {
   /** The API server's nodes/status UPDATE: the merged object through the webhook, patch applied. */
   const statusWrite = (strategy: NodeOversellStrategy, object: Json, oldObject: Json | undefined, config: OvercommitConfig): Json => {
     const result = strategy.admit(
-      { uid: 'u', kind: { group: '', version: 'v1', kind: 'Node' }, resource: { group: '', version: 'v1', resource: 'nodes' }, subResource: 'status', name: 'worker-1', operation: 'UPDATE', object, oldObject },
+      {
+        uid: 'u',
+        kind: { group: '', version: 'v1', kind: 'Node' },
+        resource: { group: '', version: 'v1', resource: 'nodes' },
+        subResource: 'status',
+        name: 'worker-1',
+        operation: 'UPDATE',
+        object,
+        oldObject,
+      },
       config,
     );
     return result.patch ? applyPatch(structuredClone(object), result.patch, true, false).newDocument : object;
   };
-  const node = (allocatable: Record<string, string>, capacity: Record<string, string>): Json => ({ metadata: { name: 'worker-1' }, status: { allocatable, capacity } });
+  const node = (allocatable: Record<string, string>, capacity: Record<string, string>): Json => ({
+    metadata: { name: 'worker-1' },
+    status: { allocatable, capacity },
+  });
 
   it('forged records (raw = the stored value, ratios {}) before each status write: 6 stays 6', () => {
     const strategy = newStrategy();
@@ -375,7 +419,27 @@ describe('mutate(mutate(x)) = mutate(x), whatever the quantities and records (pr
   const quantity = fc.oneof(
     fc.bigInt({ min: 0n, max: 2n ** 45n }).map((n) => `${n}`),
     fc.bigInt({ min: 0n, max: 2n ** 20n }).chain((n) => fc.constantFrom(`${n}m`, `${n}Ki`, `${n}Mi`, `${n}k`, `${n}e3`, `0.${n}`)),
-    fc.constantFrom('0', '0m', '-1', '-4', '1e400', '1e-400', '9Ei', '8Ei', '1.5.5', '', 'four', '0.0000001', '+3', '.5', '9223372036854775807', '9223372036854775808', 'NaN', '1e18', '4 cores'),
+    fc.constantFrom(
+      '0',
+      '0m',
+      '-1',
+      '-4',
+      '1e400',
+      '1e-400',
+      '9Ei',
+      '8Ei',
+      '1.5.5',
+      '',
+      'four',
+      '0.0000001',
+      '+3',
+      '.5',
+      '9223372036854775807',
+      '9223372036854775808',
+      'NaN',
+      '1e18',
+      '4 cores',
+    ),
     fc.string({ maxLength: 8 }),
     fc.integer({ min: -10, max: 1000 }),
   );
@@ -387,7 +451,16 @@ describe('mutate(mutate(x)) = mutate(x), whatever the quantities and records (pr
     fc.constantFrom('{', 'null', '[]', '{"allocatable":{},"capacity":{}}'),
   );
   const annotations = fc.option(
-    fc.record({ [RAW_ANNOTATION]: recordText, [RATIOS_ANNOTATION]: fc.oneof(ratios.map((r) => JSON.stringify(r)), fc.constantFrom('{}', '{"cpu":11}', '{"cpu":"2"}')) }, { requiredKeys: [] }),
+    fc.record(
+      {
+        [RAW_ANNOTATION]: recordText,
+        [RATIOS_ANNOTATION]: fc.oneof(
+          ratios.map((r) => JSON.stringify(r)),
+          fc.constantFrom('{}', '{"cpu":11}', '{"cpu":"2"}'),
+        ),
+      },
+      { requiredKeys: [] },
+    ),
     { nil: undefined },
   );
   const nodeArb = fc.record({ allocatable: list, capacity: list, annotations }).map(({ allocatable, capacity, annotations }) => ({
@@ -400,7 +473,18 @@ describe('mutate(mutate(x)) = mutate(x), whatever the quantities and records (pr
     let patched = 0;
     const admit = (object: Json, oldObject: Json | undefined, config: OvercommitConfig) => {
       try {
-        return strategy.admit({ uid: 'u', kind: { group: '', version: 'v1', kind: 'Node' }, resource: { group: '', version: 'v1', resource: 'nodes' }, subResource: 'status', operation: 'UPDATE', object, oldObject }, config);
+        return strategy.admit(
+          {
+            uid: 'u',
+            kind: { group: '', version: 'v1', kind: 'Node' },
+            resource: { group: '', version: 'v1', resource: 'nodes' },
+            subResource: 'status',
+            operation: 'UPDATE',
+            object,
+            oldObject,
+          },
+          config,
+        );
       } catch {
         return {}; // an unparsable quantity on the object: admitted unchanged (the pipeline fails open)
       }
@@ -578,6 +662,7 @@ function newStrategy(committed: (node: string) => ResourceAmounts | undefined = 
     {},
     { committed },
     { record: () => undefined },
+    { effective: (_name, policy) => ({ policy, decisions: {} }) },
   );
 }
 
@@ -710,9 +795,17 @@ function runScenario(truth0: Truth, webhookUp0: boolean, ratios0: { defaults: Hu
       case 'inflatedRaw':
         return { ...others, [RAW_ANNOTATION]: JSON.stringify({ allocatable: managed(allocatable), capacity: managed(capacity) }), [RATIOS_ANNOTATION]: '{}' };
       case 'inflatedRawAndCapacity':
-        return { ...others, [RAW_ANNOTATION]: JSON.stringify({ allocatable: managed(allocatable), capacity: managed(allocatable) }), [RATIOS_ANNOTATION]: '{}' };
+        return {
+          ...others,
+          [RAW_ANNOTATION]: JSON.stringify({ allocatable: managed(allocatable), capacity: managed(allocatable) }),
+          [RATIOS_ANNOTATION]: '{}',
+        };
       case 'maxRatios':
-        return { ...others, [RAW_ANNOTATION]: JSON.stringify({ allocatable: managed(allocatable), capacity: managed(capacity) }), [RATIOS_ANNOTATION]: tenfold };
+        return {
+          ...others,
+          [RAW_ANNOTATION]: JSON.stringify({ allocatable: managed(allocatable), capacity: managed(capacity) }),
+          [RATIOS_ANNOTATION]: tenfold,
+        };
       case 'lowRaw':
         return { ...others, [RAW_ANNOTATION]: JSON.stringify({ allocatable: half, capacity: managed(capacity) }), [RATIOS_ANNOTATION]: tenfold };
       case 'drop':
@@ -803,13 +896,19 @@ function runScenario(truth0: Truth, webhookUp0: boolean, ratios0: { defaults: Hu
             }
             next.cap.pods = next.raw.pods;
             if (s.change === 'toStoredHotAdd') {
-              for (const r of MANAGED_RESOURCES) if (next.raw[r] !== raw[r] && next.cap[r] === cap[r]) next.cap[r] += BigInt(1 + (s.picks[1] % 4)) * (r === 'cpu' ? 1000n : 1n);
+              for (const r of MANAGED_RESOURCES)
+                if (next.raw[r] !== raw[r] && next.cap[r] === cap[r]) next.cap[r] += BigInt(1 + (s.picks[1] % 4)) * (r === 'cpu' ? 1000n : 1n);
             }
             break;
           }
         }
         if (ambiguous(next)) break;
-        if (w.record !== null && MANAGED_RESOURCES.some((r) => next.cap[r] !== w.record!.cap[r] && next.raw[r] === modelInflate(w.record!.raw, w.record!.k)[r] && next.raw[r] !== w.record!.raw[r])) {
+        if (
+          w.record !== null &&
+          MANAGED_RESOURCES.some(
+            (r) => next.cap[r] !== w.record!.cap[r] && next.raw[r] === modelInflate(w.record!.raw, w.record!.k)[r] && next.raw[r] !== w.record!.raw[r],
+          )
+        ) {
           stats.equalValueCapacityChange += 1;
         }
         w.truth = next;
@@ -821,7 +920,9 @@ function runScenario(truth0: Truth, webhookUp0: boolean, ratios0: { defaults: Hu
         // node-problem-detector, the node lifecycle controller, kubectl: conditions only,
         // carrying the stored (usually inflated) allocatable and our annotations unchanged.
         const incoming = structuredClone(w.stored!);
-        incoming.status.conditions = [...incoming.status.conditions, { type: 'KernelDeadlock', status: 'False', lastHeartbeatTime: `npd-${w.version}` }].slice(-3);
+        incoming.status.conditions = [...incoming.status.conditions, { type: 'KernelDeadlock', status: 'False', lastHeartbeatTime: `npd-${w.version}` }].slice(
+          -3,
+        );
         if (w.up && w.record !== null) stats.thirdPartyInflated += 1;
         write(incoming, 'UPDATE', s.canon);
         break;

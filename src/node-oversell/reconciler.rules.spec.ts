@@ -6,9 +6,10 @@ import { backgroundTasks } from '../../test/fixtures/background.js';
 import { parseConfig } from '../config/config.loader.js';
 import type { OvercommitConfig } from '../config/config.schema.js';
 import { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_METRICS_DROPPED_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
-import { DISABLED_LABEL, type NodeLike, type ResourceAmounts } from './node-oversell.rules.js';
+import { DISABLED_LABEL, type NodeLike, readRecord, type ResourceAmounts } from './node-oversell.rules.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
 import { fullBucket, isNudgeDue, type Nudged, planNudges, readNudge, takeToken } from './reconciler.rules.js';
+import { effectivePolicy, type NodeUsageEntry } from './usage-aware.rules.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
@@ -40,7 +41,7 @@ nodes:
       mode: shadow
 `;
 
-function webhook(committed: ResourceAmounts | undefined): NodeOversellStrategy {
+function webhook(committed: ResourceAmounts | undefined, usage?: NodeUsageEntry): NodeOversellStrategy {
   const registry = new Registry();
   const gauge = (name: string, labelNames: string[]) => new Gauge({ name, help: name, labelNames, registers: [registry] });
   return new NodeOversellStrategy(
@@ -53,12 +54,13 @@ function webhook(committed: ResourceAmounts | undefined): NodeOversellStrategy {
     {},
     { committed: () => committed },
     { record: () => undefined },
+    { effective: (_name, policy, stored) => effectivePolicy(policy, usage, readRecord(stored?.metadata?.annotations)?.ratios) },
   );
 }
 
 /** The nudge as the API server runs it: the stored Node, unchanged, admitted as an update of itself. */
-function nudge(stored: Json, cfg: OvercommitConfig, committed?: ResourceAmounts): Json {
-  const result = webhook(committed).admit(
+function nudge(stored: Json, cfg: OvercommitConfig, committed?: ResourceAmounts, usage?: NodeUsageEntry): Json {
+  const result = webhook(committed, usage).admit(
     {
       uid: 'u',
       kind: { group: '', version: 'v1', kind: 'Node' },
@@ -163,5 +165,32 @@ describe('takeToken', () => {
     expect(takeToken(empty, 100, 10).waitMs).toBe(0);
     expect(takeToken(empty, 1, 0).waitMs).toBe(1_000);
     expect(takeToken(empty, 100, 60_000).bucket.tokens).toBe(99);
+  });
+});
+
+describe('usage-aware ratios', () => {
+  const cfg = config('nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { target: { cpu: 0.6 } }\n');
+
+  it('a newly published ratio is a new target, and one nudge through the webhook settles it', () => {
+    const published: NodeUsageEntry = { cpu: { ratio: 1.5, reason: 'usage' } };
+    const raw = node('a');
+    expect(readNudge(raw as NodeLike, cfg.nodes, undefined, published)).toEqual({ due: true, target: 'cpu=6,memory=16Gi,ephemeral-storage=,pods=110' });
+    const written = nudge(raw, cfg, undefined, published);
+    expect(written.status.allocatable.cpu).toBe('6');
+    expect(readNudge(written as NodeLike, cfg.nodes, undefined, published)).toEqual({ due: false, reason: 'matches' });
+    // The leader lowers it (a hot node): due again, for the new value.
+    const hot: NodeUsageEntry = { cpu: { ratio: 1, reason: 'hot' } };
+    expect(readNudge(written as NodeLike, cfg.nodes, undefined, hot)).toEqual({ due: true, target: 'cpu=4,memory=16Gi,ephemeral-storage=,pods=110' });
+    expect(
+      planNudges(
+        [written as NodeLike],
+        cfg.nodes,
+        () => undefined,
+        new Map(),
+        0,
+        30_000,
+        () => hot,
+      ).map((n) => n.target),
+    ).toEqual(['cpu=4,memory=16Gi,ephemeral-storage=,pods=110']);
   });
 });

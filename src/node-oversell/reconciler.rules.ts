@@ -22,6 +22,7 @@
 import { MANAGED_RESOURCES, type NodesConfig } from '../config/config.schema.js';
 import type { NodeLike, ResourceAmounts } from './node-oversell.rules.js';
 import { planNode } from './node-plan.js';
+import type { NodeUsageEntry } from './usage-aware.rules.js';
 
 /** Why a node is not due (rule 1), or `due`. */
 export type NudgeDecision = { due: true; target: string } | { due: false; reason: 'matches' | 'opted-out' | 'shadow' | 'unplannable' };
@@ -29,11 +30,12 @@ export type NudgeDecision = { due: true; target: string } | { due: false; reason
 /**
  * Rule 1: whether a nudge can bring the stored Node to its plan, and the target (rule 2).
  * `committed`: the requests bound to the node, as the webhook's commitment floor reads them
- * (undefined: unknown, no floor).
+ * (undefined: unknown, no floor); `usage`: the node's published usage-aware entry, as the webhook
+ * reads it.
  */
-export function readNudge(node: NodeLike, nodesConfig: NodesConfig | undefined, committed: ResourceAmounts | undefined): NudgeDecision {
+export function readNudge(node: NodeLike, nodesConfig: NodesConfig | undefined, committed: ResourceAmounts | undefined, usage?: NodeUsageEntry): NudgeDecision {
   // No requests and unknown requests plan the same allocatable (rule 6 raises nothing).
-  const row = planNode(node, committed ?? {}, nodesConfig, null);
+  const row = planNode(node, committed ?? {}, nodesConfig, null, usage);
   if (row.error !== undefined) return { due: false, reason: 'unplannable' };
   if (row.reason === 'opted-out') return { due: false, reason: 'opted-out' };
   if (row.mode === 'shadow') return { due: false, reason: 'shadow' };
@@ -60,12 +62,13 @@ export function planNudges(
   nudged: ReadonlyMap<string, Nudged>,
   now: number,
   retryAfterMs: number,
+  usageOf: (node: string) => NodeUsageEntry | undefined = () => undefined,
 ): Array<{ node: string; target: string }> {
   const due: Array<{ node: string; target: string }> = [];
   for (const node of nodes) {
     const name = node.metadata?.name;
     if (!name) continue;
-    const decision = readNudge(node, nodesConfig, committedOf(name));
+    const decision = readNudge(node, nodesConfig, committedOf(name), usageOf(name));
     if (decision.due && isNudgeDue(decision.target, nudged.get(name), now, retryAfterMs)) due.push({ node: name, target: decision.target });
   }
   return due.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));

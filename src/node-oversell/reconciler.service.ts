@@ -11,6 +11,7 @@ import { PodCache } from '../kube/pod-cache.service.js';
 import { PodFactsService } from '../pod-policy/pod-facts.service.js';
 import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from './commitment-floor.service.js';
 import type { NodeLike } from './node-oversell.rules.js';
+import { UsageRatios } from './usage-ratios.service.js';
 import { fullBucket, isNudgeDue, type Nudged, planNudges, readNudge, type TokenBucket, takeToken } from './reconciler.rules.js';
 
 /** The Lease that elects the one replica that nudges, in the webhook's namespace (k8s/base/rbac.yaml). */
@@ -75,6 +76,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     private readonly pods: PodCache,
     @Inject(NODE_COMMITMENTS) private readonly commitments: NodeCommitments,
     private readonly background: BackgroundTasks,
+    private readonly usage: UsageRatios,
     @InjectMetric(RECONCILE_NUDGES_METRIC) private readonly nudges: Counter<string>,
     @InjectMetric(RECONCILER_LEADER_METRIC) private readonly leaderGauge: Gauge<string>,
   ) {}
@@ -93,7 +95,12 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
       guard((leader: boolean) => this.lead(leader)),
     );
     const scan = guard(() => this.scan());
-    this.unsubscribe.push(this.facts.onNodes({ changed: guard((node: NodeLike) => this.check(node)), listed: scan }), this.pods.onListed(scan));
+    this.unsubscribe.push(
+      this.facts.onNodes({ changed: guard((node: NodeLike) => this.check(node)), listed: scan }),
+      this.pods.onListed(scan),
+      // New published usage-aware ratios are new targets, like a config edit.
+      this.usage.onRead(scan),
+    );
     this.config.onChange(guard(({ config }) => this.follow(config.nodes)));
     this.follow(this.config.snapshot().config.nodes);
   }
@@ -158,7 +165,9 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     if (!this.leading || !committedOf) return;
     const now = performance.now();
     for (const [node, last] of this.nudged) if (now - last.at >= RETRY_AFTER_MS) this.nudged.delete(node);
-    for (const { node, target } of planNudges(this.facts.nodes(), this.config.snapshot().config.nodes, committedOf, this.nudged, now, RETRY_AFTER_MS)) {
+    for (const { node, target } of planNudges(this.facts.nodes(), this.config.snapshot().config.nodes, committedOf, this.nudged, now, RETRY_AFTER_MS, (name) =>
+      this.usage.published(name),
+    )) {
       this.queue.set(node, target);
     }
     this.pump();
@@ -168,7 +177,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     const committedOf = this.committedOf();
     const name = node.metadata?.name;
     if (!this.leading || !committedOf || !name) return;
-    const decision = readNudge(node, this.config.snapshot().config.nodes, committedOf(name));
+    const decision = readNudge(node, this.config.snapshot().config.nodes, committedOf(name), this.usage.published(name));
     if (decision.due && isNudgeDue(decision.target, this.nudged.get(name), performance.now(), RETRY_AFTER_MS)) {
       this.queue.set(name, decision.target);
       this.pump();
@@ -184,7 +193,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     for (const [name] of this.queue) {
       if (this.inFlight >= MAX_IN_FLIGHT) return;
       const node = this.facts.node(name);
-      const decision = node ? readNudge(node, nodesConfig, committedOf(name)) : undefined;
+      const decision = node ? readNudge(node, nodesConfig, committedOf(name), this.usage.published(name)) : undefined;
       if (!decision?.due || !isNudgeDue(decision.target, this.nudged.get(name), performance.now(), RETRY_AFTER_MS)) {
         this.queue.delete(name);
         continue;
@@ -226,7 +235,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
       const committed = this.committedOf()?.(name);
-      return readNudge(stored as NodeLike, this.config.snapshot().config.nodes, committed).due ? 'unchanged' : 'applied';
+      return readNudge(stored as NodeLike, this.config.snapshot().config.nodes, committed, this.usage.published(name)).due ? 'unchanged' : 'applied';
     } catch (error) {
       const message = (error as Error).message;
       if (message !== this.lastError) this.logger.warn(`could not nudge node ${name}: ${message}`);

@@ -27,6 +27,12 @@ describe('shipped manifests', () => {
     expect(deployment?.spec.template.spec.containers[0].env).toContainEqual({ name: 'OVERCOMMIT_CERT_MODE', value: 'self-managed' });
     expect(find(docs, 'Secret', 'kube-overcommit-tls')).toBeDefined();
     expect(find(docs, 'Lease', 'kube-overcommit-certificates')).toBeDefined();
+    // Usage-aware ratios: the objects the leader fills and holds, created empty (RBAC cannot restrict create by name).
+    expect(find(docs, 'ConfigMap', 'kube-overcommit-usage')).toMatchObject({ metadata: { namespace: 'kube-overcommit' } });
+    expect(find(docs, 'Lease', 'kube-overcommit-usage')).toBeDefined();
+    expect(find(docs, 'ClusterRole', 'kube-overcommit-usage')?.rules).toEqual([
+      { apiGroups: ['metrics.k8s.io'], resources: ['nodes', 'pods'], verbs: ['get', 'list'] },
+    ]);
     for (const entry of webhook?.webhooks ?? []) {
       expect(entry.clientConfig.caBundle, `${entry.name} caBundle is written by the webhook, never by the manifests`).toBeUndefined();
       expect(entry.failurePolicy).toBe('Ignore');
