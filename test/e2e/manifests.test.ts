@@ -55,7 +55,8 @@ describe('shipped manifests', () => {
     const nodeRules = docs
       .filter((d) => d.kind === 'ClusterRole')
       .flatMap((d) => d.rules as Doc[])
-      .filter((r) => r.resources.some((resource: string) => resource.startsWith('nodes')));
+      // Core Nodes (metrics.k8s.io's NodeMetrics, read for usage-aware ratios, are another resource).
+      .filter((r) => r.apiGroups.includes('') && r.resources.some((resource: string) => resource.startsWith('nodes')));
     expect(nodeRules).toEqual([
       { apiGroups: [''], resources: ['namespaces', 'nodes', 'pods', 'limitranges'], verbs: ['list', 'watch'] },
       { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
