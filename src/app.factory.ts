@@ -9,8 +9,10 @@ import { getToken } from '@willsoto/nestjs-prometheus';
 import type { FastifyInstance } from 'fastify';
 import type { Logger as PinoLogger } from 'pino';
 import type { Counter } from 'prom-client';
+import { AdmissionHttpMetrics } from './admission/admission.metrics.js';
 import { AdmissionPipeline } from './admission/admission.pipeline.js';
-import { createAdmissionServer, isAdmissionTarget } from './admission/admission.server.js';
+import { isAdmissionTarget } from './admission/admission.routes.js';
+import { createAdmissionServer } from './admission/admission.server.js';
 import { AppModule } from './app.module.js';
 import { LifecycleService } from './health/lifecycle.service.js';
 import { contextLog, createRootLogger } from './logging.js';
@@ -84,12 +86,14 @@ async function probePort(port: number, host: string): Promise<void> {
 }
 
 /**
- * Two servers: HTTPS serves /mutate (the admission Fastify instance, admission.server.ts) and
- * the ops endpoints (Nest's Fastify instance); plain HTTP serves the ops endpoints only and
- * answers 404 for /mutate (admission is never accepted without TLS). Both apply the limits of
- * server-limits.ts before a request reaches either instance. With a client CA configured, the
- * HTTPS server asks every client for a certificate but lets the handshake finish without one,
- * so probes and scrapes reach the ops endpoints; /mutate answers 401 to a caller without a
+ * Two servers: HTTPS serves /mutate and the paths under it (the admission Fastify instance,
+ * admission.server.ts) and the ops endpoints (Nest's Fastify instance); plain HTTP serves the
+ * ops endpoints only and answers 404 for /mutate and its paths (admission is never accepted
+ * without TLS). Both apply the limits of server-limits.ts before a request reaches either
+ * instance. Every call on the webhook paths over HTTPS is counted and timed from its arrival
+ * (AdmissionHttpMetrics), whoever answers it. With a client CA configured, the HTTPS server asks
+ * every client for a certificate but lets the handshake finish without one, so probes and
+ * scrapes reach the ops endpoints; the webhook paths answer 401 to a caller without a
  * certificate from that CA. While draining, every response says `Connection: close`, so
  * keep-alive clients move to another replica before the listener closes.
  */
@@ -109,6 +113,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   let admission!: FastifyInstance;
   let lifecycle!: LifecycleService;
   let refused!: Counter<string>;
+  let admissionHttp!: AdmissionHttpMetrics;
 
   /** The drain's `Connection: close` and the body budget; false when the request was answered here. */
   const admit = (req: http.IncomingMessage, res: http.ServerResponse): boolean => {
@@ -139,6 +144,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
         },
         (req, res) => {
           const mutate = isAdmissionTarget(req.url);
+          if (mutate) admissionHttp.track(req, res);
           if (mutate && clientCaFile && !(req.socket as TLSSocket).authorized) return refuseClient(req.socket as TLSSocket, res, clientCaFile);
           if (!admit(req, res)) return;
           if (mutate) admission.routing(req, res);
@@ -157,14 +163,19 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
       return httpsServer;
     },
   });
-  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(env, logger, tls, () => httpsServer), adapter, {
-    bufferLogs: true,
-  });
+  const app = await NestFactory.create<NestFastifyApplication>(
+    AppModule.forRoot(env, logger, tls, () => httpsServer),
+    adapter,
+    {
+      bufferLogs: true,
+    },
+  );
   app.useLogger(app.get(Logger));
   app.flushLogs();
   lifecycle = app.get(LifecycleService);
   refused = app.get<Counter<string>>(getToken(HTTP_REFUSED_METRIC));
   for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
+  admissionHttp = app.get(AdmissionHttpMetrics);
   admission = await createAdmissionServer(app.get(AdmissionPipeline), { bodyLimit: MAX_BODY_BYTES });
   await app.listen(options.httpsPort, host);
   await new Promise<void>((resolve, reject) => {

@@ -42,6 +42,24 @@ nodes:
     expect(text).toMatch(/nodes\.pools\[0\]\.ratios\.memory: memory must not be greater than 10/);
   });
 
+  it('defaults nodes.reconcile to on at 100 nodes a second, and names a bad value by its path', () => {
+    const defaults = parseConfig('nodes: {}');
+    expect(defaults.ok && defaults.value.nodes.reconcile).toEqual({ enabled: true, maxNodesPerSecond: 100 });
+    const set = parseConfig('nodes: { reconcile: { enabled: false, maxNodesPerSecond: 1000 } }');
+    expect(set.ok && set.value.nodes.reconcile).toEqual({ enabled: false, maxNodesPerSecond: 1000 });
+    for (const bad of ['0', '1001', '2.5', '"100"']) {
+      const result = parseConfig(`nodes: { reconcile: { maxNodesPerSecond: ${bad} } }`);
+      expect(result.ok, bad).toBe(false);
+      if (!result.ok) expect(result.errors.join()).toMatch(/nodes\.reconcile\.maxNodesPerSecond: maxNodesPerSecond must be an integer from 1 to 1000/);
+    }
+    const unknown = parseConfig('nodes: { reconcile: { enabled: "yes", rate: 5 } }');
+    expect(unknown.ok).toBe(false);
+    if (!unknown.ok) {
+      expect(unknown.errors.join('\n')).toMatch(/nodes\.reconcile\.enabled: enabled must be a boolean value/);
+      expect(unknown.errors.join('\n')).toMatch(/nodes\.reconcile\.rate: property rate should not exist/);
+    }
+  });
+
   it('reports YAML syntax errors and non-numeric ratios', () => {
     const syntax = parseConfig('nodes: [unclosed');
     expect(syntax.ok).toBe(false);
@@ -98,12 +116,18 @@ sidecars:
     expect(result.ok, JSON.stringify(result)).toBe(true);
     if (!result.ok) return;
     const attributes = result.value.sidecars.templates[0].volumes![0].csi.volumeAttributes;
-    expect(Object.entries(attributes)).toEqual([['constructor', 'x'], ['toString', 'y'], ['__proto__', 'z']]);
+    expect(Object.entries(attributes)).toEqual([
+      ['constructor', 'x'],
+      ['toString', 'y'],
+      ['__proto__', 'z'],
+    ]);
   });
 
   it('rejects them, by path, where the schema declares fixed fields', () => {
     for (const key of [...KEYS, '__proto__']) {
-      const result = parseConfig(`${key}: 1\nnodes: { ${key}: 1, defaultRatios: { ${key}: 2 }, pools: [{ name: a, nodeSelector: { ${key}: {} }, ratios: {} }] }\n`);
+      const result = parseConfig(
+        `${key}: 1\nnodes: { ${key}: 1, defaultRatios: { ${key}: 2 }, pools: [{ name: a, nodeSelector: { ${key}: {} }, ratios: {} }] }\n`,
+      );
       expect(result.ok, key).toBe(false);
       if (result.ok) continue;
       for (const path of [key, `nodes.${key}`, `nodes.defaultRatios.${key}`, `nodes.pools[0].nodeSelector.${key}`]) {

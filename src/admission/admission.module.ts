@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { admissionMetrics } from './admission.metrics.js';
+import { AdmissionHttpMetrics, admissionMetrics } from './admission.metrics.js';
 import { AdmissionPipeline } from './admission.pipeline.js';
 
 /**
@@ -9,7 +9,7 @@ import { AdmissionPipeline } from './admission.pipeline.js';
  */
 @Module({
   imports: [DiscoveryModule],
-  providers: [...admissionMetrics, AdmissionPipeline],
-  exports: [AdmissionPipeline],
+  providers: [...admissionMetrics, AdmissionPipeline, AdmissionHttpMetrics],
+  exports: [AdmissionPipeline, AdmissionHttpMetrics],
 })
 export class AdmissionModule {}

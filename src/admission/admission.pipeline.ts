@@ -2,20 +2,24 @@ import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common'
 import { DiscoveryService } from '@nestjs/core';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import { PinoLogger } from 'nestjs-pino';
+import { pino } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
 import { ConfigStore } from '../config/config.store.js';
 import { AdmissionStrategyProvider } from './admission-strategy.decorator.js';
 import { decodeAdmissionReview } from './admission-review.decoder.js';
-import type {
-  AdmissionRequest,
-  AdmissionReviewResponse,
-  AdmissionStrategy,
-  PatchOperation,
-  StrategyMetadata,
+import {
+  type AdmissionRequest,
+  type AdmissionReviewResponse,
+  type AdmissionStrategy,
+  type PatchOperation,
+  type StrategyMetadata,
+  WEBHOOK_ENTRIES,
+  type WebhookEntry,
 } from './admission.types.js';
 import { ADMISSION_DURATION, ADMISSION_REQUESTS, STRATEGY_ERRORS } from './admission.metrics.js';
-import { planRoutes, readRoute } from './admission.routes.js';
+import { planEntryRoutes, planRoutes, readRoute, type RouteTable } from './admission.routes.js';
 import { applyToCopy } from './patch-error.js';
+import { RequestLog } from './request-log.js';
 
 interface RegisteredStrategy {
   meta: StrategyMetadata;
@@ -24,16 +28,21 @@ interface RegisteredStrategy {
 
 export type Outcome = 'patched' | 'unchanged' | 'denied' | 'error';
 
+// Only unit specs build the pipeline without nestjs-pino (whose root logger the app always has).
+const NO_ROOT_LOGGER = pino({ level: 'silent' });
+
 /**
- * decode → select strategies → run each against one config snapshot → merge → respond.
- * Strategies are pure; this is the one place that builds patches and responses.
+ * decode → select strategies (all of them for `/mutate`, one webhook entry's for its path) → run
+ * each against one config snapshot, with the review's RequestLog → merge → respond. Strategies
+ * are pure; this is the one place that builds patches and responses.
  */
 @Injectable()
 export class AdmissionPipeline implements OnApplicationBootstrap {
   private readonly logger = new Logger('Admission');
   private strategies: RegisteredStrategy[] = [];
-  // Selection and labels depend only on (resource, subresource, operation): fixed at bootstrap.
+  // Selection and labels depend only on (entry, resource, subresource, operation): fixed at bootstrap.
   private routes = planRoutes<RegisteredStrategy>([]);
+  private entryRoutes = new Map<WebhookEntry, RouteTable<RegisteredStrategy>>();
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -53,11 +62,17 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
       }))
       .sort((a, b) => (a.meta.order ?? 0) - (b.meta.order ?? 0));
     this.routes = planRoutes(this.strategies);
+    this.entryRoutes = new Map(WEBHOOK_ENTRIES.map((entry) => [entry, planEntryRoutes(this.routes, entry)]));
+    // Every series at 0 from the start, so the first failure shows in rate() and increase().
+    for (const { meta } of this.strategies) this.strategyErrors.inc({ strategy: meta.name }, 0);
     this.logger.log(`admission strategies: ${this.strategies.map((s) => s.meta.name).join(', ') || 'none'}`);
   }
 
-  /** Throws InvalidAdmissionReview for a body that is not an AdmissionReview v1. */
-  review(body: unknown): AdmissionReviewResponse {
+  /**
+   * Runs the strategies of `entry` (every strategy without one). Throws InvalidAdmissionReview
+   * for a body that is not an AdmissionReview v1.
+   */
+  review(body: unknown, entry?: WebhookEntry): AdmissionReviewResponse {
     const started = process.hrtime.bigint();
     let request: AdmissionRequest;
     try {
@@ -66,15 +81,13 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
       this.requests.inc({ resource: 'unknown', operation: 'unknown', outcome: 'error' });
       throw error;
     }
-    const { resource, operation, strategies } = readRoute(this.routes, request);
-    const { response, outcome } = this.run(request, strategies);
+    const { resource, operation, strategies } = readRoute((entry && this.entryRoutes.get(entry)) || this.routes, request);
+    const log = new RequestLog(PinoLogger.root ?? NO_ROOT_LOGGER, request);
+    const { response, outcome } = this.run(request, strategies, log);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     this.requests.inc({ resource, operation, outcome });
     this.duration.observe({ resource }, seconds);
-    // Asked first: Nest's Logger formats the call before pino drops it (measured ~5 µs per request).
-    if (PinoLogger.root?.isLevelEnabled('debug') ?? true) {
-      this.logger.debug({ uid: request.uid, resource, name: request.name, outcome, patchOps: response.patchOps });
-    }
+    if (log.isLevelEnabled('debug')) log.debug('admission decided', { outcome, patchOps: response.patchOps });
     return {
       apiVersion: 'admission.k8s.io/v1',
       kind: 'AdmissionReview',
@@ -82,7 +95,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
     };
   }
 
-  private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[]) {
+  private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[], log: RequestLog) {
     const config = this.config.snapshot().config;
     const patch: PatchOperation[] = [];
     // Each strategy's ops as JSON without the brackets: serialised inside its own try, so a value
@@ -97,13 +110,13 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
       let result;
       let json: string | undefined;
       try {
-        result = strategy.admit(working, config);
+        result = strategy.admit(working, config, log.forStrategy(meta.name));
         if (result.patch?.length) json = JSON.stringify(result.patch).slice(1, -1);
       } catch (error) {
         // Mutation fails open: this strategy's changes are dropped, the request goes on.
         failed = true;
         this.strategyErrors.inc({ strategy: meta.name });
-        this.logger.error({ uid: request.uid, strategy: meta.name, err: error }, `strategy ${meta.name} failed; admitting unchanged`);
+        log.error(`strategy ${meta.name} failed; admitting unchanged`, { strategy: meta.name, err: error });
         continue;
       }
       if (result.deny) {
@@ -128,7 +141,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
         } catch (error) {
           failed = true;
           this.strategyErrors.inc({ strategy: meta.name });
-          this.logger.error({ uid: request.uid, strategy: meta.name, err: error }, `strategy ${meta.name} returned a patch that does not apply; dropped`);
+          log.error(`strategy ${meta.name} returned a patch that does not apply; dropped`, { strategy: meta.name, err: error });
           continue;
         }
         patch.push(...result.patch);

@@ -1,11 +1,29 @@
 import { describe, expect, it } from 'vitest';
 import type { AdmissionRequest, StrategyMetadata } from './admission.types.js';
-import { OTHER, planRoutes, readRoute } from './admission.routes.js';
+import { isAdmissionTarget, OTHER, planEntryRoutes, planRoutes, readPathLabel, readRoute } from './admission.routes.js';
 
 // The rules the three strategies register (node-oversell, pod-policy, sidecars), in their order.
-const nodeOversell = { meta: { name: 'node-oversell', rules: [{ resource: 'nodes', subResource: '', operations: ['CREATE'] }, { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] }] } };
-const podPolicy = { meta: { name: 'pod-policy', rules: [{ resource: 'pods', subResource: '', operations: ['CREATE'] }, { resource: 'pods', subResource: 'binding', operations: ['CREATE'] }] } };
-const sidecars = { meta: { name: 'sidecars', rules: [{ resource: 'pods', operations: ['CREATE'] }], order: 10 } };
+const nodeOversell = {
+  meta: {
+    name: 'node-oversell',
+    entry: 'nodes',
+    rules: [
+      { resource: 'nodes', subResource: '', operations: ['CREATE'] },
+      { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },
+    ],
+  },
+};
+const podPolicy = {
+  meta: {
+    name: 'pod-policy',
+    entry: 'pod-policy',
+    rules: [
+      { resource: 'pods', subResource: '', operations: ['CREATE'] },
+      { resource: 'pods', subResource: 'binding', operations: ['CREATE'] },
+    ],
+  },
+};
+const sidecars = { meta: { name: 'sidecars', entry: 'sidecars', rules: [{ resource: 'pods', operations: ['CREATE'] }], order: 10 } };
 const table = planRoutes([nodeOversell, podPolicy, sidecars] as Array<{ meta: StrategyMetadata }>);
 
 const review = (resource: string, subResource: string | undefined, operation: string): AdmissionRequest =>
@@ -44,7 +62,10 @@ describe('planRoutes / readRoute', () => {
     const labels = new Set<string>();
     const ops = new Set<string>();
     for (let i = 0; i < 5_000; i++) {
-      const { resource, operation } = readRoute(table, review(`resource-${i}`, i % 2 ? `sub-${i}` : undefined, ['CREATE', 'UPDATE', 'DELETE', 'CONNECT', `OP${i}`][i % 5]));
+      const { resource, operation } = readRoute(
+        table,
+        review(`resource-${i}`, i % 2 ? `sub-${i}` : undefined, ['CREATE', 'UPDATE', 'DELETE', 'CONNECT', `OP${i}`][i % 5]),
+      );
       labels.add(resource);
       ops.add(operation);
     }
@@ -59,5 +80,42 @@ describe('planRoutes / readRoute', () => {
 
   it('with no strategies, every review is other/other and reaches nothing', () => {
     expect(readRoute(planRoutes([]), review('nodes', 'status', 'UPDATE'))).toEqual({ resource: OTHER, operation: OTHER, strategies: [] });
+  });
+});
+
+describe('planEntryRoutes', () => {
+  const names = (t: typeof table, resource: string, subResource: string | undefined, operation: string) => {
+    const { resource: label, operation: op, strategies } = readRoute(t, review(resource, subResource, operation));
+    return { label, op, strategies: strategies.map((s) => s.meta.name) };
+  };
+
+  it('keeps the routes and labels of the whole table, with only the entry’s strategies', () => {
+    const pods = planEntryRoutes(table, 'pod-policy');
+    expect(names(pods, 'pods', undefined, 'CREATE')).toEqual({ label: 'pods', op: 'CREATE', strategies: ['pod-policy'] });
+    expect(names(pods, 'nodes', 'status', 'UPDATE')).toEqual({ label: 'nodes/status', op: 'UPDATE', strategies: [] });
+    expect(names(planEntryRoutes(table, 'sidecars'), 'pods', undefined, 'CREATE').strategies).toEqual(['sidecars']);
+    expect(names(planEntryRoutes(table, 'nodes'), 'nodes', 'status', 'UPDATE').strategies).toEqual(['node-oversell']);
+    expect(names(planEntryRoutes(table, 'nodes'), 'pods', 'binding', 'CREATE')).toEqual({ label: 'pods/binding', op: 'CREATE', strategies: [] });
+  });
+});
+
+describe('isAdmissionTarget / readPathLabel', () => {
+  it('takes /mutate and every path under it, with or without a query string; nothing else', () => {
+    for (const url of ['/mutate', '/mutate?timeout=2s', '/mutate/nodes', '/mutate/pod-policy?x', '/mutate/', '/mutate/made-up'])
+      expect(isAdmissionTarget(url), url).toBe(true);
+    for (const url of [undefined, '', '/', '/mutatex', '/mutate-nodes', '/metrics', '/Mutate']) expect(isAdmissionTarget(url), url).toBe(false);
+  });
+
+  it('labels a served path by itself and anything else as other: the label set is fixed', () => {
+    expect(['/mutate', '/mutate/nodes', '/mutate/pod-policy', '/mutate/sidecars'].map(readPathLabel)).toEqual([
+      '/mutate',
+      '/mutate/nodes',
+      '/mutate/pod-policy',
+      '/mutate/sidecars',
+    ]);
+    expect(readPathLabel('/mutate/sidecars?timeout=2s')).toBe('/mutate/sidecars');
+    for (const url of ['/mutate/', '/mutate/nodes/status', `/mutate/${'x'.repeat(1 << 16)}`, '/mutate/__proto__', '/mutate?/nodes']) {
+      expect(readPathLabel(url), url.slice(0, 40)).toBe(url === '/mutate?/nodes' ? '/mutate' : OTHER);
+    }
   });
 });

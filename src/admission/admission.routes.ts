@@ -8,11 +8,38 @@
  *      as `other` and reaches no strategy. The series count and the table are fixed at
  *      bootstrap, whatever the bodies say.
  *   3. The `resource` label includes the subresource (`nodes/status`).
+ *   4. A webhook entry's path (`/mutate/nodes`, …) runs only the strategies of that entry, in the
+ *      same order and under the same labels as `/mutate`, which runs them all (planEntryRoutes).
+ *   5. The `path` label of an HTTP answer is `/mutate` or an entry's path; any other target
+ *      under `/mutate` (answered 404) is counted as `other` (readPathLabel).
  */
-import type { AdmissionRequest, StrategyMetadata } from './admission.types.js';
+import { type AdmissionRequest, type StrategyMetadata, WEBHOOK_ENTRIES, type WebhookEntry } from './admission.types.js';
 
-/** The label value of every resource and operation that no strategy registers. */
+/** The label value of every resource and operation that no strategy registers, and of every unserved path. */
 export const OTHER = 'other';
+
+/** Runs every strategy, in order. */
+export const ADMISSION_PATH = '/mutate';
+
+/** The path of one webhook entry (invariant 4). */
+export const entryPath = (entry: WebhookEntry): string => `${ADMISSION_PATH}/${entry}`;
+
+/** Every path the webhook answers reviews on. */
+export const ADMISSION_PATHS: readonly string[] = [ADMISSION_PATH, ...WEBHOOK_ENTRIES.map(entryPath)];
+
+/** Whether a request target is for the webhook: `/mutate`, a path under it, or either with a query string. */
+export function isAdmissionTarget(url: string | undefined): boolean {
+  if (url === undefined || !url.startsWith(ADMISSION_PATH)) return false;
+  const next = url.charCodeAt(ADMISSION_PATH.length);
+  return Number.isNaN(next) || next === 0x2f /* / */ || next === 0x3f; /* ? */
+}
+
+/** The `path` label of a webhook target (invariant 5): the path without its query if served, else OTHER. */
+export function readPathLabel(url: string): string {
+  const query = url.indexOf('?');
+  const path = query === -1 ? url : url.slice(0, query);
+  return ADMISSION_PATHS.includes(path) ? path : OTHER;
+}
 
 export interface Route<S> {
   /** `resource` label: `nodes`, `nodes/status`, … or `other`. */
@@ -52,6 +79,16 @@ export function planRoutes<S extends { meta: StrategyMetadata }>(strategies: rea
     );
   }
   return { byResource, other: routesFor(OTHER, () => []) };
+}
+
+/** The table of one webhook entry: `table`'s routes and labels, with only the strategies of `entry` (invariant 4). */
+export function planEntryRoutes<S extends { meta: StrategyMetadata }>(table: RouteTable<S>, entry: WebhookEntry): RouteTable<S> {
+  const keep = (byOperation: RoutesByOperation<S>): RoutesByOperation<S> =>
+    new Map([...byOperation].map(([operation, route]) => [operation, { ...route, strategies: route.strategies.filter((s) => s.meta.entry === entry) }]));
+  const byResource = new Map(
+    [...table.byResource].map(([resource, bySubResource]) => [resource, new Map([...bySubResource].map(([sub, routes]) => [sub, keep(routes)]))]),
+  );
+  return { byResource, other: table.other };
 }
 
 /** The route of a decoded review: a lookup in the table, nothing allocated. */

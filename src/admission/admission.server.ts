@@ -3,13 +3,8 @@ import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { InvalidAdmissionReview } from './admission-review.decoder.js';
 import type { AdmissionPipeline } from './admission.pipeline.js';
-
-export const ADMISSION_PATH = '/mutate';
-
-/** Whether a request target is the webhook endpoint (with or without a query string). */
-export function isAdmissionTarget(url: string | undefined): boolean {
-  return url === ADMISSION_PATH || (url?.startsWith(`${ADMISSION_PATH}?`) ?? false);
-}
+import { ADMISSION_PATH, entryPath } from './admission.routes.js';
+import { WEBHOOK_ENTRIES, type WebhookEntry } from './admission.types.js';
 
 export interface AdmissionServerOptions {
   /** The largest body accepted (docs/architecture.md, "A request's path"): a larger one gets 413. */
@@ -23,7 +18,8 @@ export interface AdmissionServerOptions {
  * middleware matching and seven request hooks) has nothing to add here — the pipeline decodes,
  * counts and answers — and it measured about a third of a small node's call
  * (docs/performance.md). Fastify still does the HTTP work: body limit (413), content type
- * (415), JSON parsing (400 for an empty or invalid body).
+ * (415), JSON parsing (400 for an empty or invalid body), and 404 for a path under /mutate that
+ * is not served. `/mutate` runs every strategy; each webhook entry's path, only its own.
  */
 export async function createAdmissionServer(pipeline: AdmissionPipeline, options: AdmissionServerOptions): Promise<FastifyInstance> {
   const logger = new Logger('Admission');
@@ -31,14 +27,17 @@ export async function createAdmissionServer(pipeline: AdmissionPipeline, options
   // nothing here assigns client keys into other objects: so `__proto__` and `constructor` keys,
   // legal in a Pod's maps, are parsed as data instead of refused (secure-json-parse's 'ignore').
   const server = Fastify({ bodyLimit: options.bodyLimit, onProtoPoisoning: 'ignore', onConstructorPoisoning: 'ignore' });
-  server.post(ADMISSION_PATH, (request, reply) => {
-    try {
-      return pipeline.review(request.body);
-    } catch (error) {
-      if (!(error instanceof InvalidAdmissionReview)) throw error;
-      return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: error.message, problems: error.problems });
-    }
-  });
+  const route = (path: string, entry?: WebhookEntry) =>
+    server.post(path, (request, reply) => {
+      try {
+        return pipeline.review(request.body, entry);
+      } catch (error) {
+        if (!(error instanceof InvalidAdmissionReview)) throw error;
+        return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: error.message, problems: error.problems });
+      }
+    });
+  route(ADMISSION_PATH);
+  for (const entry of WEBHOOK_ENTRIES) route(entryPath(entry), entry);
   server.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) => {
     const statusCode = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (statusCode >= 500) logger.error({ err: error }, 'admission request failed');

@@ -1,5 +1,6 @@
 import type { Operation as JsonPatchOperation } from 'fast-json-patch';
 import type { OvercommitConfig } from '../overcommit.config.js';
+import type { RequestLog } from './request-log.js';
 
 export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
 export const OPERATIONS: readonly Operation[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'];
@@ -42,15 +43,25 @@ export interface StrategyRule {
   operations: Operation[];
 }
 
+/**
+ * The webhook entries of k8s/base/webhook.yaml, each served at `/mutate/<entry>` and running only
+ * its own strategies; `/mutate` runs every strategy.
+ */
+export const WEBHOOK_ENTRIES = ['nodes', 'pod-policy', 'sidecars'] as const;
+export type WebhookEntry = (typeof WEBHOOK_ENTRIES)[number];
+
 export interface StrategyMetadata {
   name: string;
+  /** The webhook entry whose path runs it. */
+  entry: WebhookEntry;
   rules: StrategyRule[];
   /** Lower runs first; a later strategy sees the object as the earlier ones patched it. */
   order?: number;
 }
 
 export interface AdmissionStrategy {
-  admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult;
+  /** `log`: this review's logger (uid, resource, name, namespace, user, operation on every line). */
+  admit(request: AdmissionRequest, config: OvercommitConfig, log: RequestLog): StrategyResult;
 }
 
 export interface AdmissionResponse {

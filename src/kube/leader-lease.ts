@@ -9,6 +9,8 @@
  *   3. A leader that could not renew for `renewDeadlineMs` stops acting as leader, before any
  *      other replica may take the Lease (`renewDeadlineMs` < `leaseDurationMs`).
  */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { CoordinationV1Api, type V1Lease, V1MicroTime } from '@kubernetes/client-node';
 
@@ -20,6 +22,11 @@ export interface LeaseTiming {
 /** client-go's defaults. */
 export const DEFAULT_LEASE_TIMING: LeaseTiming = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
 
+/** This replica's identity as a Lease holder: the pod's name (downward API), else a unique one. */
+export function leaseIdentity(env: NodeJS.ProcessEnv): string {
+  return env.POD_NAME || `${hostname()}-${randomBytes(4).toString('hex')}`;
+}
+
 export interface ObservedLease {
   /** holder and renewTime as read: a change of either restarts the expiry clock. */
   record: string;
@@ -28,12 +35,7 @@ export interface ObservedLease {
 }
 
 /** What to do with the Lease as read (`now` is our monotonic clock). */
-export function planLease(
-  lease: V1Lease,
-  identity: string,
-  observed: ObservedLease | undefined,
-  now: number,
-): { take: boolean; observed: ObservedLease } {
+export function planLease(lease: V1Lease, identity: string, observed: ObservedLease | undefined, now: number): { take: boolean; observed: ObservedLease } {
   const holder = lease.spec?.holderIdentity ?? '';
   const record = `${holder}@${String(lease.spec?.renewTime ?? '')}`;
   const next = observed?.record === record ? observed : { record, since: now };

@@ -47,7 +47,7 @@ export class NamespaceCache implements OnModuleInit, OnApplicationShutdown {
   /**
    * Ready when labels can be answered: always outside a cluster, after the first list in one.
    * Readiness waits for it, so that a pod strategy never has to trust the webhook entry that
-   * happened to call (every pod entry calls the same /mutate) for a namespace it can't see.
+   * happened to call (through /mutate, which runs every pod strategy) for a namespace it can't see.
    */
   isReady(): boolean {
     return !this.inCluster || this.informer?.isSynced() === true;
@@ -67,8 +67,8 @@ export class NamespaceCache implements OnModuleInit, OnApplicationShutdown {
    * - labels unknown outside a cluster: in scope. Nothing can be known there; whoever sent the
    *   request (the API server, through the webhook entry's namespaceSelector) decided;
    * - labels unknown in a cluster (not listed yet, a namespace created a moment ago): out of
-   *   scope, `unknown: true`. Every pod webhook entry calls the same /mutate and every matching
-   *   strategy runs, so the calling entry's namespaceSelector may be another strategy's.
+   *   scope, `unknown: true`. A call on /mutate runs every matching strategy (each entry's own
+   *   path runs only its own), so the calling entry's namespaceSelector may be another strategy's.
    * `selectorName` names the selector in the reason (e.g. `sidecars.namespaceSelector`).
    */
   scope(namespace: string, selector: LabelSelector, selectorName = 'the namespaceSelector'): NamespaceScope {

@@ -34,7 +34,10 @@ const ratioSet: fc.Arbitrary<Hundredths> = fc.record({ cpu: hundredths, memory: 
 const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('ratios' as const), k: ratioSet }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('optOut' as const), on: fc.boolean() }) },
-  { weight: 6, arbitrary: fc.record({ kind: fc.constant('bind' as const), cpu: fc.integer({ min: 50, max: 2500 }), memoryMi: fc.integer({ min: 16, max: 4096 }) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({ kind: fc.constant('bind' as const), cpu: fc.integer({ min: 50, max: 2500 }), memoryMi: fc.integer({ min: 16, max: 4096 }) }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), pick: fc.nat() }) },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('kubelet' as const), reserve: fc.boolean(), picks: fc.tuple(fc.nat(), fc.nat()) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('thirdParty' as const) }) },
@@ -50,8 +53,7 @@ const GiB = 1024n ** 3n;
 const MiB = 1024n ** 2n;
 const stats = { writes: 0, floorDecided: 0, floorLifted: 0, belowWithoutFloor: 0, scenariosBelowWithoutFloor: 0, binds: 0, refused: 0 };
 
-const amountsOf = (list: Record<string, string>): Amounts =>
-  Object.fromEntries(FLOORED.map((r) => [r, parseResourceQuantity(r, list[r])])) as Amounts;
+const amountsOf = (list: Record<string, string>): Amounts => Object.fromEntries(FLOORED.map((r) => [r, parseResourceQuantity(r, list[r])])) as Amounts;
 const listOf = (amounts: Amounts): Record<string, string> => Object.fromEntries(FLOORED.map((r) => [r, formatResourceQuantity(r, amounts[r])]));
 
 /**
@@ -70,15 +72,20 @@ function runScenario(m: { cores: number; memGi: number; maxPods: number }, k0: H
     pods: BigInt(w.pods.length),
   });
   const strategy = new NodeOversellStrategy(
-    ...(['raw', 'overcommitted', 'ratio', 'reason'].map((name) => new Gauge({ name, help: name, labelNames: ['node', 'resource', 'pool', 'reason'], registers: [] })) as [Gauge, Gauge, Gauge, Gauge]),
+    ...(['raw', 'overcommitted', 'ratio', 'reason'].map(
+      (name) => new Gauge({ name, help: name, labelNames: ['node', 'resource', 'pool', 'reason'], registers: [] }),
+    ) as [Gauge, Gauge, Gauge, Gauge]),
     new Counter({ name: 'dropped', help: 'dropped', labelNames: ['reason'], registers: [] }),
     backgroundTasks(),
     {},
     { committed: (): ResourceAmounts => committed() },
     { record: (_, reason) => void (reason === 'CommitmentFloorApplied' ? (stats.floorDecided += 1) : (stats.floorLifted += 1)) },
+    { effective: (_name, policy) => ({ policy, decisions: {} }) },
   );
   const config = (): OvercommitConfig =>
-    ({ nodes: { defaultRatios: Object.fromEntries(Object.entries(w.k).map(([r, v]) => [r, v! / 100])), pools: [], commitmentFloor: floor } }) as unknown as OvercommitConfig;
+    ({
+      nodes: { defaultRatios: Object.fromEntries(Object.entries(w.k).map(([r, v]) => [r, v! / 100])), pools: [], commitmentFloor: floor },
+    }) as unknown as OvercommitConfig;
   const mutate = (object: Node, old: Node | undefined): Node => {
     const request: AdmissionRequest = {
       uid: 'u',
@@ -127,7 +134,8 @@ function runScenario(m: { cores: number; memGi: number; maxPods: number }, k0: H
       admitted.memory += pod.memory;
       admitted.pods += 1n;
     }
-    if (floor && rejected > 0) expect.fail(`the kubelet would reject ${rejected} running pods: ${JSON.stringify({ stored: listOf(stored), committed: listOf(committed()) })}`);
+    if (floor && rejected > 0)
+      expect.fail(`the kubelet would reject ${rejected} running pods: ${JSON.stringify({ stored: listOf(stored), committed: listOf(committed()) })}`);
     if (rejected > 0) w.below += 1;
   };
   const nodeObject = (allocatable: Record<string, string>): Node => ({
@@ -172,7 +180,9 @@ function runScenario(m: { cores: number; memGi: number; maxPods: number }, k0: H
         // The kubelet's two-way patch carries its allocatable only where it differs from the
         // stored one: where they are equal the merged object keeps the stored (our) value.
         const stored = w.stored!.status.allocatable;
-        const sent = Object.fromEntries(FLOORED.map((r) => [r, parseResourceQuantity(r, stored[r]) === w.raw[r] ? stored[r] : formatResourceQuantity(r, w.raw[r])]));
+        const sent = Object.fromEntries(
+          FLOORED.map((r) => [r, parseResourceQuantity(r, stored[r]) === w.raw[r] ? stored[r] : formatResourceQuantity(r, w.raw[r])]),
+        );
         write(nodeObject(sent));
         break;
       }

@@ -13,6 +13,13 @@ const CLUSTER_SCOPED_EVENTS_NAMESPACE = 'default';
 
 export const NODE_EVENTS = Symbol('NODE_EVENTS');
 
+/**
+ * The same Event for the same node again within this window is dropped: two writes of one Node at
+ * once (a kubelet's and the reconciler's nudge) are each admitted, and one again after its
+ * conflict, before either is stored, so one transition can be seen twice.
+ */
+export const REPEAT_WINDOW_MS = 30_000;
+
 /** Normal Events on Nodes, recorded from the request path without waiting for the API server. */
 export interface NodeEventRecorder {
   record(node: { name: string; uid?: string }, reason: string, message: string): void;
@@ -20,7 +27,8 @@ export interface NodeEventRecorder {
 
 /**
  * Queues Node Events and writes them one at a time in the background (task `node-events`), so
- * an admission never waits on an API call. Outside a cluster it records nothing. A write that
+ * an admission never waits on an API call; a repeat within REPEAT_WINDOW_MS is dropped. Outside a
+ * cluster it records nothing. A write that
  * fails is logged and the Event dropped: Events are informational, the decision they report
  * is also in the node's annotations and gauges.
  *
@@ -34,6 +42,8 @@ export class NodeEvents implements NodeEventRecorder {
   private readonly server?: string;
   private readonly drainInBackground: () => void;
   private draining = false;
+  /** The last Event recorded per node, at most MAX_QUEUED_NODE_EVENTS nodes (the oldest go). */
+  private readonly recent = new Map<string, { reason: string; at: number }>();
 
   constructor(kube: KubeConfig, @Inject(KUBE_ENV) env: NodeJS.ProcessEnv, background: BackgroundTasks) {
     if (inCluster(env)) this.core = kube.makeApiClient(CoreV1Api);
@@ -43,6 +53,12 @@ export class NodeEvents implements NodeEventRecorder {
 
   record(node: { name: string; uid?: string }, reason: string, message: string): void {
     if (this.core === undefined) return;
+    const now = Date.now();
+    const last = this.recent.get(node.name);
+    if (last?.reason === reason && now - last.at < REPEAT_WINDOW_MS) return;
+    this.recent.delete(node.name);
+    this.recent.set(node.name, { reason, at: now });
+    if (this.recent.size > MAX_QUEUED_NODE_EVENTS) this.recent.delete(this.recent.keys().next().value!);
     if (this.queue.length >= MAX_QUEUED_NODE_EVENTS) {
       this.logger.warn(`node ${node.name}: Event ${reason} dropped, ${MAX_QUEUED_NODE_EVENTS} already waiting to be written`);
       return;

@@ -20,6 +20,7 @@ import {
   rawAllocatable,
   readRecord,
   resolveNodePolicy,
+  USAGE_ANNOTATION,
 } from './node-oversell.rules.js';
 import { NodeOversellStrategy, nodeStatusPatch } from './node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
@@ -144,6 +145,7 @@ describe('planNodeStatus', () => {
       [RATIOS_ANNOTATION]: '{"cpu":1.5,"memory":1.2}',
       [POOL_ANNOTATION]: 'batch',
       [FLOOR_ANNOTATION]: null,
+      [USAGE_ANNOTATION]: null,
     });
   });
 
@@ -177,7 +179,13 @@ describe('planNodeStatus', () => {
       const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu: '6' }, annotations), p)!;
       expect(plan.raw.cpu).toBe(4000n);
       expect(plan.allocatable.cpu).toBe(4000n);
-      expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: null, [RATIOS_ANNOTATION]: null, [POOL_ANNOTATION]: null, [FLOOR_ANNOTATION]: null });
+      expect(plan.annotations).toEqual({
+        [RAW_ANNOTATION]: null,
+        [RATIOS_ANNOTATION]: null,
+        [POOL_ANNOTATION]: null,
+        [FLOOR_ANNOTATION]: null,
+        [USAGE_ANNOTATION]: null,
+      });
     }
   });
 
@@ -297,7 +305,13 @@ describe('planNodeStatus with the commitment floor (rule 6)', () => {
     expect(plan.raw.cpu).toBe(4000n);
     expect(plan.allocatable.cpu).toBe(7200n);
     expect(plan.floor).toEqual({ cpu: 7200n });
-    expect(plan.annotations).toEqual({ [RAW_ANNOTATION]: RAW_4CPU, [RATIOS_ANNOTATION]: '{}', [POOL_ANNOTATION]: null, [FLOOR_ANNOTATION]: '{"cpu":"7200m"}' });
+    expect(plan.annotations).toEqual({
+      [RAW_ANNOTATION]: RAW_4CPU,
+      [RATIOS_ANNOTATION]: '{}',
+      [POOL_ANNOTATION]: null,
+      [FLOOR_ANNOTATION]: '{"cpu":"7200m"}',
+      [USAGE_ANNOTATION]: null,
+    });
   });
 
   it('below the ratio it changes nothing: no floor annotation', () => {
@@ -313,7 +327,13 @@ describe('planNodeStatus with the commitment floor (rule 6)', () => {
     expect(planNodeStatus(node, null, undefined, cpuOnly(5000n))!.allocatable.cpu).toBe(5000n);
     const lower = planNodeStatus(node, null, undefined, cpuOnly(3000n))!;
     expect(lower.allocatable.cpu).toBe(4000n);
-    expect(lower.annotations).toEqual({ [RAW_ANNOTATION]: null, [RATIOS_ANNOTATION]: null, [POOL_ANNOTATION]: null, [FLOOR_ANNOTATION]: null });
+    expect(lower.annotations).toEqual({
+      [RAW_ANNOTATION]: null,
+      [RATIOS_ANNOTATION]: null,
+      [POOL_ANNOTATION]: null,
+      [FLOOR_ANNOTATION]: null,
+      [USAGE_ANNOTATION]: null,
+    });
   });
 
   it('wins over floor(capacity × ratio): a running pod is never stranded', () => {
@@ -669,6 +689,7 @@ function newStrategy(committed: (node: string) => ResourceAmounts | undefined = 
     {},
     { committed },
     { record: () => undefined },
+    { effective: (_name, policy) => ({ policy, decisions: {} }) },
   );
 }
 

@@ -49,7 +49,7 @@
  * maxPods change move capacity too) makes this as narrow as it can be without state outside
  * the object.
  */
-import { type NodeMode, type NodesConfig, type Ratios } from './node-oversell.config.js';
+import { type NodeMode, type NodesConfig, type Ratios, type UsageConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
 import { matchesLabelSelector } from '../domain/label-selector.js';
 import { Memo } from '../domain/memo.js';
@@ -64,7 +64,9 @@ export const RATIOS_ANNOTATION = 'kube-overcommit.io/ratios';
 export const POOL_ANNOTATION = 'kube-overcommit.io/pool';
 /** JSON `{"cpu":"7200m"}`: the values the commitment floor decided (rule 6), only those; absent when it decided none. */
 export const FLOOR_ANNOTATION = 'kube-overcommit.io/floor';
-export const NODE_ANNOTATIONS = [RAW_ANNOTATION, RATIOS_ANNOTATION, POOL_ANNOTATION, FLOOR_ANNOTATION] as const;
+/** JSON `{"cpu":{"ratio":1.7,"reason":"usage","A":"4","R":"3","U":"800m"}}`: usage-aware decisions (usage-aware.rules.ts). Informational: rule 3 does not read it. */
+export const USAGE_ANNOTATION = 'kube-overcommit.io/usage';
+export const NODE_ANNOTATIONS = [RAW_ANNOTATION, RATIOS_ANNOTATION, POOL_ANNOTATION, FLOOR_ANNOTATION, USAGE_ANNOTATION] as const;
 export type NodeAnnotation = (typeof NODE_ANNOTATIONS)[number];
 
 export const DISABLED_LABEL = 'kube-overcommit.io/disabled';
@@ -93,6 +95,8 @@ export interface NodePolicy {
   ratios: Ratios;
   /** `shadow`: planned and exported, never written (the strategy's decision). Absent = enforce. */
   mode?: NodeMode;
+  /** Usage-aware (usage-aware.rules.ts): `ratios` are ceilings. Absent: static ratios. */
+  usage?: UsageConfig;
 }
 
 /**
@@ -155,10 +159,12 @@ export function isOptedOut(labels: Readonly<Record<string, string>> | undefined)
 export function resolveNodePolicy(labels: Readonly<Record<string, string>> | undefined, nodesConfig: NodesConfig | undefined): NodePolicy | null {
   if (isOptedOut(labels)) return null;
   for (const pool of nodesConfig?.pools ?? []) {
-    if (matchesLabelSelector(pool.nodeSelector, labels))
-      return { pool: pool.name, ratios: pool.ratios, mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce' };
+    if (matchesLabelSelector(pool.nodeSelector, labels)) {
+      return { pool: pool.name, ratios: pool.ratios, mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce', ...(pool.usage ? { usage: pool.usage } : {}) };
+    }
   }
-  return { pool: null, ratios: nodesConfig?.defaultRatios ?? {}, mode: nodesConfig?.defaultMode ?? 'enforce' };
+  const usage = nodesConfig?.defaultUsage;
+  return { pool: null, ratios: nodesConfig?.defaultRatios ?? {}, mode: nodesConfig?.defaultMode ?? 'enforce', ...(usage ? { usage } : {}) };
 }
 
 /** Reads the managed resources of a ResourceList into base units. Throws on an unparsable quantity. */
@@ -327,9 +333,16 @@ export function planRecordedStatus(node: NodeLike): NodeStatusPlan | null {
  * `policy` null = opted out. `committed`: the requests bound to the node (rule 6), undefined
  * when unknown (no floor). Returns null when the object has no status.allocatable (nothing
  * to do). Throws if a managed quantity on the object itself is unparsable (the API server
- * rejects such a write after admission; the pipeline fails open).
+ * rejects such a write after admission; the pipeline fails open). `usage`: the usage annotation
+ * to write (usage-aware ratios already in `policy`), null for none.
  */
-export function planNodeStatus(node: NodeLike, policy: NodePolicy | null, previous?: NodeLike, committed?: ResourceAmounts): NodeStatusPlan | null {
+export function planNodeStatus(
+  node: NodeLike,
+  policy: NodePolicy | null,
+  previous?: NodeLike,
+  committed?: ResourceAmounts,
+  usage: string | null = null,
+): NodeStatusPlan | null {
   const allocatableList = node.status?.allocatable;
   if (!isRecord(allocatableList)) return null;
   const incoming = readAmounts(allocatableList);
@@ -376,6 +389,7 @@ export function planNodeStatus(node: NodeLike, policy: NodePolicy | null, previo
       [RATIOS_ANNOTATION]: recording ? formatRatios(ratios) : null,
       [POOL_ANNOTATION]: inflating && policy?.pool ? policy.pool : null,
       [FLOOR_ANNOTATION]: Object.keys(floor).length > 0 ? formatFloor(floor) : null,
+      [USAGE_ANNOTATION]: usage,
     },
   };
 }

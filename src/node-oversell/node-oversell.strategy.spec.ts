@@ -18,8 +18,9 @@ import {
   NODE_RATIO_METRIC,
   NodeOversellModule,
 } from './node-oversell.module.js';
-import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION } from './node-oversell.rules.js';
+import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, readRecord, USAGE_ANNOTATION } from './node-oversell.rules.js';
 import { type ResourceAmounts } from '../domain/resources.js';
+import { effectivePolicy, type NodeUsageEntry } from './usage-aware.rules.js';
 import { KubeModule } from '../kube/kube.module.js';
 import {
   DEFAULT_NODE_METRICS_MAX_NODES,
@@ -175,6 +176,8 @@ function harness(env: NodeJS.ProcessEnv = {}) {
   /** The requests bound to each node, as the pod cache would report them; absent = unknown. */
   const committed = new Map<string, ResourceAmounts>();
   const events: Array<{ node: { name: string; uid?: string }; reason: string; message: string }> = [];
+  /** What the usage-aware leader published, per node. */
+  const published = new Map<string, NodeUsageEntry>();
   const strategy = new NodeOversellStrategy(
     gauge(NODE_ALLOCATABLE_RAW_METRIC, ['node', 'resource']),
     gauge(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, ['node', 'resource']),
@@ -185,6 +188,7 @@ function harness(env: NodeJS.ProcessEnv = {}) {
     env,
     { committed: (node) => committed.get(node) },
     { record: (node, reason, message) => events.push({ node, reason, message }) },
+    { effective: (name, policy, stored) => effectivePolicy(policy, published.get(name), readRecord(stored?.metadata?.annotations)?.ratios) },
   );
   const request = (object: Json, extra: Partial<AdmissionRequest> = {}): AdmissionRequest => ({
     uid: 'e911857d-c318-11e8-bbad-025000000001',
@@ -210,7 +214,7 @@ function harness(env: NodeJS.ProcessEnv = {}) {
     (await registry.getSingleMetric(name)!.get()).values.map(({ labels, value }) => ({ ...labels, value }));
   /** The nodes that have series, sorted. */
   const nodes = async () => [...new Set((await samples(NODE_RATIO_METRIC)).map((s) => s.node))].sort();
-  return { strategy, request, admit, samples, nodes, committed, events };
+  return { strategy, request, admit, samples, nodes, committed, events, published };
 }
 
 /** Everything but status.allocatable and our annotations must come out as it went in. */
@@ -239,9 +243,10 @@ describe('escapeJsonPointer', () => {
 });
 
 describe('NodeOversellStrategy', () => {
-  it('is discoverable as an admission strategy for nodes CREATE and nodes/status UPDATE', () => {
+  it('is discoverable as an admission strategy of the nodes entry, for nodes CREATE and nodes/status UPDATE', () => {
     expect(Reflect.getMetadata(AdmissionStrategyProvider.KEY, NodeOversellStrategy)).toEqual({
       name: 'node-oversell',
+      entry: 'nodes',
       rules: [
         { resource: 'nodes', subResource: '', operations: ['CREATE'] },
         { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },
@@ -488,6 +493,47 @@ describe('NodeOversellStrategy with the commitment floor', () => {
   it('unknown commitments (the pod cache has not listed): what the ratios give', () => {
     const { admit } = harness();
     expect(admit(kubeadmNode()).node.status.allocatable.cpu).toBe('6');
+  });
+});
+
+describe('NodeOversellStrategy with usage-aware ratios', () => {
+  const USAGE = config({ defaultRatios: { cpu: 2, memory: 1.2 }, defaultUsage: { target: { cpu: 0.6 } } });
+
+  it('writes the published ratio capped at the ceiling, the usage annotation and the reason; then the floor', async () => {
+    const { admit, samples, published, committed } = harness();
+    published.set('worker-1', { cpu: { ratio: 1.5, reason: 'usage', A: '4', R: '3', U: '900m' } });
+    const node = admit(kubeadmNode(), USAGE).node;
+    expect(node.status.allocatable.cpu).toBe('6');
+    expect(node.metadata.annotations[RATIOS_ANNOTATION]).toBe('{"cpu":1.5,"memory":1.2}');
+    expect(node.metadata.annotations[USAGE_ANNOTATION]).toBe('{"cpu":{"ratio":1.5,"reason":"usage","A":"4","R":"3","U":"900m"}}');
+    expect(await samples(NODE_ALLOCATABLE_REASON_METRIC)).toContainEqual({ node: 'worker-1', resource: 'cpu', reason: 'usage', value: 1 });
+    expect(admit(node, USAGE).result).toEqual({}); // idempotent
+
+    published.set('worker-1', { cpu: { ratio: 1, reason: 'hot', A: '4', R: '3', U: '3800m' } });
+    committed.set('worker-1', { cpu: 5000n });
+    const hot = admit(node, USAGE).node;
+    expect(hot.status.allocatable.cpu).toBe('5'); // 4 × 1 < 5 bound: the floor
+    const cpuReasons = (await samples(NODE_ALLOCATABLE_REASON_METRIC)).filter((s) => s.resource === 'cpu');
+    expect(cpuReasons).toEqual([{ node: 'worker-1', resource: 'cpu', reason: 'floor', value: 1 }]);
+
+    // A published ratio above the ceiling of the config in force is read as the ceiling.
+    published.set('worker-1', { cpu: { ratio: 9, reason: 'usage' } });
+    committed.clear();
+    expect(admit(hot, USAGE).node.status.allocatable.cpu).toBe('8');
+  });
+
+  it('no published entry: the ratio recorded on the stored Node, capped at the ceiling (stale); without usage the annotation goes', async () => {
+    const { admit, published, samples } = harness();
+    published.set('worker-1', { cpu: { ratio: 1.7, reason: 'usage' } });
+    const node = admit(kubeadmNode(), USAGE).node;
+    published.clear();
+    const kept = admit(node, USAGE).node;
+    expect(kept.status.allocatable.cpu).toBe('6800m');
+    expect(kept.metadata.annotations[USAGE_ANNOTATION]).toBe('{"cpu":{"ratio":1.7,"reason":"stale"}}');
+    expect(await samples(NODE_ALLOCATABLE_REASON_METRIC)).toContainEqual({ node: 'worker-1', resource: 'cpu', reason: 'stale', value: 1 });
+    const plain = admit(kept, config({ defaultRatios: { cpu: 2 } })).node;
+    expect(plain.status.allocatable.cpu).toBe('8');
+    expect(plain.metadata.annotations[USAGE_ANNOTATION]).toBeUndefined();
   });
 });
 

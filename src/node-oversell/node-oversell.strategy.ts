@@ -29,6 +29,8 @@ import {
   resolveNodePolicy,
 } from './node-oversell.rules.js';
 import { baseAmountToNumber, formatResourceQuantity } from '../domain/quantity.js';
+import { NODE_USAGE, type NodeUsageRatios } from './usage-ratios.service.js';
+import { formatUsageEntry, type NodeUsageEntry } from './usage-aware.rules.js';
 import { isRecord } from '../common/is-record.js';
 
 // The allocatable paths a node patch touches, escaped once (the patch is built at every heartbeat).
@@ -91,6 +93,7 @@ export function isNodeName(name: unknown): name is string {
 @Injectable()
 @AdmissionStrategyProvider({
   name: 'node-oversell',
+  entry: 'nodes',
   rules: [
     { resource: 'nodes', subResource: '', operations: ['CREATE'] },
     { resource: 'nodes', subResource: 'status', operations: ['UPDATE'] },
@@ -117,6 +120,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
     @Inject(NODE_COMMITMENTS) private readonly commitments: NodeCommitments,
     @Inject(NODE_EVENTS) private readonly events: NodeEventRecorder,
+    @Inject(NODE_USAGE) private readonly usage: NodeUsageRatios,
   ) {
     this.maxNodes = nodeMetricsMaxNodes(env);
     for (const reason of ['silent', 'limit']) this.dropped.inc({ reason }, 0);
@@ -157,15 +161,17 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
     const node = request.object as NodeLike | undefined;
     if (typeof node !== 'object' || node === null) return {};
-    const policy = resolveNodePolicy(node.metadata?.labels, config.nodes);
     const previous = request.oldObject as NodeLike | undefined;
+    const stored = typeof previous === 'object' && previous !== null ? previous : undefined;
     const name = node.metadata?.name ?? request.name;
+    const { policy, decisions } = this.usage.effective(name ?? '', resolveNodePolicy(node.metadata?.labels, config.nodes), stored ?? node);
     const committed = floorEnabled(config.nodes) && isNodeName(name) ? this.commitments.committed(name) : undefined;
-    const plan = planNodeStatus(node, policy, typeof previous === 'object' && previous !== null ? previous : undefined, committed);
+    const usage = Object.keys(decisions).length > 0 ? formatUsageEntry(decisions) : null;
+    const plan = planNodeStatus(node, policy, stored, committed, usage);
     if (plan === null) return {};
     const patch = nodeStatusPatch(node, plan);
     if (!request.dryRun && isNodeName(name)) {
-      this.export(name, plan, policy);
+      this.export(name, plan, policy, decisions);
       // Shadow writes nothing to the Node, so nothing starts or stops deciding there.
       if (policy?.mode !== 'shadow') this.reportFloor(name, node, plan);
     }
@@ -189,11 +195,13 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     else this.events.record(ref, 'CommitmentFloorLifted', 'allocatable follows the ratios again: the requests bound to the node fit in raw × ratio');
   }
 
-  private export(node: string, plan: NodeStatusPlan, policy: NodePolicy | null): void {
+  private export(node: string, plan: NodeStatusPlan, policy: NodePolicy | null, decisions: NodeUsageEntry): void {
     const pool = policy?.pool ?? '';
+    const reasonOf = (resource: (typeof MANAGED_RESOURCES)[number]) =>
+      plan.floor[resource] !== undefined ? 'floor' : ((decisions as Partial<Record<string, { reason: AllocatableReason }>>)[resource]?.reason ?? 'static');
     let signature = '';
     for (const resource of MANAGED_RESOURCES)
-      signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${plan.floor[resource]};`;
+      signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${plan.floor[resource]}/${reasonOf(resource)};`;
     const previous = this.exported.get(node);
     const seenAt = Date.now();
     // Re-inserted, so the map stays in the order of the last admission.
@@ -222,15 +230,16 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
       this.rawGauge.set({ node, resource }, baseAmountToNumber(resource, raw));
       this.overcommittedGauge.set({ node, resource }, baseAmountToNumber(resource, inflated));
       this.ratioGauge.set({ node, resource, pool }, plan.ratios[resource] ?? 1);
-      const reason = plan.floor[resource] === undefined ? 'static' : 'floor';
-      this.reasonGauge.remove({ node, resource, reason: reason === 'floor' ? 'static' : 'floor' });
+      const reason = reasonOf(resource);
+      for (const other of ALLOCATABLE_REASONS) if (other !== reason) this.reasonGauge.remove({ node, resource, reason: other });
       this.reasonGauge.set({ node, resource, reason }, 1);
     }
   }
 }
 
-/** What decided a node's allocatable for a resource: its ratio (`static`), or the commitment floor. */
-const ALLOCATABLE_REASONS = ['static', 'floor'] as const;
+/** What decided a node's allocatable for a resource: its ratio (`static`), its usage-aware ratio and why (docs/usage-aware.md), or the commitment floor. */
+const ALLOCATABLE_REASONS = ['static', 'usage', 'hot', 'stale', 'floor'] as const;
+type AllocatableReason = (typeof ALLOCATABLE_REASONS)[number];
 
 /** `allocatable raised to the requests bound to the node: cpu 7200m (raw 4 × ratio 1 = 4)`. */
 function floorMessage(plan: NodeStatusPlan): string {

@@ -3,9 +3,8 @@ import fastJsonPatch from 'fast-json-patch';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
-import { parseConfig } from '../overcommit.config.js';
+import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { type NodesConfig } from './node-oversell.config.js';
-import { type OvercommitConfig } from '../overcommit.config.js';
 import { MANAGED_RESOURCES } from '../domain/resources.js';
 import { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_METRICS_DROPPED_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
 import { DISABLED_LABEL, type NodeLike, RAW_ANNOTATION, readAmounts } from './node-oversell.rules.js';
@@ -50,6 +49,7 @@ function strategy(): NodeOversellStrategy {
     {},
     { committed: () => undefined },
     { record: () => undefined },
+    { effective: (_name, policy) => ({ policy, decisions: {} }) },
   );
 }
 
@@ -100,13 +100,19 @@ describe('planNode', () => {
   const cfg = config(POOLS('enforce'));
 
   it('plans floor(raw × ratio), with Σ requests, headroom and pods that fit', () => {
-    const row = planNode(node('b1', { 'node-pool': 'batch' }, { cpu: '4', memory: '8Gi', pods: '110' }), { cpu: 3000n, memory: 2n ** 30n, pods: 3n }, cfg.nodes, { cpu: 1000n });
+    const row = planNode(
+      node('b1', { 'node-pool': 'batch' }, { cpu: '4', memory: '8Gi', pods: '110' }),
+      { cpu: 3000n, memory: 2n ** 30n, pods: 3n },
+      cfg.nodes,
+      { cpu: 1000n },
+    );
     expect(row).toEqual({
       node: 'b1',
       pool: 'batch',
       reason: 'pool',
       mode: 'enforce',
       ratios: { cpu: 2, memory: 1.5, pods: 2 },
+      ratioReasons: { cpu: 'static', memory: 'static', pods: 'static' },
       raw: { cpu: '4', memory: '8Gi', pods: '110' },
       planned: { cpu: '8', memory: '12Gi', pods: '220' },
       stored: { cpu: '4', memory: '8Gi', pods: '110' },
@@ -123,7 +129,15 @@ describe('planNode', () => {
     const stored = kubeletWrite(webhook, raw, raw, cfg);
     expect(stored.status.allocatable.cpu).toBe('6');
     const row = planNode(stored, {}, cfg.nodes, null);
-    expect(row).toMatchObject({ reason: 'defaultRatios', pool: null, raw: { cpu: '4' }, planned: { cpu: '6' }, stored: { cpu: '6' }, matches: true, fits: null });
+    expect(row).toMatchObject({
+      reason: 'defaultRatios',
+      pool: null,
+      raw: { cpu: '4' },
+      planned: { cpu: '6' },
+      stored: { cpu: '6' },
+      matches: true,
+      fits: null,
+    });
   });
 
   it('plans the commitment floor where the requests exceed floor(raw × ratio), as the webhook writes; without the floor the headroom is negative', () => {
@@ -182,7 +196,11 @@ describe('shadow mode', () => {
 
   /** Nodes and configs: raw values, ratios, and whether the node was inflated before the shadow period. */
   const quantity = (resource: string) =>
-    resource === 'cpu' ? fc.integer({ min: 0, max: 256_000 }).map((m) => `${m}m`) : resource === 'pods' ? fc.integer({ min: 0, max: 500 }).map(String) : fc.integer({ min: 0, max: 2 ** 40 }).map((b) => `${b}`);
+    resource === 'cpu'
+      ? fc.integer({ min: 0, max: 256_000 }).map((m) => `${m}m`)
+      : resource === 'pods'
+        ? fc.integer({ min: 0, max: 500 }).map(String)
+        : fc.integer({ min: 0, max: 2 ** 40 }).map((b) => `${b}`);
   const resources = fc.subarray([...MANAGED_RESOURCES], { minLength: 1 });
   const world = resources.chain((present) =>
     fc.record({
@@ -202,7 +220,9 @@ describe('shadow mode', () => {
         );
         const labels: Record<string, string> = inPool ? { 'node-pool': 'p' } : {};
         const nodes = (mode: string, r: object): OvercommitConfig =>
-          ({ nodes: { defaultRatios: r, defaultMode: mode, pools: [{ name: 'p', nodeSelector: { matchLabels: { 'node-pool': 'p' } }, ratios: r, mode }] } }) as unknown as OvercommitConfig;
+          ({
+            nodes: { defaultRatios: r, defaultMode: mode, pools: [{ name: 'p', nodeSelector: { matchLabels: { 'node-pool': 'p' } }, ratios: r, mode }] },
+          }) as unknown as OvercommitConfig;
         const webhook = strategy();
         const raw = node('n', labels, allocatable, capacity);
         let stored = kubeletWrite(webhook, raw, raw, nodes('enforce', before ?? {}));
@@ -218,6 +238,38 @@ describe('shadow mode', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('usage-aware ratios in the plan', () => {
+  const usageCfg = (() => {
+    const result = parseConfig('nodes:\n  defaultRatios: {cpu: 2}\n  defaultUsage: {target: {cpu: 0.6}}\n');
+    if (!result.ok) throw new Error(result.errors.join('; '));
+    return result.value;
+  })();
+
+  it('plans the published ratio capped at the ceiling and says why, as the webhook writes', () => {
+    const plan = planCluster(
+      [node('u1', {}, { cpu: '4', pods: '110' }), node('u2', {}, { cpu: '4', pods: '110' })],
+      (name) => (name === 'u2' ? { cpu: 5000n } : {}),
+      usageCfg.nodes,
+      null,
+      (name) => (name === 'u1' ? { cpu: { ratio: 1.5, reason: 'usage' } } : { cpu: { ratio: 1, reason: 'hot' } }),
+    );
+    expect(plan.nodes.map((row) => [row.node, row.ratios, row.ratioReasons, row.planned.cpu])).toEqual([
+      ['u1', { cpu: 1.5 }, { cpu: 'usage', pods: 'static' }, '6'],
+      ['u2', {}, { cpu: 'floor', pods: 'static' }, '5'],
+    ]);
+    expect(formatPlanTable(plan).split('\n')[1]).toMatch(/^u1 +defaultRatios +enforce +cpu=1\.5\(usage\) +cpu +4 +6 /);
+    const hot = planCluster(
+      [node('u3', {}, { cpu: '4' })],
+      () => ({}),
+      usageCfg.nodes,
+      null,
+      () => ({ cpu: { ratio: 1, reason: 'hot' } }),
+    );
+    expect(hot.nodes[0]!.ratioReasons).toEqual({ cpu: 'hot' });
+    expect(formatPlanTable(hot)).toContain('cpu=1(hot)');
   });
 });
 

@@ -15,12 +15,16 @@
  *      pod counting one against `pods`.
  *   4. `matches` is true when every managed resource's stored value equals the planned one
  *      (compared by value, so "4000m" matches "4").
+ *   5. Usage-aware ratios: the ratio in force is the published one, capped at the ceiling, as the
+ *      webhook applies it (effectivePolicy); `ratioReasons` says per resource what decided the
+ *      planned value: `static`, `usage`, `hot`, `stale` or `floor`.
  */
 import { type NodeMode, type NodesConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
-import { type AppliedRatios, type NodeLike, planNodeStatus, readAmounts, resolveNodePolicy } from './node-oversell.rules.js';
+import { type AppliedRatios, type NodeLike, planNodeStatus, readAmounts, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
 import { floorEnabled } from './commitment-floor.service.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
+import { effectivePolicy, type NodeUsageEntry, type UsageReason } from './usage-aware.rules.js';
 
 /** Quantities per managed resource, in the canonical form of formatResourceQuantity. */
 export type Quantities = Partial<Record<ManagedResource, string>>;
@@ -37,6 +41,8 @@ export interface NodePlanRow {
   mode: NodeMode | null;
   /** The ratios the planned values apply, only those ≠ 1. */
   ratios: AppliedRatios;
+  /** What decided each planned value (rule 5). */
+  ratioReasons: Partial<Record<ManagedResource, UsageReason | 'floor'>>;
   raw: Quantities;
   planned: Quantities;
   stored: Quantities;
@@ -98,15 +104,43 @@ export function podsThatFit(headroom: ResourceAmounts, size: ResourceAmounts): n
   return Number(fits ?? 0n);
 }
 
-/** The plan for one stored Node, with the requests of its bound pods (rules 1–4). */
-export function planNode(node: NodeLike, requests: ResourceAmounts, nodesConfig: NodesConfig | undefined, podSize: ResourceAmounts | null): NodePlanRow {
-  const policy = resolveNodePolicy(node.metadata?.labels, nodesConfig);
+/** planned − requests per planned resource (rule 3). */
+function headroomOf(planned: ResourceAmounts, requests: ResourceAmounts): ResourceAmounts {
+  const headroom: ResourceAmounts = {};
+  for (const resource of MANAGED_RESOURCES) {
+    const amount = planned[resource];
+    if (amount !== undefined) headroom[resource] = amount - (requests[resource] ?? 0n);
+  }
+  return headroom;
+}
+
+/** Rule 5: per planned resource, the floor when it decided, else the usage-aware reason, else `static`. */
+function ratioReasons(planned: ResourceAmounts, floor: ResourceAmounts, decisions: NodeUsageEntry): NodePlanRow['ratioReasons'] {
+  const reasons: NodePlanRow['ratioReasons'] = {};
+  for (const resource of MANAGED_RESOURCES) {
+    if (planned[resource] === undefined) continue;
+    const decision = (decisions as Partial<Record<ManagedResource, { reason: UsageReason }>>)[resource];
+    reasons[resource] = floor[resource] !== undefined ? 'floor' : (decision?.reason ?? 'static');
+  }
+  return reasons;
+}
+
+/** The plan for one stored Node, with the requests of its bound pods and its published usage-aware entry (rules 1–5). */
+export function planNode(
+  node: NodeLike,
+  requests: ResourceAmounts,
+  nodesConfig: NodesConfig | undefined,
+  podSize: ResourceAmounts | null,
+  usage?: NodeUsageEntry,
+): NodePlanRow {
+  const { policy, decisions } = effectivePolicy(resolveNodePolicy(node.metadata?.labels, nodesConfig), usage, readRecord(node.metadata?.annotations)?.ratios);
   const row: NodePlanRow = {
     node: node.metadata?.name ?? '',
     pool: policy?.pool ?? null,
     reason: policy === null ? 'opted-out' : policy.pool === null ? 'defaultRatios' : 'pool',
     mode: policy?.mode ?? null,
     ratios: {},
+    ratioReasons: {},
     raw: {},
     planned: {},
     stored: {},
@@ -119,12 +153,9 @@ export function planNode(node: NodeLike, requests: ResourceAmounts, nodesConfig:
     const plan = planNodeStatus(node, policy, node, floorEnabled(nodesConfig) ? requests : undefined);
     const stored = plan?.incoming ?? readAmounts(node.status?.allocatable);
     const planned = plan?.allocatable ?? {};
-    const headroom: ResourceAmounts = {};
-    for (const resource of MANAGED_RESOURCES) {
-      const amount = planned[resource];
-      if (amount !== undefined) headroom[resource] = amount - (requests[resource] ?? 0n);
-    }
+    const headroom = headroomOf(planned, requests);
     row.ratios = plan?.ratios ?? {};
+    row.ratioReasons = ratioReasons(planned, plan?.floor ?? {}, decisions);
     row.raw = format(plan?.raw ?? {});
     row.planned = format(planned);
     row.stored = format(stored);
@@ -138,15 +169,22 @@ export function planNode(node: NodeLike, requests: ResourceAmounts, nodesConfig:
   return row;
 }
 
-/** The plan of every node, sorted by name; `requestsOf` gives the Σ requests of a node's bound pods. */
+/**
+ * The plan of every node, sorted by name; `requestsOf` gives the Σ requests of a node's bound
+ * pods, `usageOf` its published usage-aware entry.
+ */
 export function planCluster(
   nodes: Iterable<NodeLike>,
   requestsOf: (node: string) => ResourceAmounts,
   nodesConfig: NodesConfig | undefined,
   podSize: ResourceAmounts | null = null,
+  usageOf: (node: string) => NodeUsageEntry | undefined = () => undefined,
 ): ClusterPlan {
   const rows: NodePlanRow[] = [];
-  for (const node of nodes) rows.push(planNode(node, requestsOf(node.metadata?.name ?? ''), nodesConfig, podSize));
+  for (const node of nodes) {
+    const name = node.metadata?.name ?? '';
+    rows.push(planNode(node, requestsOf(name), nodesConfig, podSize, usageOf(name)));
+  }
   rows.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
   return { nodes: rows, podSize: podSize === null ? null : format(podSize) };
 }
@@ -161,7 +199,13 @@ export function formatPlanTable(plan: ClusterPlan): string {
   const lines: string[][] = [[...COLUMNS]];
   for (const row of plan.nodes) {
     const pool = row.reason === 'pool' ? row.pool! : row.reason;
-    const ratios = Object.entries(row.ratios).map(([resource, ratio]) => `${resource}=${ratio}`).join(',') || '-';
+    // A usage-aware ratio says why it is what it is: cpu=1.7(usage).
+    const why = (resource: string) => {
+      const reason = row.ratioReasons[resource as ManagedResource];
+      return reason === 'usage' || reason === 'hot' || reason === 'stale' ? `(${reason})` : '';
+    };
+    const shown = MANAGED_RESOURCES.filter((resource) => row.ratios[resource] !== undefined || why(resource) !== '');
+    const ratios = shown.map((resource) => `${resource}=${row.ratios[resource] ?? 1}${why(resource)}`).join(',') || '-';
     const head = [row.node, pool, row.mode ?? '-', ratios];
     const blank = head.map(() => '');
     if (row.error !== undefined) {
@@ -173,9 +217,27 @@ export function formatPlanTable(plan: ClusterPlan): string {
     resources.forEach((resource, i) => {
       const cell = (q: Quantities) => q[resource] ?? '-';
       const tail = i === 0 ? [row.fits === null ? '-' : String(row.fits), row.matches ? 'yes' : 'no'] : ['', ''];
-      lines.push([...(i === 0 ? head : blank), resource, cell(row.raw), cell(row.planned), cell(row.stored), row.requests[resource] ?? '0', cell(row.headroom), ...tail]);
+      lines.push([
+        ...(i === 0 ? head : blank),
+        resource,
+        cell(row.raw),
+        cell(row.planned),
+        cell(row.stored),
+        row.requests[resource] ?? '0',
+        cell(row.headroom),
+        ...tail,
+      ]);
     });
   }
   const widths = COLUMNS.map((_, c) => Math.max(...lines.map((line) => (line[c] ?? '').length)));
-  return lines.map((line) => line.map((cell, c) => (c === line.length - 1 ? cell : cell.padEnd(widths[c]))).join('  ').trimEnd()).join('\n') + '\n';
+  return (
+    lines
+      .map((line) =>
+        line
+          .map((cell, c) => (c === line.length - 1 ? cell : cell.padEnd(widths[c])))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n') + '\n'
+  );
 }

@@ -6,15 +6,15 @@
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { parseConfig } from '../overcommit.config.js';
+import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { configMapRef } from '../config/configmap.source.js';
-import type { OvercommitConfig } from '../overcommit.config.js';
 import { NON_TERMINAL_PODS } from '../kube/pod-cache.service.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
 import type { PodLike } from '../domain/pod-resources.js';
 import type { NodeLike } from './node-oversell.rules.js';
 import type { ResourceAmounts } from '../domain/resources.js';
 import { type ClusterPlan, formatPlanTable, planCluster, readPodSize } from './node-plan.js';
+import { type NodeUsageEntry, readPublished, USAGE_CONFIGMAP, USAGE_DATA_KEY } from './usage-aware.rules.js';
 
 export const PLAN_USAGE = `Usage: kube-overcommit plan [options]
 
@@ -55,7 +55,8 @@ export function readPlanArgs(argv: string[]): PlanArgs | 'help' {
   if (values.help) return 'help';
   if (positionals.length > 0) throw new Error(`unexpected argument ${JSON.stringify(positionals[0])}`);
   if (values.output !== 'table' && values.output !== 'json') throw new Error(`--output must be table or json, got ${JSON.stringify(values.output)}`);
-  if (values.configmap !== undefined && !/^[^/]+\/[^/]+$/.test(values.configmap)) throw new Error(`--configmap must be <namespace>/<name>, got ${JSON.stringify(values.configmap)}`);
+  if (values.configmap !== undefined && !/^[^/]+\/[^/]+$/.test(values.configmap))
+    throw new Error(`--configmap must be <namespace>/<name>, got ${JSON.stringify(values.configmap)}`);
   return {
     config: values.config,
     configmap: values.configmap,
@@ -98,10 +99,34 @@ async function readConfigMap(core: CoreV1Api, configmap: string | undefined): Pr
 export async function planFromCluster(args: PlanArgs, kube: KubeConfig, chosen?: PlanConfig): Promise<ClusterPlan & { origin: string }> {
   const core = kube.makeApiClient(CoreV1Api);
   const { config, origin } = chosen ?? (await readConfigMap(core, args.configmap));
-  const [nodes, pods] = await Promise.all([core.listNode(), core.listPodForAllNamespaces({ fieldSelector: NON_TERMINAL_PODS })]);
+  const [nodes, pods, usage] = await Promise.all([
+    core.listNode(),
+    core.listPodForAllNamespaces({ fieldSelector: NON_TERMINAL_PODS }),
+    readPublishedUsage(core, configMapRef({ OVERCOMMIT_CONFIGMAP: args.configmap }).namespace),
+  ]);
   const index = new PodsByNode();
   for (const pod of pods.items) index.upsert(pod as PodLike);
-  return { origin, ...planCluster(nodes.items as NodeLike[], (node) => index.usage(node).requests, config.nodes, args.podSize) };
+  return {
+    origin,
+    ...planCluster(
+      nodes.items as NodeLike[],
+      (node) => index.usage(node).requests,
+      config.nodes,
+      args.podSize,
+      (node) => usage.get(node),
+    ),
+  };
+}
+
+/** The usage-aware ratios the leader published (ConfigMap kube-overcommit-usage), none when it has not. */
+async function readPublishedUsage(core: CoreV1Api, namespace: string): Promise<Map<string, NodeUsageEntry>> {
+  try {
+    const text = (await core.readNamespacedConfigMap({ namespace, name: USAGE_CONFIGMAP })).data?.[USAGE_DATA_KEY];
+    return text === undefined ? new Map() : readPublished(text);
+  } catch (error) {
+    if ((error as { code?: number }).code === 404) return new Map();
+    throw error;
+  }
 }
 
 /** Runs `kube-overcommit <argv>`; returns the exit code. */

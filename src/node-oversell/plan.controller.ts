@@ -3,6 +3,8 @@ import { ConfigStore } from '../config/config.store.js';
 import { PodFactsService } from '../pod-policy/pod-facts.service.js';
 import { PodPolicyModule } from '../pod-policy/pod-policy.module.js';
 import { type ClusterPlan, planCluster, readPodSize } from './node-plan.js';
+import { NodeOversellModule } from './node-oversell.module.js';
+import { UsageRatios } from './usage-ratios.service.js';
 
 export interface PlanResponse extends ClusterPlan {
   /** The config generation and origin the plan was computed with. */
@@ -21,6 +23,7 @@ export class PlanController {
   constructor(
     private readonly facts: PodFactsService,
     private readonly config: ConfigStore,
+    private readonly usage: UsageRatios,
   ) {}
 
   @Get('plan')
@@ -34,9 +37,19 @@ export class PlanController {
     if (!this.facts.available) throw new ServiceUnavailableException('not in a cluster: no node or pod cache to plan from');
     if (!this.facts.watchForPlan()) throw new ServiceUnavailableException('node and pod caches not listed yet: retry in a few seconds');
     const { config, generation, origin } = this.config.snapshot();
-    return { generation, origin, ...planCluster(this.facts.nodes(), (node) => this.facts.nodeUsage(node).requests, config.nodes, size) };
+    return {
+      generation,
+      origin,
+      ...planCluster(
+        this.facts.nodes(),
+        (node) => this.facts.nodeUsage(node).requests,
+        config.nodes,
+        size,
+        (node) => this.usage.published(node),
+      ),
+    };
   }
 }
 
-@Module({ imports: [PodPolicyModule], controllers: [PlanController] })
+@Module({ imports: [PodPolicyModule, NodeOversellModule], controllers: [PlanController] })
 export class PlanModule {}

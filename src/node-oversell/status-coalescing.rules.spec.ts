@@ -21,6 +21,7 @@ const NODES = {
   commitmentFloor: false,
   coalesceStatusWrites: true,
   statusReportPeriod: '5m',
+  reconcile: { enabled: true, maxNodesPerSecond: 100 },
 };
 const T0 = Date.parse('2026-11-23T18:00:00Z');
 

@@ -26,6 +26,7 @@ export const statusCoalescingMetrics = [
 @Injectable()
 @AdmissionStrategyProvider({
   name: 'status-coalescing',
+  entry: 'nodes',
   rules: [{ resource: 'nodes', subResource: 'status', operations: ['UPDATE'] }],
   order: 10,
 })

@@ -39,6 +39,15 @@ export function cachesNeeded(policy: PodPolicyConfig | undefined): FactsCache[] 
   return needed;
 }
 
+/** Who reads the Node cache besides the pod policy and the plan. */
+export type NodeCacheUser = 'reconciler';
+
+/** Told of every Node added to or updated in the Node cache, and of each of its lists. */
+export interface NodeCacheListener {
+  changed(node: NodeLike): void;
+  listed(): void;
+}
+
 /**
  * Informer caches of pods (the shared PodCache, which node oversell's commitment floor reads
  * too), nodes and LimitRanges, kept warm in the background. Created only in a cluster; outside one
@@ -50,7 +59,8 @@ export function cachesNeeded(policy: PodPolicyConfig | undefined): FactsCache[] 
  * their image lists (trimCachedNode). Until a started cache has listed, the strategy leaves
  * pods alone (counted).
  *
- * The first GET /plan starts the node and pod caches on this replica for good (watchForPlan).
+ * The first GET /plan starts the node and pod caches on this replica for good (watchForPlan);
+ * the Node cache also runs while another user wants it (useNodes: the reconciler while it leads).
  *
  * RBAC: list and watch on pods, nodes and limitranges, cluster-wide (a ListWatch never GETs).
  */
@@ -62,6 +72,8 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
   private podsListed?: () => void;
   /** Set by the first /plan: the node and pod caches then run whatever the pod policy. */
   private planning = false;
+  private readonly nodeUsers = new Set<NodeCacheUser>();
+  private readonly nodeListeners = new Set<NodeCacheListener>();
   readonly available: boolean;
 
   constructor(
@@ -92,6 +104,7 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
   private follow(policy: PodPolicyConfig | undefined): void {
     const needed = cachesNeeded(policy);
     if (this.planning) needed.push('pods', 'nodes');
+    if (this.nodeUsers.size > 0) needed.push('nodes');
     this.followPods(needed.includes('pods'));
     for (const cache of INFORMER_CACHES) {
       const running = this.informers[cache];
@@ -100,7 +113,7 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
         delete this.informers[cache];
         this.syncedGauge.remove({ cache });
         void running.stop();
-        this.logger.log(`${cache} cache stopped: the pod policy in force does not read it`);
+        this.logger.log(`${cache} cache stopped: nothing in force reads it`);
       }
     }
   }
@@ -125,18 +138,25 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
     const onListed = () => this.syncedGauge.set({ cache }, 1);
     this.syncedGauge.set({ cache }, 0);
     if (cache === 'nodes') {
-      this.informers.nodes = new ResilientInformer<V1Node>(this.kube, '/api/v1/nodes', (page) => core.listNode(page), {
+      const informer = new ResilientInformer<V1Node>(this.kube, '/api/v1/nodes', (page) => core.listNode(page), {
         description: 'nodes',
-        onListed,
+        onListed: () => {
+          onListed();
+          this.nodeListeners.forEach((listener) => listener.listed());
+        },
         transform: trimCachedNode,
       });
+      const changed = (node: V1Node) => this.nodeListeners.forEach((listener) => listener.changed(node as NodeLike));
+      informer.cache.on('add', changed);
+      informer.cache.on('update', changed);
+      this.informers.nodes = informer;
     } else {
       this.informers.limitranges = new ResilientInformer<V1LimitRange>(this.kube, '/api/v1/limitranges', (page) => core.listLimitRangeForAllNamespaces(page), {
         description: 'limitranges',
         onListed,
       });
     }
-    this.logger.log(`${cache} cache started: the pod policy in force reads it`);
+    this.logger.log(`${cache} cache started`);
     void this.informers[cache]!.start();
   }
 
@@ -151,6 +171,20 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
       this.follow(this.config.snapshot().config.pods);
     }
     return this.isSynced('nodes') && this.isSynced('pods');
+  }
+
+  /** `user` wants the Node cache (`on`) or no longer does. */
+  useNodes(user: NodeCacheUser, on: boolean): void {
+    if (!this.available || on === this.nodeUsers.has(user)) return;
+    if (on) this.nodeUsers.add(user);
+    else this.nodeUsers.delete(user);
+    this.follow(this.config.snapshot().config.pods);
+  }
+
+  /** Subscribes to the Node cache's events (handlers must not throw: guard them); returns the unsubscribe function. */
+  onNodes(listener: NodeCacheListener): () => void {
+    this.nodeListeners.add(listener);
+    return () => this.nodeListeners.delete(listener);
   }
 
   nodes(): readonly NodeLike[] {

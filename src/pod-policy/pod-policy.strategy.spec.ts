@@ -3,11 +3,11 @@ import fastJsonPatch from 'fast-json-patch';
 import { Counter, Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.js';
+import { quietLog } from '../../test/fixtures/request-log.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { bindingReview, container, deploymentPod, mirrorPod, podReview, runningPod } from '../../test/fixtures/pods.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { parseConfig } from '../overcommit.config.js';
-import type { OvercommitConfig } from '../overcommit.config.js';
+import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { planNodeStatus } from '../node-oversell/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import type { LimitRangeLike } from './limit-range.js';
@@ -121,60 +121,62 @@ describe('PodPolicyStrategy', () => {
 
   describe('scope', () => {
     it('mutates a pod in a namespace whose labels match the selector', () => {
-      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE).patch?.length).toBeGreaterThan(0);
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE, quietLog).patch?.length).toBeGreaterThan(0);
     });
 
     it('in a cluster, unknown labels leave the pod and the binding alone, counted (not for dry runs)', async () => {
       labels.delete('shop');
-      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
-      expect(strategy.admit(request(bindingReview('shop', 'x', 'worker-1')), DENY)).toEqual({});
-      expect(strategy.admit(request(podReview(deploymentPod(), { dryRun: true })), MUTATE)).toEqual({});
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE, quietLog)).toEqual({});
+      expect(strategy.admit(request(bindingReview('shop', 'x', 'worker-1')), DENY, quietLog)).toEqual({});
+      expect(strategy.admit(request(podReview(deploymentPod(), { dryRun: true })), MUTATE, quietLog)).toEqual({});
       expect(await value(registry, CACHE_UNSYNCED, { cache: 'namespaces' })).toBe(2);
       expect(await value(registry, PODS_MUTATED)).toBe(0);
     });
 
     it('outside a cluster, unknown labels are in scope: the webhook entry selector decided', async () => {
       labels.clear();
-      expect(outsideCluster().admit(request(podReview(deploymentPod())), MUTATE).patch?.length).toBeGreaterThan(0);
+      expect(outsideCluster().admit(request(podReview(deploymentPod())), MUTATE, quietLog).patch?.length).toBeGreaterThan(0);
       expect(await value(registry, CACHE_UNSYNCED, { cache: 'namespaces' })).toBe(0);
     });
 
     it('honours a custom namespaceSelector', () => {
       labels.set('shop', { team: 'payments' });
-      const custom = config('pods: { namespaceSelector: { matchExpressions: [{ key: team, operator: In, values: [payments] }] }, defaultRequests: { cpu: 10m } }');
-      expect(strategy.admit(request(podReview(deploymentPod())), custom).patch).toBeDefined();
-      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
+      const custom = config(
+        'pods: { namespaceSelector: { matchExpressions: [{ key: team, operator: In, values: [payments] }] }, defaultRequests: { cpu: 10m } }',
+      );
+      expect(strategy.admit(request(podReview(deploymentPod())), custom, quietLog).patch).toBeDefined();
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE, quietLog)).toEqual({});
     });
 
     it('leaves a namespace that did not opt in untouched', () => {
       labels.set('shop', { 'kubernetes.io/metadata.name': 'shop' });
-      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE, quietLog)).toEqual({});
     });
 
     it('never touches the system namespaces or its own, labels matching or unknown, in a cluster or not (not counted)', async () => {
       const excluded = ['kube-system', 'kube-node-lease', 'kube-public', 'kube-overcommit'];
       for (const policy of [build(), outsideCluster()]) {
         for (const namespace of excluded) labels.set(namespace, { 'kube-overcommit.io/pod-policy': 'enabled' });
-        for (const namespace of excluded) expect(policy.admit(request(podReview(deploymentPod({ namespace }))), MUTATE), namespace).toEqual({});
+        for (const namespace of excluded) expect(policy.admit(request(podReview(deploymentPod({ namespace }))), MUTATE, quietLog), namespace).toEqual({});
         for (const namespace of excluded) labels.delete(namespace);
-        for (const namespace of excluded) expect(policy.admit(request(podReview(deploymentPod({ namespace }))), MUTATE), namespace).toEqual({});
+        for (const namespace of excluded) expect(policy.admit(request(podReview(deploymentPod({ namespace }))), MUTATE, quietLog), namespace).toEqual({});
       }
       expect(await value(registry, CACHE_UNSYNCED, { cache: 'namespaces' })).toBe(0);
       facts.available = true;
       const custom = build({ ...IN_CLUSTER_ENV, POD_NAMESPACE: 'platform' });
       labels.set('platform', { 'kube-overcommit.io/pod-policy': 'enabled' });
       labels.set('kube-overcommit', { 'kube-overcommit.io/pod-policy': 'enabled' });
-      expect(custom.admit(request(podReview(deploymentPod({ namespace: 'platform' }))), MUTATE)).toEqual({});
-      expect(custom.admit(request(podReview(deploymentPod({ namespace: 'kube-overcommit' }))), MUTATE).patch).toBeDefined();
+      expect(custom.admit(request(podReview(deploymentPod({ namespace: 'platform' }))), MUTATE, quietLog)).toEqual({});
+      expect(custom.admit(request(podReview(deploymentPod({ namespace: 'kube-overcommit' }))), MUTATE, quietLog).patch).toBeDefined();
     });
 
     it('skips mirror pods, in any namespace', () => {
-      expect(strategy.admit(request(podReview(mirrorPod({ namespace: 'shop' }))), MUTATE)).toEqual({});
-      expect(strategy.admit(request(podReview(mirrorPod({ namespace: 'shop' }))), DENY)).toEqual({});
+      expect(strategy.admit(request(podReview(mirrorPod({ namespace: 'shop' }))), MUTATE, quietLog)).toEqual({});
+      expect(strategy.admit(request(podReview(mirrorPod({ namespace: 'shop' }))), DENY, quietLog)).toEqual({});
     });
 
     it('does nothing with the default config', () => {
-      expect(strategy.admit(request(podReview(deploymentPod())), config(''))).toEqual({});
+      expect(strategy.admit(request(podReview(deploymentPod())), config(''), quietLog)).toEqual({});
     });
   });
 
@@ -182,32 +184,37 @@ describe('PodPolicyStrategy', () => {
     it('clamps to the namespace LimitRange from the cache', () => {
       facts.ranges.set('shop', [{ spec: { limits: [{ type: 'Container', max: { cpu: '1' } }] } }]);
       const review = podReview(deploymentPod({ initContainers: null }));
-      const patched: any = fastJsonPatch.applyPatch(structuredClone(review.request.object), strategy.admit(request(review), MUTATE).patch!, true, false).newDocument;
+      const patched: any = fastJsonPatch.applyPatch(
+        structuredClone(review.request.object),
+        strategy.admit(request(review), MUTATE, quietLog).patch!,
+        true,
+        false,
+      ).newDocument;
       expect(patched.spec.containers[0].resources).toEqual({ limits: { memory: '1Gi', cpu: '1' }, requests: { cpu: '250m', memory: '512Mi' } });
     });
 
     it('leaves the pod alone while the LimitRange cache has not synced, and counts it', async () => {
       facts.synced.limitranges = false;
-      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE)).toEqual({});
+      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE, quietLog)).toEqual({});
       expect(await value(registry, CACHE_UNSYNCED, { cache: 'limitranges' })).toBe(1);
     });
 
     it('outside a cluster mutates without LimitRange clamps', () => {
       labels.clear();
       facts.synced.limitranges = false;
-      expect(outsideCluster().admit(request(podReview(deploymentPod())), MUTATE).patch).toBeDefined();
+      expect(outsideCluster().admit(request(podReview(deploymentPod())), MUTATE, quietLog).patch).toBeDefined();
     });
 
     it('counts mutated pods and each changed request and limit, not on reinvocation nor dry runs', async () => {
       const review = podReview(deploymentPod());
-      const result = strategy.admit(request(review), MUTATE);
+      const result = strategy.admit(request(review), MUTATE, quietLog);
       expect(await value(registry, PODS_MUTATED)).toBe(1);
       expect(await value(registry, REQUESTS_CHANGED, { resource: 'memory', change: 'added' })).toBe(2);
       expect(await value(registry, REQUESTS_CHANGED, { resource: 'cpu', change: 'lowered' })).toBe(1);
       expect(await value(registry, LIMITS_CHANGED, { resource: 'cpu', change: 'added' })).toBe(1);
       const mutated = fastJsonPatch.applyPatch(structuredClone(review.request.object), result.patch!, true, false).newDocument;
-      expect(strategy.admit(request(podReview(mutated)), MUTATE)).toEqual({});
-      strategy.admit(request(podReview(deploymentPod(), { dryRun: true })), MUTATE);
+      expect(strategy.admit(request(podReview(mutated)), MUTATE, quietLog)).toEqual({});
+      strategy.admit(request(podReview(deploymentPod(), { dryRun: true })), MUTATE, quietLog);
       expect(await value(registry, PODS_MUTATED)).toBe(1);
     });
   });
@@ -230,12 +237,12 @@ describe('PodPolicyStrategy', () => {
 
     it('admits a pod that fits exactly', () => {
       pending('fits', '1');
-      expect(strategy.admit(request(bindingReview('shop', 'fits', 'worker-1')), DENY)).toEqual({});
+      expect(strategy.admit(request(bindingReview('shop', 'fits', 'worker-1')), DENY, quietLog)).toEqual({});
     });
 
     it('denies one over the cap in deny mode, naming node, resource, sum and cap', async () => {
       pending('big', '1001m');
-      const result = strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), DENY);
+      const result = strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), DENY, quietLog);
       expect(result.deny?.code).toBe(403);
       expect(result.deny?.message).toBe(
         'kube-overcommit: pod shop/big would exceed the overcommit cap of node worker-1: ' +
@@ -246,7 +253,7 @@ describe('PodPolicyStrategy', () => {
 
     it('warns and admits in warn mode', async () => {
       pending('big', '2');
-      const result = strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), WARN);
+      const result = strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), WARN, quietLog);
       expect(result.deny).toBeUndefined();
       expect(result.warnings).toEqual(['node worker-1 over its overcommit cap for cpu: 7 requested > cap 6']);
       expect(result.warnings![0].length).toBeLessThanOrEqual(120);
@@ -255,14 +262,14 @@ describe('PodPolicyStrategy', () => {
 
     it('ignores bindings when the cap is off, and in namespaces that did not opt in', () => {
       pending('big', '8');
-      expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), MUTATE)).toEqual({});
+      expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), MUTATE, quietLog)).toEqual({});
       labels.set('shop', {});
-      expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), DENY)).toEqual({});
+      expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), DENY, quietLog)).toEqual({});
     });
 
     it('fails open, counted, when a cache is not synced, the pod or node is unknown, or there is no cluster', async () => {
       pending('big', '8');
-      const bind = () => strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), DENY);
+      const bind = () => strategy.admit(request(bindingReview('shop', 'big', 'worker-1')), DENY, quietLog);
       facts.synced.pods = false;
       expect(bind()).toEqual({});
       expect(await value(registry, CACHE_UNSYNCED, { cache: 'pods' })).toBe(1);
@@ -271,12 +278,12 @@ describe('PodPolicyStrategy', () => {
       expect(bind()).toEqual({});
       expect(await value(registry, CACHE_UNSYNCED, { cache: 'nodes' })).toBe(1);
       facts.synced.nodes = true;
-      expect(strategy.admit(request(bindingReview('shop', 'nobody', 'worker-1')), DENY)).toEqual({});
+      expect(strategy.admit(request(bindingReview('shop', 'nobody', 'worker-1')), DENY, quietLog)).toEqual({});
       expect(await value(registry, CAP_SKIPPED, { reason: 'pod-unknown' })).toBe(1);
-      expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-9')), DENY)).toEqual({});
+      expect(strategy.admit(request(bindingReview('shop', 'big', 'worker-9')), DENY, quietLog)).toEqual({});
       expect(await value(registry, CAP_SKIPPED, { reason: 'node-unknown' })).toBe(1);
       labels.clear();
-      expect(outsideCluster().admit(request(bindingReview('shop', 'big', 'worker-1')), DENY)).toEqual({});
+      expect(outsideCluster().admit(request(bindingReview('shop', 'big', 'worker-1')), DENY, quietLog)).toEqual({});
       expect(await value(registry, CAP_SKIPPED, { reason: 'no-cluster' })).toBe(1);
       expect(await value(registry, CAP_DENIALS, { resource: 'cpu' })).toBe(0);
     });
@@ -284,7 +291,7 @@ describe('PodPolicyStrategy', () => {
     it('does not count the pod being bound twice if the cache already has it on the node', () => {
       const pod = pending('again', '1');
       facts.addPod({ ...pod, spec: { ...pod.spec, nodeName: 'worker-1' } });
-      expect(strategy.admit(request(bindingReview('shop', 'again', 'worker-1')), DENY)).toEqual({});
+      expect(strategy.admit(request(bindingReview('shop', 'again', 'worker-1')), DENY, quietLog)).toEqual({});
     });
   });
 
@@ -296,7 +303,7 @@ describe('PodPolicyStrategy', () => {
 
     it('counts the requests as mutated: the default request pushes it over', () => {
       const bare = deploymentPod({ nodeName: 'worker-1', initContainers: null, containers: [container('app')] });
-      const result = strategy.admit(request(podReview(bare)), DENY);
+      const result = strategy.admit(request(podReview(bare)), DENY, quietLog);
       expect(result.deny?.message).toMatch(/node worker-1: cpu: 6050m requested \(5950m by 1 pod on the node \+ 100m by this pod\) > cap 6/);
       expect(result.patch).toBeUndefined();
       expect(bare.spec.containers[0].resources).toEqual({}); // the request's object is not modified
@@ -304,12 +311,13 @@ describe('PodPolicyStrategy', () => {
 
     it('admits with its patch when it fits; warns with its patch in warn mode', () => {
       const small = deploymentPod({ nodeName: 'worker-1', initContainers: null, containers: [container('app', { requests: { cpu: '50m' } })] });
-      const fits = strategy.admit(request(podReview(small)), DENY);
+      const fits = strategy.admit(request(podReview(small)), DENY, quietLog);
       expect(fits.deny).toBeUndefined();
       expect(fits.patch?.some((op) => op.path.endsWith(ORIGINAL_RESOURCES_ANNOTATION.replace('/', '~1')))).toBe(true);
       const warned = strategy.admit(
         request(podReview(deploymentPod({ nodeName: 'worker-1', initContainers: null, containers: [container('app')] }))),
         config('pods: { defaultRequests: { cpu: 100m }, cap: { mode: warn } }'),
+        quietLog,
       );
       expect(warned.patch).toBeDefined();
       expect(warned.warnings).toEqual(['node worker-1 over its overcommit cap for cpu: 6050m requested > cap 6']);

@@ -1,9 +1,10 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import fastJsonPatch from 'fast-json-patch';
 import type { Counter } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
+import type { RequestLog } from '../admission/request-log.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
 import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
 import type { ResourceAmounts } from '../domain/resources.js';
@@ -41,6 +42,7 @@ export class PodPolicyMetrics {
 @Injectable()
 @AdmissionStrategyProvider({
   name: 'pod-policy',
+  entry: 'pod-policy',
   order: 20,
   rules: [
     { resource: 'pods', subResource: '', operations: ['CREATE'] },
@@ -48,7 +50,6 @@ export class PodPolicyMetrics {
   ],
 })
 export class PodPolicyStrategy implements AdmissionStrategy {
-  private readonly logger = new Logger('PodPolicy');
   /** Settings parsed once per config snapshot (snapshots are immutable and replaced whole). */
   private readonly settings = new WeakMap<PodPolicyConfig, PolicySettings>();
 
@@ -58,7 +59,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     private readonly metrics: PodPolicyMetrics,
   ) {}
 
-  admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
+  admit(request: AdmissionRequest, config: OvercommitConfig, log: RequestLog): StrategyResult {
     const policy = config.pods;
     if (!isRecord(policy)) return {};
     const mutate = mutatesResources(policy);
@@ -67,23 +68,31 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     const object = request.object;
     if (!isRecord(object)) return {};
     const namespace = request.namespace || (object as PodLike).metadata?.namespace;
-    if (!namespace || !this.inScope(request, namespace, policy)) return {};
-    if (request.subResource === 'binding') return cap === 'off' ? {} : this.admitBinding(request, namespace, object, cap);
-    return this.admitPod(request, namespace, object as PodLike, policy, mutate, cap);
+    if (!namespace || !this.inScope(request, namespace, policy, log)) return {};
+    if (request.subResource === 'binding') return cap === 'off' ? {} : this.admitBinding(request, namespace, object, cap, log);
+    return this.admitPod(request, namespace, object as PodLike, policy, mutate, cap, log);
   }
 
   /** NamespaceCache.scope with pods.namespaceSelector; unknown labels (in a cluster) leave the pod alone, counted. */
-  private inScope(request: AdmissionRequest, namespace: string, policy: PodPolicyConfig): boolean {
+  private inScope(request: AdmissionRequest, namespace: string, policy: PodPolicyConfig, log: RequestLog): boolean {
     const scope = this.namespaces.scope(namespace, policy.namespaceSelector ?? {}, 'pods.namespaceSelector');
     if (scope.inScope) return true;
     if (scope.unknown) {
       this.unsynced(request, 'namespaces');
-      this.logger.debug(`${namespace}: pod policies skipped: ${scope.reason}`);
+      log.debug(`${namespace}: pod policies skipped: ${scope.reason}`);
     }
     return false;
   }
 
-  private admitPod(request: AdmissionRequest, namespace: string, pod: PodLike, policy: PodPolicyConfig, mutate: boolean, cap: CapMode): StrategyResult {
+  private admitPod(
+    request: AdmissionRequest,
+    namespace: string,
+    pod: PodLike,
+    policy: PodPolicyConfig,
+    mutate: boolean,
+    cap: CapMode,
+    log: RequestLog,
+  ): StrategyResult {
     if (isMirrorPod(pod)) return {};
     let patch: PatchOperation[] = [];
     let changes: ResourceChange[] = [];
@@ -95,16 +104,16 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     const nodeName = pod.spec?.nodeName;
     if (cap !== 'off' && typeof nodeName === 'string' && nodeName !== '' && this.capCachesReady(request)) {
       const mutated: PodLike = patch.length > 0 ? fastJsonPatch.applyPatch(pod, patch, false, false).newDocument : pod;
-      const verdict = this.checkCap(request, podRef(namespace, pod, request.name), nodeName, effectivePodRequests(mutated), pod.metadata?.uid, cap);
+      const verdict = this.checkCap(request, podRef(namespace, pod, request.name), nodeName, effectivePodRequests(mutated), pod.metadata?.uid, cap, log);
       if (verdict.deny) return verdict;
       warnings = verdict.warnings;
     }
     if (patch.length > 0 && !request.dryRun) this.countMutation(changes);
-    if (patch.length > 0) this.logger.debug(`${podRef(namespace, pod, request.name)}: ${changes.length} resource changes`);
+    if (patch.length > 0) log.debug(`${podRef(namespace, pod, request.name)}: ${changes.length} resource changes`);
     return { ...(patch.length > 0 ? { patch } : {}), ...(warnings ? { warnings } : {}) };
   }
 
-  private admitBinding(request: AdmissionRequest, namespace: string, binding: Record<string, any>, mode: CapMode): StrategyResult {
+  private admitBinding(request: AdmissionRequest, namespace: string, binding: Record<string, any>, mode: CapMode, log: RequestLog): StrategyResult {
     const nodeName = binding.target?.name;
     const podName = request.name || binding.metadata?.name;
     if (typeof nodeName !== 'string' || !nodeName || typeof podName !== 'string' || !podName) return {};
@@ -112,7 +121,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     const pod = this.facts.pod(namespace, podName);
     if (pod === undefined) return this.skip(request, 'pod-unknown');
     if (isMirrorPod(pod)) return {};
-    return this.checkCap(request, `${namespace}/${podName}`, nodeName, pod.requests, pod.metadata?.uid, mode);
+    return this.checkCap(request, `${namespace}/${podName}`, nodeName, pod.requests, pod.metadata?.uid, mode, log);
   }
 
   private capCachesReady(request: AdmissionRequest): boolean {
@@ -147,6 +156,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     requests: ResourceAmounts,
     exclude: string | undefined,
     mode: CapMode,
+    log: RequestLog,
   ): StrategyResult {
     const node = this.facts.node(nodeName);
     if (node === undefined) return this.skip(request, 'node-unknown');
@@ -157,10 +167,10 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     if (!request.dryRun) for (const { resource } of violations) counter.inc({ resource });
     const message = capMessage(nodeName, pod, violations, usage);
     if (mode === 'deny') {
-      this.logger.log(message);
+      log.info(message);
       return { deny: { message, code: 403 } };
     }
-    this.logger.debug(message);
+    log.debug(message);
     return { warnings: violations.map((v) => shortWarning(nodeName, v)) };
   }
 

@@ -1,12 +1,11 @@
 import { Counter, Registry } from 'prom-client';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.js';
+import { capturedLog, quietLog } from '../../test/fixtures/request-log.js';
 import { podReview } from '../../test/fixtures/pods.js';
 import { deploymentPod, mirrorPod } from '../../test/fixtures/sidecar-pods.js';
-import { nestLogs } from '../../test/setup/nest-logs.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { parseConfig } from '../overcommit.config.js';
-import type { OvercommitConfig } from '../overcommit.config.js';
+import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS } from './sidecar.metrics.js';
 import { SidecarStrategy } from './sidecar.strategy.js';
 
@@ -29,7 +28,8 @@ describe('SidecarStrategy', () => {
   const strategy = (labels: Record<string, Record<string, string>> = {}, env: NodeJS.ProcessEnv = {}) =>
     new SidecarStrategy(new KnownNamespaces(new Map(Object.entries(labels)), env), counter, unsynced);
   const request = (pod: Record<string, any>, options: Parameters<typeof podReview>[1] = {}) => podReview(pod, options).request as AdmissionRequest;
-  const count = async (labels: Record<string, string>) => (await counter.get()).values.find((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value ?? 0;
+  const count = async (labels: Record<string, string>) =>
+    (await counter.get()).values.find((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value ?? 0;
   const unsyncedCount = async () => (await unsynced.get()).values.find((v) => v.labels.cache === 'namespaces')?.value ?? 0;
 
   beforeEach(() => {
@@ -39,12 +39,12 @@ describe('SidecarStrategy', () => {
   });
 
   it('leaves a pod without the annotation alone: no patch, no warning', () => {
-    expect(strategy().admit(request(deploymentPod()), CONFIG)).toEqual({});
-    expect(strategy().admit(request(deploymentPod({ inject: ' , ' })), CONFIG)).toEqual({});
+    expect(strategy().admit(request(deploymentPod()), CONFIG, quietLog)).toEqual({});
+    expect(strategy().admit(request(deploymentPod({ inject: ' , ' })), CONFIG, quietLog)).toEqual({});
   });
 
   it('injects and counts by template and outcome; an unknown template is counted without its name', async () => {
-    const result = strategy().admit(request(deploymentPod({ inject: 'logging, made-up' })), CONFIG);
+    const result = strategy().admit(request(deploymentPod({ inject: 'logging, made-up' })), CONFIG, quietLog);
     expect(result.patch?.length).toBeGreaterThan(0);
     expect(result.warnings).toEqual(['kube-overcommit.io/inject: unknown sidecar template "made-up"; not injected']);
     expect(await count({ template: 'logging', outcome: 'injected' })).toBe(1);
@@ -53,18 +53,18 @@ describe('SidecarStrategy', () => {
   });
 
   it('does not count dry-run requests, but answers them the same', async () => {
-    const result = strategy().admit(request(deploymentPod({ inject: 'logging' }), { dryRun: true }), CONFIG);
+    const result = strategy().admit(request(deploymentPod({ inject: 'logging' }), { dryRun: true }), CONFIG, quietLog);
     expect(result.patch?.length).toBeGreaterThan(0);
     expect((await counter.get()).values).toEqual([]);
   });
 
   it('skips mirror pods silently', () => {
-    expect(strategy().admit(request(mirrorPod('logging')), CONFIG)).toEqual({});
+    expect(strategy().admit(request(mirrorPod('logging')), CONFIG, quietLog)).toEqual({});
   });
 
   it('warns, without injecting, in a namespace that has not opted in, in a cluster or not', async () => {
     for (const env of [{}, IN_CLUSTER_ENV]) {
-      const notOptedIn = strategy({ shop: { team: 'shop' } }, env).admit(request(deploymentPod({ inject: 'logging' })), CONFIG);
+      const notOptedIn = strategy({ shop: { team: 'shop' } }, env).admit(request(deploymentPod({ inject: 'logging' })), CONFIG, quietLog);
       expect(notOptedIn).toEqual({ warnings: ['kube-overcommit.io/inject ignored: namespace "shop" does not match sidecars.namespaceSelector'] });
     }
     expect(await unsyncedCount()).toBe(0);
@@ -74,43 +74,65 @@ describe('SidecarStrategy', () => {
   it('never injects in the system namespaces or its own, even opted in, in a cluster or not', async () => {
     for (const env of [{}, IN_CLUSTER_ENV]) {
       for (const namespace of ['kube-system', 'kube-node-lease', 'kube-public', 'kube-overcommit']) {
-        const result = strategy({ [namespace]: OPTED_IN }, env).admit(request(deploymentPod({ namespace, inject: 'logging' })), CONFIG);
+        const result = strategy({ [namespace]: OPTED_IN }, env).admit(request(deploymentPod({ namespace, inject: 'logging' })), CONFIG, quietLog);
         expect(result.patch, namespace).toBeUndefined();
-        expect(result.warnings?.[0]).toMatch(new RegExp(`^kube-overcommit.io/inject ignored: namespace "${namespace}" is (a system namespace|the platform's own), never in scope$`));
+        expect(result.warnings?.[0]).toMatch(
+          new RegExp(`^kube-overcommit.io/inject ignored: namespace "${namespace}" is (a system namespace|the platform's own), never in scope$`),
+        );
       }
     }
     const custom = (env: NodeJS.ProcessEnv) => strategy({ platform: OPTED_IN, 'kube-overcommit': OPTED_IN }, env);
-    const own = custom({ POD_NAMESPACE: 'platform' }).admit(request(deploymentPod({ namespace: 'platform', inject: 'logging' })), CONFIG);
+    const own = custom({ POD_NAMESPACE: 'platform' }).admit(request(deploymentPod({ namespace: 'platform', inject: 'logging' })), CONFIG, quietLog);
     expect(own).toEqual({ warnings: [`kube-overcommit.io/inject ignored: namespace "platform" is the platform's own, never in scope`] });
-    const notOurs = custom({ ...IN_CLUSTER_ENV, POD_NAMESPACE: 'platform' }).admit(request(deploymentPod({ namespace: 'kube-overcommit', inject: 'logging' })), CONFIG);
+    const notOurs = custom({ ...IN_CLUSTER_ENV, POD_NAMESPACE: 'platform' }).admit(
+      request(deploymentPod({ namespace: 'kube-overcommit', inject: 'logging' })),
+      CONFIG,
+      quietLog,
+    );
     expect(notOurs.patch?.length).toBeGreaterThan(0);
     expect(await unsyncedCount()).toBe(0);
   });
 
   it('outside a cluster, injects where the labels are unknown: the webhook entry selector decided', () => {
-    expect(strategy({}, {}).admit(request(deploymentPod({ inject: 'logging' })), CONFIG).patch?.length).toBeGreaterThan(0);
+    expect(strategy({}, {}).admit(request(deploymentPod({ inject: 'logging' })), CONFIG, quietLog).patch?.length).toBeGreaterThan(0);
   });
 
   it('in a cluster, does not inject where the labels are unknown (another entry may have called): warns and counts', async () => {
     const unknown = strategy({ blog: OPTED_IN }, IN_CLUSTER_ENV);
-    const result = unknown.admit(request(deploymentPod({ inject: 'logging' })), CONFIG);
+    const review = request(deploymentPod({ inject: 'logging' }));
+    const { log, lines } = capturedLog(review);
+    const result = unknown.admit(review, CONFIG, log);
     expect(result.patch).toBeUndefined();
     expect(result.warnings).toEqual([expect.stringMatching(/^kube-overcommit.io\/inject ignored: the labels of namespace "shop" are not known yet/)]);
-    expect(nestLogs('warn')).toEqual([{ level: 'warn', context: 'Sidecar', message: expect.stringMatching(/^shop\/web-.*: kube-overcommit.io\/inject ignored: the labels/) }]);
+    // The line carries the review's fields: it can be tied to its request.
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 40,
+        msg: expect.stringMatching(/^shop\/web-.*: kube-overcommit.io\/inject ignored: the labels/),
+        uid: review.uid,
+        kind: 'Pod',
+        resource: 'pods',
+        namespace: 'shop',
+        user: 'system:serviceaccount:kube-system:replicaset-controller',
+        operation: 'CREATE',
+      }),
+    ]);
     expect(await unsyncedCount()).toBe(1);
     expect((await counter.get()).values).toEqual([]);
-    unknown.admit(request(deploymentPod({ inject: 'logging' }), { dryRun: true }), CONFIG);
+    unknown.admit(request(deploymentPod({ inject: 'logging' }), { dryRun: true }), CONFIG, quietLog);
     expect(await unsyncedCount()).toBe(1);
     // Once known and opted in, injected.
-    expect(strategy({ shop: OPTED_IN }, IN_CLUSTER_ENV).admit(request(deploymentPod({ inject: 'logging' })), CONFIG).patch?.length).toBeGreaterThan(0);
+    expect(strategy({ shop: OPTED_IN }, IN_CLUSTER_ENV).admit(request(deploymentPod({ inject: 'logging' })), CONFIG, quietLog).patch?.length).toBeGreaterThan(
+      0,
+    );
   });
 
   it('injects in an opted-in namespace, and with a config that has no sidecars section', () => {
-    const optedIn = strategy({ shop: OPTED_IN }).admit(request(deploymentPod({ inject: 'logging' })), CONFIG);
+    const optedIn = strategy({ shop: OPTED_IN }).admit(request(deploymentPod({ inject: 'logging' })), CONFIG, quietLog);
     expect(optedIn.patch?.length).toBeGreaterThan(0);
     const noSection = parseConfig('sidecars:\n');
     if (!noSection.ok) throw new Error(noSection.errors.join());
-    expect(strategy().admit(request(deploymentPod({ inject: 'logging' })), noSection.value).warnings).toEqual([
+    expect(strategy().admit(request(deploymentPod({ inject: 'logging' })), noSection.value, quietLog).warnings).toEqual([
       'kube-overcommit.io/inject: unknown sidecar template "logging"; not injected',
     ]);
   });

@@ -1,8 +1,9 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Counter } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
+import type { RequestLog } from '../admission/request-log.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
 import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
 import { isRecord } from '../common/is-record.js';
@@ -24,19 +25,18 @@ const NO_SIDECARS = new SidecarConfig();
 @Injectable()
 @AdmissionStrategyProvider({
   name: 'sidecar',
+  entry: 'sidecars',
   rules: [{ resource: 'pods', subResource: '', operations: ['CREATE'] }],
   order: SIDECAR_STRATEGY_ORDER,
 })
 export class SidecarStrategy implements AdmissionStrategy {
-  private readonly logger = new Logger('Sidecar');
-
   constructor(
     @Inject(NamespaceCache) private readonly namespaces: NamespaceScoper,
     @InjectMetric(SIDECAR_INJECTIONS) private readonly injections: Counter<string>,
     @InjectMetric(SIDECAR_CACHE_UNSYNCED) private readonly cacheUnsynced: Counter<string>,
   ) {}
 
-  admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
+  admit(request: AdmissionRequest, config: OvercommitConfig, log: RequestLog): StrategyResult {
     const pod = request.object as PodLike | undefined;
     if (!isRecord(pod) || !isRecord(pod.metadata)) return {};
     const annotations = isRecord(pod.metadata.annotations) ? pod.metadata.annotations : {};
@@ -50,19 +50,19 @@ export class SidecarStrategy implements AdmissionStrategy {
     const scope = this.namespaces.scope(namespace, sidecars.namespaceSelector, 'sidecars.namespaceSelector');
     const podName = pod.metadata.name || `${pod.metadata.generateName ?? ''}*`;
     if (!scope.inScope) {
-      // Unknown labels (in a cluster): the entry that called may be pod-policy's, not ours, so
-      // the pod gets no sidecars; counted, and logged above debug because it asked for them.
+      // Unknown labels (in a cluster): a call on /mutate may come from the pod-policy entry, not
+      // ours, so the pod gets no sidecars; counted, and logged above debug because it asked for them.
       if (scope.unknown && !request.dryRun) this.cacheUnsynced.inc({ cache: 'namespaces' });
       const message = `${namespace}/${podName}: ${INJECT_ANNOTATION} ignored: ${scope.reason}`;
-      if (scope.unknown) this.logger.warn(message);
-      else this.logger.debug(message);
+      if (scope.unknown) log.warn(message);
+      else log.debug(message);
       return { warnings: [`${INJECT_ANNOTATION} ignored: ${scope.reason}`] };
     }
 
     const plan = planInjection(pod, requested, sidecars.templates ?? []);
     for (const { template, outcome, reason } of plan.decisions) {
       if (!request.dryRun) this.injections.inc({ template: outcome === 'unknown_template' ? UNKNOWN_TEMPLATE_LABEL : template, outcome });
-      this.logger.debug(`${namespace}/${podName}: sidecar template "${template}": ${outcome}${reason ? ` (${reason})` : ''}`);
+      log.debug(`${namespace}/${podName}: sidecar template "${template}": ${outcome}${reason ? ` (${reason})` : ''}`);
     }
     return {
       ...(plan.patch.length > 0 ? { patch: plan.patch } : {}),

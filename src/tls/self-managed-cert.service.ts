@@ -1,5 +1,3 @@
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import {
   AdmissionregistrationV1Api,
@@ -11,7 +9,7 @@ import {
 } from '@kubernetes/client-node';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
-import { LeaderLease } from '../kube/leader-lease.js';
+import { LeaderLease, leaseIdentity } from '../kube/leader-lease.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import { issueCa, issueServing } from './cert-authority.js';
 import {
@@ -70,18 +68,15 @@ export class SelfManagedCertificates implements OnModuleInit, OnApplicationShutd
     this.core = kube.makeApiClient(CoreV1Api);
     this.admission = kube.makeApiClient(AdmissionregistrationV1Api);
     const fieldSelector = `metadata.name=${CERT_SECRET}`;
-    this.informer = new ResilientInformer(
-      kube,
-      `/api/v1/namespaces/${namespace}/secrets`,
-      () => this.core.listNamespacedSecret({ namespace, fieldSelector }),
-      { description: `Secret ${this.describeSecret()}`, fieldSelector },
-    );
+    this.informer = new ResilientInformer(kube, `/api/v1/namespaces/${namespace}/secrets`, () => this.core.listNamespacedSecret({ namespace, fieldSelector }), {
+      description: `Secret ${this.describeSecret()}`,
+      fieldSelector,
+    });
     const onSecret = background.guard('tls-reload', (secret: V1Secret) => this.onSecret(secret));
     this.informer.cache.on('add', onSecret);
     this.informer.cache.on('update', onSecret);
     this.wake = background.guard('tls-reload', () => this.reconcileSoon());
-    const identity = env.POD_NAME || `${hostname()}-${randomBytes(4).toString('hex')}`;
-    this.lease = new LeaderLease(kube.makeApiClient(CoordinationV1Api), { namespace, name: CERT_LEASE }, identity, (leader) => {
+    this.lease = new LeaderLease(kube.makeApiClient(CoordinationV1Api), { namespace, name: CERT_LEASE }, leaseIdentity(env), (leader) => {
       if (leader) this.wake();
     });
   }

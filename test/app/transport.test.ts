@@ -153,6 +153,8 @@ describe('OVERCOMMIT_CLIENT_CA_FILE', () => {
     expect(stranger.status).toBe(401);
     expect(stranger.json().message).toMatch(/\(the certificate presented was refused: [A-Z_]+\)$/);
     expect(stranger.json().response).toBeUndefined();
+    // Refused before any handler, and still counted by path and code.
+    await eventually(async () => metricValue(await server.metrics(), 'kube_overcommit_admission_http_requests_total', { path: '/mutate', code: '401' }) === 2);
   });
 
   it('keeps the ops endpoints open to clients without a certificate (probes, scrapes)', async () => {
@@ -227,12 +229,15 @@ describe('stalled clients are cut off, bounded in time and bytes', () => {
     expect(refused).toMatch(/retry-after: 1/i);
     expect(refused).toMatch(/too many request bodies in flight/);
     expect(metricValue(await server.metrics(), 'kube_overcommit_http_refused_total', { reason: 'body-bytes' })).toBe(1);
+    await eventually(async () => metricValue(await server.metrics(), 'kube_overcommit_admission_http_requests_total', { path: '/mutate', code: '503' }) === 1);
     // A small review still fits beside the stalled body.
     expect((await server.mutate(nodeReview(kubeadmNode()))).status).toBe(200);
     await stalled;
     const big = nodeReview(kubeadmNode({ images: 3_000 }));
     expect(JSON.stringify(big).length).toBeGreaterThan(1024 * 1024);
     expect((await server.mutate(big)).status).toBe(200);
+    // The stalled calls were cut off without an answer of their own: none left in flight.
+    await eventually(async () => metricValue(await server.metrics(), 'kube_overcommit_admission_in_flight_requests') === 0);
   });
 
   it('an idle keep-alive connection outlives the headers timeout and is reused', async () => {

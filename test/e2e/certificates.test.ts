@@ -27,6 +27,7 @@ import {
   apiserverMetrics,
   claimNodeNames,
   e2eEnv,
+  entryUrl,
   getNode,
   KubeApiError,
   kubectl,
@@ -87,7 +88,11 @@ async function readBundle() {
   const configuration = await admin.get(MWC);
   const bundles: string[] = configuration.webhooks.map((w: any) => pem(w.clientConfig.caBundle));
   expect(new Set(bundles).size, 'every entry carries the same caBundle').toBe(1);
-  return { text: bundles[0]!, cas: certificates(bundles[0]!).map((c) => c.fingerprint256), since: configuration.metadata.annotations?.['kube-overcommit.io/ca-bundle-since'] };
+  return {
+    text: bundles[0]!,
+    cas: certificates(bundles[0]!).map((c) => c.fingerprint256),
+    since: configuration.metadata.annotations?.['kube-overcommit.io/ca-bundle-since'],
+  };
 }
 
 /** The certificate a handshake gets, verified as the API server does: against the caBundle, for the address in the URL. */
@@ -160,7 +165,7 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
       applied.webhooks.flatMap((entry: any, i: number) => [
         { op: 'test', path: `/webhooks/${i}/name`, value: entry.name },
         { op: 'remove', path: `/webhooks/${i}/clientConfig/service` },
-        { op: 'add', path: `/webhooks/${i}/clientConfig/url`, value: env.webhook.url },
+        { op: 'add', path: `/webhooks/${i}/clientConfig/url`, value: entryUrl(env, entry.name) },
       ]),
       'json',
     );
@@ -182,7 +187,9 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
 
     // Applying the manifests again leaves the issued certificate and the Lease alone.
     const shipped = parseAllDocuments(await kubectl(env, ['kustomize', K8S])).map((d) => d.toJS());
-    const secretAndLease = shipped.filter((d) => (d.kind === 'Secret' && d.metadata.name === 'kube-overcommit-tls') || d.kind === 'Lease');
+    const secretAndLease = shipped.filter(
+      (d) => (d.kind === 'Secret' || d.kind === 'Lease') && ['kube-overcommit-tls', 'kube-overcommit-certificates'].includes(d.metadata.name),
+    );
     expect(secretAndLease).toHaveLength(2);
     await kubectl(env, ['apply', '-f', '-'], { input: secretAndLease.map((d) => JSON.stringify(d)).join('\n---\n') });
     expect((await admin.get(SECRET)).data).toEqual(secret.data);
@@ -209,7 +216,9 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
     await replica2.start();
     expect(await handshake((await readBundle()).text, httpsPort)).toBe((await readSecret()).serving!.fingerprint256);
     // From a steady state (one CA) to the next one with another CA.
-    const start = await waitUntil('one CA in the bundle', async () => ((await readBundle()).cas.length === 1 ? readBundle() : undefined), { timeoutMs: 90_000 });
+    const start = await waitUntil('one CA in the bundle', async () => ((await readBundle()).cas.length === 1 ? readBundle() : undefined), {
+      timeoutMs: 90_000,
+    });
     const oldCa = start.cas[0]!;
     const name = nodesWebhookName(env);
     const before = webhookCallCounts(await apiserverMetrics(env), name);
@@ -236,12 +245,20 @@ describe('certificates without cert-manager (self-managed), the cluster walk', (
         }
         // ... and every handshake verifies against the bundle in force.
         await handshake(bundle.text);
-        return bundle.cas.length === 1 && bundle.cas[0] !== oldCa && secret.issuer === bundle.cas[0] && (await handshake(bundle.text)) === secret.serving?.fingerprint256;
+        return (
+          bundle.cas.length === 1 &&
+          bundle.cas[0] !== oldCa &&
+          secret.issuer === bundle.cas[0] &&
+          (await handshake(bundle.text)) === secret.serving?.fingerprint256
+        );
       },
       { timeoutMs: 120_000, intervalMs: 250, describe: async () => ({ bundle: (await readBundle()).cas, secret: (await readSecret()).issuer }) },
     );
     // The other replica serves the new certificate too, without a restart; the leader did not change.
-    await waitUntil('replica 2 serves the new certificate', async () => (await handshake((await readBundle()).text, httpsPort)) === (await readSecret()).serving!.fingerprint256);
+    await waitUntil(
+      'replica 2 serves the new certificate',
+      async () => (await handshake((await readBundle()).text, httpsPort)) === (await readSecret()).serving!.fingerprint256,
+    );
     expect((await admin.get(LEASE)).spec.holderIdentity).toBe(POD_NAME);
     await Promise.all(nodes.map((k) => k.waitForPatches(2)));
     const after = webhookCallCounts(await apiserverMetrics(env), name);
@@ -287,7 +304,7 @@ const CERT_MANAGER_MODULE = 'github.com/cert-manager/cert-manager@v1.21.2';
 
 async function certManagerCrds(): Promise<string> {
   const go = process.env.GO ?? ['go', '/usr/local/go/bin/go'].find((g) => spawnSync(g, ['version']).status === 0);
-  if (!go) throw new Error('no Go toolchain (set GO=/path/to/go): needed for cert-manager\'s CRDs');
+  if (!go) throw new Error("no Go toolchain (set GO=/path/to/go): needed for cert-manager's CRDs");
   const { stdout, stderr, status } = spawnSync(go, ['mod', 'download', '-json', CERT_MANAGER_MODULE], { encoding: 'utf8', cwd: env.runDir });
   if (status !== 0) throw new Error(`go mod download ${CERT_MANAGER_MODULE} failed: ${stderr || stdout}`);
   const dir = join(JSON.parse(stdout).Dir, 'deploy', 'crds');
@@ -358,7 +375,13 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
     });
     for (const entry of configuration.webhooks) expect(entry.clientConfig.caBundle).toBeUndefined();
 
-    expect(docs.filter((d) => d.kind === 'Secret' || d.kind === 'Lease' || d.metadata.name === 'kube-overcommit-certificates')).toEqual([]);
+    // The Leases of the reconciler and of usage-aware ratios stay: they are not certificate objects.
+    const otherLeases = ['kube-overcommit-reconciler', 'kube-overcommit-usage'];
+    expect(
+      docs.filter(
+        (d) => d.kind === 'Secret' || (d.kind === 'Lease' && !otherLeases.includes(d.metadata.name)) || d.metadata.name === 'kube-overcommit-certificates',
+      ),
+    ).toEqual([]);
   });
 
   it('4b. a CA renewed with the same key and name (rotationPolicy: Never) still verifies what the CA signed before', async () => {
@@ -372,7 +395,11 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
       ],
     };
     const before = await generate(subject, { ...caOptions, notAfterDate: new Date(Date.now() + 3_600_000) });
-    const renewed = await generate(subject, { ...caOptions, keyPair: { privateKey: before.private, publicKey: before.public }, notAfterDate: new Date(Date.now() + 7_200_000) });
+    const renewed = await generate(subject, {
+      ...caOptions,
+      keyPair: { privateKey: before.private, publicKey: before.public },
+      notAfterDate: new Date(Date.now() + 7_200_000),
+    });
     expect(renewed.cert).not.toBe(before.cert);
     const serving = await generate([{ name: 'commonName', value: 'kube-overcommit.kube-overcommit.svc' }], {
       keyType: 'ec',
@@ -400,7 +427,20 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
   it("5. applied with cert-manager's CRDs (strict validation by the API server), the CA injected and renewals of the serving certificate from that CA while kubelets write: no call fails open; delete -k leaves nothing", async () => {
     const crds = await certManagerCrds();
     await kubectl(env, ['apply', '--server-side', '-f', '-'], { input: crds });
-    await kubectl(env, ['wait', '--for=condition=Established', 'crd/certificates.cert-manager.io', 'crd/issuers.cert-manager.io', '--timeout=60s']);
+    // Polled rather than `kubectl wait`, which fails outright on a CRD whose status has no conditions yet.
+    for (const crd of ['certificates.cert-manager.io', 'issuers.cert-manager.io']) {
+      await expect
+        .poll(
+          async () => {
+            const stored = await admin.get<{ status?: { conditions?: { type: string; status: string }[] } }>(
+              `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}`,
+            );
+            return stored.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
+          },
+          { timeout: 60_000, interval: 250 },
+        )
+        .toBe(true);
+    }
     try {
       const docs = await render();
       await kubectl(env, ['apply', '--validate=strict', '-k', overlay]);
@@ -417,7 +457,7 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
         MWC,
         applied.webhooks.flatMap((entry: any, i: number) => [
           { op: 'test', path: `/webhooks/${i}/name`, value: entry.name },
-          { op: 'replace', path: `/webhooks/${i}/clientConfig`, value: { url: env.webhook.url, caBundle } },
+          { op: 'replace', path: `/webhooks/${i}/clientConfig`, value: { url: entryUrl(env, entry.name), caBundle } },
         ]),
         'json',
       );
@@ -435,7 +475,10 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
         const patches0 = nodes.map((k) => k.stats.patchSuccesses);
         for (let i = 1; i <= 2; i++) {
           const { serialNumber } = await filesWebhook.rotateCertificate();
-          await waitUntil(`renewal ${i}: certificate ${serialNumber} served`, async () => (await filesWebhook.servedCertificate()).serialNumber === serialNumber);
+          await waitUntil(
+            `renewal ${i}: certificate ${serialNumber} served`,
+            async () => (await filesWebhook.servedCertificate()).serialNumber === serialNumber,
+          );
           await Promise.all(nodes.map((k) => k.waitForPatches(2)));
         }
         const after = webhookCallCounts(await apiserverMetrics(env), name);
@@ -450,10 +493,14 @@ describe('k8s/cert-manager (cert-manager itself cannot run here)', () => {
         await filesWebhook.stop();
       }
       await kubectl(env, ['delete', '-k', overlay, '--wait=true'], { timeoutMs: 180_000 });
-      await waitUntil('nothing of the cert-manager kustomization left', async () => (await kubectl(env, ['get', '-k', overlay, '--ignore-not-found', '-o', 'name'])).trim() === '', {
-        timeoutMs: 120_000,
-        intervalMs: 500,
-      });
+      await waitUntil(
+        'nothing of the cert-manager kustomization left',
+        async () => (await kubectl(env, ['get', '-k', overlay, '--ignore-not-found', '-o', 'name'])).trim() === '',
+        {
+          timeoutMs: 120_000,
+          intervalMs: 500,
+        },
+      );
     } finally {
       await kubectl(env, ['delete', '--ignore-not-found', '-f', '-'], { input: crds });
     }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
-import { adminClient, claimNodeNames, e2eEnv, getNode, kubectl, resetConfig, SimKubelet, waitUntil, WebhookProcess } from './harness/index.js';
+import { adminClient, claimNodeNames, e2eEnv, entryUrl, getNode, kubectl, resetConfig, SimKubelet, waitUntil, WebhookProcess } from './harness/index.js';
 
 type Doc = Record<string, any>;
 
@@ -162,7 +162,7 @@ describe('Helm chart charts/kube-overcommit', () => {
     });
     const webhook = find(docs, 'MutatingWebhookConfiguration')!;
     for (const entry of webhook.webhooks) {
-      expect(entry.clientConfig).toEqual({ url: 'https://203.0.113.7:8443/mutate', caBundle: 'Q0E=' });
+      expect(entry.clientConfig).toEqual({ url: `https://203.0.113.7:8443/mutate/${entry.name.split('.')[0]}`, caBundle: 'Q0E=' });
       expect(entry.timeoutSeconds).toBe(1);
       expect(entry.failurePolicy).toBe('Ignore');
     }
@@ -222,7 +222,7 @@ describe('helm install on the real control plane', () => {
 
     const mwc = await admin.get(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`);
     expect(mwc.metadata.labels['app.kubernetes.io/managed-by']).toBe('Helm');
-    for (const entry of mwc.webhooks) expect(entry.clientConfig).toEqual({ url: env.webhook.url, caBundle });
+    for (const entry of mwc.webhooks) expect(entry.clientConfig).toEqual({ url: entryUrl(env, entry.name), caBundle });
     // The chart's Deployment passed Pod Security `restricted` in the namespace it labels.
     await waitUntil('a pod of the chart\'s Deployment', async () => {
       const pods = await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/pods`, { labelSelector: 'app.kubernetes.io/name=kube-overcommit' });

@@ -27,13 +27,40 @@ describe('shipped manifests', () => {
     expect(deployment?.spec.template.spec.containers[0].env).toContainEqual({ name: 'OVERCOMMIT_CERT_MODE', value: 'self-managed' });
     expect(find(docs, 'Secret', 'kube-overcommit-tls')).toBeDefined();
     expect(find(docs, 'Lease', 'kube-overcommit-certificates')).toBeDefined();
+    // Usage-aware ratios: the objects the leader fills and holds, created empty (RBAC cannot restrict create by name).
+    expect(find(docs, 'ConfigMap', 'kube-overcommit-usage')).toMatchObject({ metadata: { namespace: 'kube-overcommit' } });
+    expect(find(docs, 'Lease', 'kube-overcommit-usage')).toBeDefined();
+    expect(find(docs, 'ClusterRole', 'kube-overcommit-usage')?.rules).toEqual([
+      { apiGroups: ['metrics.k8s.io'], resources: ['nodes', 'pods'], verbs: ['get', 'list'] },
+    ]);
     for (const entry of webhook?.webhooks ?? []) {
       expect(entry.clientConfig.caBundle, `${entry.name} caBundle is written by the webhook, never by the manifests`).toBeUndefined();
       expect(entry.failurePolicy).toBe('Ignore');
       expect(entry.timeoutSeconds).toBeLessThanOrEqual(2);
       expect(entry.sideEffects).toBe('None');
-      expect(entry.clientConfig.service).toMatchObject({ name: 'kube-overcommit', namespace: 'kube-overcommit', path: '/mutate' });
+      // Each entry on its own path, which runs only its strategies.
+      expect(entry.clientConfig.service).toEqual({ name: 'kube-overcommit', namespace: 'kube-overcommit', path: `/mutate/${entry.name.split('.')[0]}`, port: 443 });
     }
+    // The sidecars entry before the pod-policy entry: the pod policy sees the injected containers, as /mutate runs them.
+    expect(webhook?.webhooks.map((entry: Doc) => entry.name)).toEqual(['nodes.kube-overcommit.io', 'sidecars.kube-overcommit.io', 'pod-policy.kube-overcommit.io']);
+  });
+
+  it("the reconciler's RBAC: its Lease shipped, read and renewed by name only; patch on nodes/status its one write to nodes", () => {
+    const docs = kustomize('k8s');
+    expect(find(docs, 'Lease', 'kube-overcommit-reconciler')).toMatchObject({ metadata: { namespace: 'kube-overcommit' }, spec: {} });
+    const rules = (kind: string) => find(docs, kind, 'kube-overcommit')!.rules as Doc[];
+    expect(rules('Role').filter((r) => r.resources.includes('leases'))).toEqual([
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-overcommit-reconciler'], verbs: ['get', 'update'] },
+    ]);
+    const nodeRules = docs
+      .filter((d) => d.kind === 'ClusterRole')
+      .flatMap((d) => d.rules as Doc[])
+      // Core Nodes (metrics.k8s.io's NodeMetrics, read for usage-aware ratios, are another resource).
+      .filter((r) => r.apiGroups.includes('') && r.resources.some((resource: string) => resource.startsWith('nodes')));
+    expect(nodeRules).toEqual([
+      { apiGroups: [''], resources: ['namespaces', 'nodes', 'pods', 'limitranges'], verbs: ['list', 'watch'] },
+      { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
+    ]);
   });
 
   it('the Deployment is hardened and highly available', () => {
@@ -111,11 +138,20 @@ describe('shipped manifests', () => {
     mkdirSync(join(overlay, 'annotated'));
     writeFileSync(
       join(overlay, 'annotated', 'kustomization.yaml'),
-      JSON.stringify({ resources: [relative(join(overlay, 'annotated'), join(repoRoot, 'k8s', 'base'))], commonAnnotations: { 'example.com/owner': 'platform-team' } }),
+      JSON.stringify({
+        resources: [relative(join(overlay, 'annotated'), join(repoRoot, 'k8s', 'base'))],
+        commonAnnotations: { 'example.com/owner': 'platform-team' },
+      }),
     );
-    writeFileSync(join(overlay, 'kustomization.yaml'), JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }));
+    writeFileSync(
+      join(overlay, 'kustomization.yaml'),
+      JSON.stringify({ resources: ['annotated'], components: [relative(overlay, join(repoRoot, 'k8s', 'cert-manager'))] }),
+    );
     const webhook = find(kustomize(overlay), 'MutatingWebhookConfiguration', 'kube-overcommit')!;
-    expect(webhook.metadata.annotations).toEqual({ 'example.com/owner': 'platform-team', 'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca' });
+    expect(webhook.metadata.annotations).toEqual({
+      'example.com/owner': 'platform-team',
+      'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca',
+    });
   });
 
   it('k8s/monitoring: the one-line label for kube-prometheus-stack is there, commented, and valid once uncommented', () => {
@@ -124,7 +160,8 @@ describe('shipped manifests', () => {
     const line = '  # - pairs: { release: kube-prometheus-stack }';
     expect(text.split('\n')).toContain(line);
     const copy = mkdtempSync(join(runDir, 'monitoring-release-'));
-    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml', 'kube-overcommit-dashboard.json']) copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
+    for (const file of ['servicemonitor.yaml', 'prometheusrule.yaml', 'kube-overcommit-dashboard.json'])
+      copyFileSync(join(repoRoot, 'k8s', 'monitoring', file), join(copy, file));
     writeFileSync(join(copy, 'kustomization.yaml'), text.replace(line, line.replace('# ', '')));
     const docs = kustomize(copy);
     expect(docs.map((d) => d.kind).sort()).toEqual(['ConfigMap', 'PrometheusRule', 'ServiceMonitor']);

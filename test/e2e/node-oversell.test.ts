@@ -7,10 +7,11 @@
  *
  * Kubelets here update every UPDATE_MS (a real one: 10 s) and report every REPORT_MS even
  * without a change (a real one: 5 min ± 50 %). What a real cluster sees later than here:
- * transitions that only a report carries (see scenarios 4 and 6).
+ * transitions that only a report carries (scenario 4, run without the reconciler, which
+ * otherwise nudges such nodes at once: test/e2e/reconciler.test.ts; and scenario 6).
  */
 import { readFileSync } from 'node:fs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   adminClient,
   apiserverMetrics,
@@ -23,6 +24,7 @@ import {
   deleteNamespace,
   DISABLED_LABEL,
   e2eEnv,
+  entryUrl,
   expectedAllocatable,
   getNode,
   inBaseUnits,
@@ -138,7 +140,12 @@ describe('node oversell against a real control plane', () => {
   it('0. the shipped k8s/base is in force: webhook entries on the local URL, the Deployment admitted but never run, the webhook with only its RBAC', async () => {
     const mwc = await admin.get(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`);
     const nodes = mwc.webhooks.find((w: any) => w.name === nodesWebhookName(env));
-    expect(nodes).toMatchObject({ clientConfig: { url: env.webhook.url }, failurePolicy: 'Ignore', sideEffects: 'None', reinvocationPolicy: 'IfNeeded' });
+    expect(nodes).toMatchObject({
+      clientConfig: { url: entryUrl(env, nodes.name) },
+      failurePolicy: 'Ignore',
+      sideEffects: 'None',
+      reinvocationPolicy: 'IfNeeded',
+    });
     expect(nodes.timeoutSeconds).toBeLessThanOrEqual(2);
     // PodSecurity `restricted` admitted the Deployment's pods; every node's taint keeps them Pending (kwok never runs them).
     const pods = await waitUntil('the 2 pods of the Deployment', async () => {
@@ -149,7 +156,8 @@ describe('node oversell against a real control plane', () => {
       expect(pod.status.phase).toBe('Pending');
       expect(pod.spec.nodeName).toBeUndefined();
     }
-    // The webhook's credential is the ServiceAccount's token: it may read its ConfigMap, not write nodes or read Secrets.
+    // The webhook's credential is the ServiceAccount's token: it may read its ConfigMap and patch
+    // nodes/status (the reconciler's nudge), not write Nodes themselves or read Secrets.
     const token = /token: "([^"]+)"/.exec(readFileSync(env.webhook.kubeconfig, 'utf8'))![1]!;
     const sa = tokenClient(env, token, 'kube-overcommit');
     try {
@@ -160,7 +168,13 @@ describe('node oversell against a real control plane', () => {
       expect(await can({ verb: 'watch', resource: 'configmaps', namespace: env.webhook.namespace, name: env.webhook.configMap })).toBe(true);
       expect(await can({ verb: 'create', resource: 'events', namespace: env.webhook.namespace })).toBe(true);
       expect(await can({ verb: 'get', resource: 'configmaps', namespace: 'kube-system', name: 'anything' })).toBe(false);
-      expect(await can({ verb: 'patch', resource: 'nodes', subresource: 'status' })).toBe(false);
+      expect(await can({ verb: 'patch', resource: 'nodes', subresource: 'status' })).toBe(true);
+      expect(await can({ verb: 'update', resource: 'nodes', subresource: 'status' })).toBe(false);
+      expect(await can({ verb: 'patch', resource: 'nodes' })).toBe(false);
+      const lease = { group: 'coordination.k8s.io', resource: 'leases', namespace: env.webhook.namespace };
+      expect(await can({ ...lease, verb: 'update', name: 'kube-overcommit-reconciler' })).toBe(true);
+      expect(await can({ ...lease, verb: 'update', name: 'another' })).toBe(false);
+      expect(await can({ ...lease, verb: 'create' })).toBe(false);
       expect(await can({ verb: 'list', resource: 'secrets', namespace: env.webhook.namespace })).toBe(false);
     } finally {
       sa.close();
@@ -240,7 +254,9 @@ describe('node oversell against a real control plane', () => {
     for (let i = 0; i < 10; i++) {
       const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
       const stored = await admin.patch(path, {
-        status: { conditions: [{ type: 'E2EProblem', status: 'False', reason: 'E2E', message: `patch ${i}`, lastHeartbeatTime: now, lastTransitionTime: now }] },
+        status: {
+          conditions: [{ type: 'E2EProblem', status: 'False', reason: 'E2E', message: `patch ${i}`, lastHeartbeatTime: now, lastTransitionTime: now }],
+        },
       });
       expectInflated(viewNode(stored), kubelet.rawAllocatable, RATIOS);
     }
@@ -260,13 +276,17 @@ describe('node oversell against a real control plane', () => {
   it('3. a ConfigMap edit (kubectl apply) reaches every node at its next kubelet update; an invalid edit changes nothing, with a Warning Event and the failure metric', async () => {
     await webhook.useConfig(CONFIG);
     const names = claimNodeNames(env, 'sim-node', 3);
-    const nodes = await Promise.all(names.map((name, i) => startKubelet({ name, ...(i === 2 ? { capacity: { cpu: '7', memory: '30Gi', pods: '110' } } : {}) })));
+    const nodes = await Promise.all(
+      names.map((name, i) => startKubelet({ name, ...(i === 2 ? { capacity: { cpu: '7', memory: '30Gi', pods: '110' } } : {}) })),
+    );
     await Promise.all(nodes.map((k) => waitInflated(k, RATIOS)));
 
     const edited = { cpu: 2, memory: 1.1, pods: 1.5 };
     await webhook.useConfig({ nodes: { defaultRatios: edited } });
     const loadedAt = Date.now();
     await Promise.all(nodes.map((k) => waitInflated(k, edited)));
+    // The reconciler may have nudged the nodes first: wait for each kubelet's own next write.
+    await Promise.all(nodes.map((k) => waitUntil(`${k.name}: a status update after the edit`, () => k.updates.some((u) => u.ok && u.at > loadedAt))));
     for (const kubelet of nodes) {
       // The first status update sent after the webhook loaded the edit already carries it.
       const next = kubelet.updates.find((u) => u.ok && u.at > loadedAt)!;
@@ -292,8 +312,9 @@ describe('node oversell against a real control plane', () => {
       expect(event.type).toBe('Warning');
       expect(event.involvedObject).toMatchObject({ kind: 'ConfigMap', name: env.webhook.configMap, namespace: env.webhook.namespace });
       if (i === 0) expect(event.message).toMatch(/nodes\.defaultRatios\.cpu/);
-      await waitUntil(`kube_overcommit_config_reloads_total{result="failure"} = ${failures0 + i + 1}`, async () =>
-        (await webhook.metrics()).sum('kube_overcommit_config_reloads_total', { result: 'failure' }) === failures0 + i + 1,
+      await waitUntil(
+        `kube_overcommit_config_reloads_total{result="failure"} = ${failures0 + i + 1}`,
+        async () => (await webhook.metrics()).sum('kube_overcommit_config_reloads_total', { result: 'failure' }) === failures0 + i + 1,
       );
     }
     const after = await webhook.metrics();
@@ -305,7 +326,8 @@ describe('node oversell against a real control plane', () => {
   });
 
   it('4. the opt-out label brings the raw allocatable back at the next kubelet update; removing it inflates again', async () => {
-    await webhook.useConfig(CONFIG);
+    // Without the reconciler: what the kubelet alone does.
+    await webhook.useConfig({ nodes: { ...CONFIG.nodes, reconcile: { enabled: false } } });
     const [a, b] = claimNodeNames(env, 'sim-node', 2);
     const kubelet = await startKubelet({ name: a! });
     const legacy = await startKubelet({ name: b! });
@@ -313,14 +335,19 @@ describe('node oversell against a real control plane', () => {
 
     // The webhook's objectSelector skips opted-out nodes: the kubelet's next PATCH (its raw
     // value differs from the stored one) is stored as sent.
+    const labelledAt = Date.now(); // an update sent before the labels land may still see them
     await admin.patch(`/api/v1/nodes/${a}`, { metadata: { labels: { [DISABLED_LABEL]: 'true' } } }, 'merge');
     await admin.patch(`/api/v1/nodes/${b}`, { metadata: { labels: { 'node-oversell/disable': 'true' } } }, 'merge');
-    const labelledAt = Date.now(); // updates sent from now on see the labels
     for (const k of [kubelet, legacy]) {
       await waitInflated(k, {});
-      const restoring = k.updates.find((u) => u.ok && u.at > labelledAt)!;
+      // The first update stored as sent: the kubelet's, because its raw value differed.
+      // (The kubelet records its update once the answer is read: after the GET may have seen it.)
+      const restoring = await vi.waitFor(() => {
+        const update = k.updates.find((u) => u.ok && u.at > labelledAt && isInflated(viewNode(u.stored), k.rawAllocatable, {}));
+        if (!update) throw new Error(`${k.name}: no update stored its raw value yet`);
+        return update;
+      });
       expect(restoring.reason).toBe('changed');
-      expectInflated(viewNode(restoring.stored), k.rawAllocatable, {});
     }
     // From then on the kubelet has nothing to send until its report is due.
     await kubelet.waitForSyncs(2);
@@ -344,7 +371,9 @@ describe('node oversell against a real control plane', () => {
     await webhook.useConfig({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } });
     const nodes = await Promise.all(names.map((name) => startKubelet({ name, kwok: true, capacity, labels: { 'e2e.kube-overcommit.io/group': group } })));
     // kwok has taken them over (it keeps their Leases).
-    await Promise.all(names.map((name) => waitUntil(`kwok's Lease for ${name}`, () => admin.get(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${name}`))));
+    await Promise.all(
+      names.map((name) => waitUntil(`kwok's Lease for ${name}`, () => admin.get(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${name}`))),
+    );
     const namespace = `e2e-${group}`;
     await createNamespace(env, namespace);
     const pod = (i: number) => ({
@@ -452,7 +481,10 @@ describe('node oversell against a real control plane', () => {
     const ROTATIONS = 3;
     for (let i = 1; i <= ROTATIONS; i++) {
       const { serialNumber } = await webhook.rotateCertificate();
-      await waitUntil(`rotation ${i}: the webhook serves certificate ${serialNumber}`, async () => (await webhook.servedCertificate()).serialNumber === serialNumber);
+      await waitUntil(
+        `rotation ${i}: the webhook serves certificate ${serialNumber}`,
+        async () => (await webhook.servedCertificate()).serialNumber === serialNumber,
+      );
       await Promise.all(nodes.map((k) => k.waitForPatches(2)));
     }
     const metrics = await webhook.metrics();
@@ -468,7 +500,7 @@ describe('node oversell against a real control plane', () => {
     for (const k of nodes) expectInflated(await getNode(admin, k.name), k.rawAllocatable, RATIOS);
   });
 
-  it("8. a kubelet forging our annotations with its own credentials (NodeRestriction) cannot raise its allocatable past floor(capacity × ratio)", async () => {
+  it('8. a kubelet forging our annotations with its own credentials (NodeRestriction) cannot raise its allocatable past floor(capacity × ratio)', async () => {
     await webhook.useConfig(CONFIG);
     const [name] = claimNodeNames(env, 'sim-node', 1);
     const kubelet = await startKubelet({ name: name! });
@@ -477,7 +509,8 @@ describe('node oversell against a real control plane', () => {
     const bound = expectedAllocatable(kubelet.rawCapacity, RATIOS);
     const managed = (list: Record<string, string>) => Object.fromEntries(MANAGED_RESOURCES.filter((r) => r in list).map((r) => [r, list[r]]));
     const expectBounded = (node: NodeView, what: string) => {
-      for (const r of ['cpu', 'memory'] as const) expect(inBaseUnits(node.allocatable, [r])[r]! <= bound[r]!, `${what}: ${r} ${node.allocatable[r]} ≤ floor(capacity × ratio)`).toBe(true);
+      for (const r of ['cpu', 'memory'] as const)
+        expect(inBaseUnits(node.allocatable, [r])[r]! <= bound[r]!, `${what}: ${r} ${node.allocatable[r]} ≤ floor(capacity × ratio)`).toBe(true);
     };
     try {
       for (let i = 0; i < 8; i++) {
@@ -490,7 +523,9 @@ describe('node oversell against a real control plane', () => {
         await asNode.patch(`/api/v1/nodes/${name}`, { metadata: { annotations: forged } }, 'merge');
         // ...then a status write carrying the stored value, with the forged record, or without any.
         const annotations = i % 2 === 0 ? forged : { [RAW_ANNOTATION]: null, [RATIOS_ANNOTATION]: null };
-        const stored = viewNode(await asNode.patch(`/api/v1/nodes/${name}/status`, { metadata: { annotations }, status: { allocatable: read.allocatable } }, 'merge'));
+        const stored = viewNode(
+          await asNode.patch(`/api/v1/nodes/${name}/status`, { metadata: { annotations }, status: { allocatable: read.allocatable } }, 'merge'),
+        );
         expectBounded(stored, `forged write ${i}`);
       }
       // The kubelet's next update brings back floor(raw × ratio); none of its writes went past the bound.

@@ -183,11 +183,11 @@ describe('pod policies against a real control plane', () => {
     });
   });
 
-  it('(b) namespaces that did not opt in: the same Deployment is untouched — not sent (plain namespace), and left alone by the strategy when /mutate is called for the sidecars entry', async () => {
+  it('(b) namespaces that did not opt in: the same Deployment is untouched — not sent (plain namespace), and not run through the pod policies when the sidecars entry calls its path', async () => {
     await webhook.useConfig(POLICY_CONFIG);
     const plain = await newNamespace('e2e-plain', {});
-    // Opted in for sidecars only: the sidecars entry calls /mutate, where every pod strategy runs;
-    // the pod policies must find from their own namespace cache that this one is not theirs.
+    // Opted in for sidecars only: the sidecars entry calls /mutate/sidecars, which runs the sidecar
+    // strategy alone; the pod policies never see this namespace's pods.
     const sidecarsOnly = await newNamespace('e2e-sidecars-only', { [SIDECARS_LABEL]: 'enabled' });
     const marker = { [INJECT_ANNOTATION]: MARKER_TEMPLATE.name };
     await waitForWebhookToSeeNamespace(

@@ -42,3 +42,18 @@ self-managed and cert-manager).
 {{- define "kube-overcommit.certManager" -}}
 {{- if eq .Values.certificates.mode "cert-manager" }}true{{ end -}}
 {{- end }}
+
+{{/*
+clientConfig of one webhook entry: its path (/mutate/<entry>) on the Service, or under
+webhook.url (the URL of /mutate) with webhook.caBundle. Call with (dict "root" $ "entry" ENTRY).
+*/}}
+{{- define "kube-overcommit.clientConfig" -}}
+{{- $webhook := .root.Values.webhook }}
+{{- if $webhook.url }}
+{{- $clientConfig := dict "url" (printf "%s/%s" (trimSuffix "/" $webhook.url) .entry) }}
+{{- with $webhook.caBundle }}{{ $_ := set $clientConfig "caBundle" . }}{{ end }}
+{{- toYaml $clientConfig }}
+{{- else }}
+{{- toYaml (dict "service" (dict "name" "kube-overcommit" "namespace" .root.Release.Namespace "path" (printf "/mutate/%s" .entry) "port" 443)) }}
+{{- end }}
+{{- end }}

@@ -230,6 +230,15 @@ EOF
       'extendedKeyUsage=clientAuth' >webhook-client.ext
     openssl x509 -req -sha256 -days 3650 -in webhook-client.csr -CA webhook-client-ca.crt -CAkey webhook-client-ca.key \
       -CAcreateserial -extfile webhook-client.ext -out webhook-client.crt 2>/dev/null
+    # The aggregation layer's front proxy: kube-apiserver presents front-proxy-client to extension
+    # API servers (metrics-server), which trust it through the requestheader CA it publishes.
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -keyout front-proxy-ca.key -out front-proxy-ca.crt \
+      -subj "/CN=kube-overcommit-e2e-front-proxy-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -sha256 -keyout front-proxy-client.key -out front-proxy-client.csr \
+      -subj "/CN=front-proxy-client" 2>/dev/null
+    openssl x509 -req -sha256 -days 3650 -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key \
+      -CAcreateserial -extfile webhook-client.ext -out front-proxy-client.crt 2>/dev/null
     chmod 600 ./*.key
   )
 }
@@ -344,6 +353,13 @@ up() {
     --service-account-signing-key-file="$DIR/pki/sa.key" \
     --allow-privileged=true \
     --profiling=false \
+    --requestheader-client-ca-file="$DIR/pki/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$DIR/pki/front-proxy-client.crt" \
+    --proxy-client-key-file="$DIR/pki/front-proxy-client.key" \
     ${APISERVER_EXTRA_ARGS:-}
   wait_for kube-apiserver "/readyz" apiserver_ready
 

@@ -33,6 +33,14 @@ export function webhookCallCounts(metrics: Metrics, webhook: string): WebhookCal
   };
 }
 
+/**
+ * Where the harness points a webhook entry (`<entry>.kube-overcommit.io`): its own path under
+ * env.webhook.url (`…/mutate/<entry>`), as k8s/base/webhook.yaml serves it on the Service.
+ */
+export function entryUrl(env: E2eEnv, entryName: string): string {
+  return `${env.webhook.url}/${entryName.slice(0, entryName.indexOf('.'))}`;
+}
+
 /** The MutatingWebhookConfiguration entry that handles nodes (k8s/base/webhook.yaml). */
 export function nodesWebhookName(env: E2eEnv): string {
   const name = env.webhook.entries.find((e) => e.startsWith('nodes.'));

@@ -17,3 +17,4 @@ export * from './teardown.js';
 export * from './tls.js';
 export * from './wait.js';
 export * from './webhook.js';
+export * from './metrics-server.js';

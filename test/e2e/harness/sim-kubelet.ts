@@ -36,6 +36,8 @@ export interface SimKubeletOptions {
   /** Keep a Lease in kube-node-lease like the kubelet (default: yes, unless kwok holds it). */
   lease?: boolean;
   leaseDurationSeconds?: number;
+  /** The port reported in status.daemonEndpoints (default 10250), e.g. a ResourceMetricsEndpoint's. */
+  kubeletPort?: number;
 }
 
 /** One status PATCH (or attempt). */
@@ -96,7 +98,12 @@ export function nodeStatusHasChanged(original: any, desired: any): boolean {
   };
   const a = strip(original);
   const b = strip(desired);
-  return !deepEqual(a.rest, b.rest) || !deepEqual(a.conditions, b.conditions) || !sameResources(a.allocatable, b.allocatable) || !sameResources(a.capacity, b.capacity);
+  return (
+    !deepEqual(a.rest, b.rest) ||
+    !deepEqual(a.conditions, b.conditions) ||
+    !sameResources(a.allocatable, b.allocatable) ||
+    !sameResources(a.capacity, b.capacity)
+  );
 }
 
 /** RFC 3339 with microseconds (metav1.MicroTime), for Lease renewTime. */
@@ -118,6 +125,8 @@ export interface KubeletNodeFacts {
   images?: unknown[];
   /** False: Ready=False with reason KubeletNotReady, as a kubelet whose runtime is down reports. */
   ready?: boolean;
+  /** The kubelet's port in status.daemonEndpoints (default 10250): where metrics-server scrapes /metrics/resource. */
+  kubeletPort?: number;
 }
 
 const NOT_READY = { type: 'Ready', status: 'False', reason: 'KubeletNotReady', message: 'container runtime is down' };
@@ -154,7 +163,7 @@ export function kubeletStatus(original: any, node: KubeletNodeFacts): any {
     { type: 'InternalIP', address: '127.0.0.1' },
     { type: 'Hostname', address: node.name },
   ];
-  status.daemonEndpoints = { kubeletEndpoint: { Port: 10250 } };
+  status.daemonEndpoints = { kubeletEndpoint: { Port: node.kubeletPort ?? 10250 } };
   status.nodeInfo = { ...node.nodeInfo, ...(original?.nodeInfo?.swap ? { swap: original.nodeInfo.swap } : {}) };
   if (node.images?.length) status.images = node.images;
   return status;
@@ -372,6 +381,7 @@ export class SimKubelet {
       capacity: this.capacity,
       allocatable: this.allocatable,
       ready: this.ready,
+      ...(this.options.kubeletPort === undefined ? {} : { kubeletPort: this.options.kubeletPort }),
       nodeInfo: {
         machineID: '',
         systemUUID: '',

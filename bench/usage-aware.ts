@@ -1,0 +1,304 @@
+/**
+ * npm run bench:usage — usage-aware ratios on the real control plane (docs/usage-aware.md).
+ *
+ * 50 simulated kubelets (4 CPU, 16 GiB; status every 10 s, as a kubelet; reports every 20 s
+ * instead of 5 min, so that a ratio raised from 1 between phases does not wait minutes), each serving
+ * `/metrics/resource` with the usage this bench sets; metrics-server through the aggregation
+ * layer; kube-scheduler placing pods (500m CPU, 256Mi each; more than fit at ratio 2). Three
+ * phases — static ratio 1, static ratio 2, usage-aware with ceiling 2 and cpu target 0.6 — each
+ * under a low-usage profile (usage ÷ request 0.1–0.3 per pod) and a high one (0.5–0.9), then a
+ * spike (usage 95 % of the node) on 10 nodes. Per phase and profile:
+ *
+ *   podsPlaced            pods bound once placement has settled
+ *   nodeUtilizationP95Max the highest, over nodes, of the p95 of NodeMetrics cpu ÷ raw allocatable
+ *   nodesOverTarget       nodes whose p95 utilization exceeds the target + 5 points
+ *   nodesBelowCommitted   nodes whose stored allocatable is below Σ requests bound (cpu or memory), any sample
+ *   spikeReactionSeconds  spike start → stored cpu allocatable of all 10 spiked nodes at their
+ *                         hot value (usage-aware only; null for static ratios, which never react)
+ *
+ * and packingVsStatic (usage-aware ÷ static-2 pods placed, low profile), overTargetHighUsage.
+ * Writes bench/results/usage-aware.json.
+ *
+ * Flags: --nodes N (50), --pods N per phase (default nodes × 18), --settle-seconds S (180),
+ * --keep (keep the run folder), --out FILE.
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { applyConfig, configYaml } from '../test/e2e/harness/config.js';
+import type { E2eEnv } from '../test/e2e/harness/env.js';
+import { adminClient, type KubeClient } from '../test/e2e/harness/kube-client.js';
+import { kubeletServingCertificate, markRunning, MetricsServer, ResourceMetricsEndpoint } from '../test/e2e/harness/metrics-server.js';
+import { claimNodeNames } from '../test/e2e/harness/nodes.js';
+import { createNamespace, deleteAllPods, listPods } from '../test/e2e/harness/pods.js';
+import { baseUnits } from '../test/e2e/harness/quantity.js';
+import { SimKubelet } from '../test/e2e/harness/sim-kubelet.js';
+import { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import { num, runOnStage } from './cluster.js';
+import { machineInfo, percentile, resultsPath, round, sleep, table } from './lib.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    nodes: { type: 'string' },
+    pods: { type: 'string' },
+    'settle-seconds': { type: 'string' },
+    keep: { type: 'boolean' },
+    out: { type: 'string' },
+  },
+});
+const NODES = Math.round(num(flags.nodes, 50, 11, 'nodes'));
+const PODS = Math.round(num(flags.pods, NODES * 18, 1, 'pods'));
+const SETTLE_MS = num(flags['settle-seconds'], 180, 30, 'settle-seconds') * 1000;
+const outFile = flags.out ?? resultsPath('usage-aware.json');
+const NAMESPACE = 'bench-usage';
+const MACHINE = { cpu: '4', memory: '16Gi', pods: '110', 'ephemeral-storage': '100Gi' };
+const NODE_CPU = 4;
+const POD_CPU = 0.5;
+const SYSTEM_CPU = 0.1;
+const TARGET = 0.6;
+const SPIKED = 10;
+/** nodeStatusReportFrequency: a node stored at its raw value takes a raised ratio only at a report (5 min in a cluster). */
+const REPORT_MS = 20_000;
+const log = (line: string) => console.log(line);
+
+const PHASES = {
+  'static-1': { nodes: { defaultRatios: { cpu: 1 } } },
+  'static-2': { nodes: { defaultRatios: { cpu: 2 } } },
+  'usage-aware': { nodes: { defaultRatios: { cpu: 2 }, defaultUsage: { target: { cpu: TARGET }, interval: '10s', window: '1m' } } },
+} as const;
+type Phase = keyof typeof PHASES;
+const PROFILES = { low: [0.1, 0.3], high: [0.5, 0.9] } as const;
+type Profile = keyof typeof PROFILES;
+
+interface Figures {
+  podsPlaced: number;
+  nodeUtilizationP95Max: number;
+  nodesOverTarget: number;
+  nodesBelowCommitted: number;
+  spikeReactionSeconds: number | null;
+}
+
+/** A deterministic usage factor per pod (its name hashed into the profile's range). */
+function factor(name: string, [lo, hi]: readonly [number, number]): number {
+  let h = 2166136261;
+  for (const c of name) h = Math.imul(h ^ c.charCodeAt(0), 16777619) >>> 0;
+  return lo + ((h % 1000) / 999) * (hi - lo);
+}
+
+class Cluster {
+  readonly endpoints = new Map<string, ResourceMetricsEndpoint>();
+  readonly kubelets: SimKubelet[] = [];
+  /** Nodes whose usage is pinned (the spike): cores. */
+  readonly pinned = new Map<string, number>();
+  profile: readonly [number, number] = PROFILES.low;
+
+  constructor(
+    readonly env: E2eEnv,
+    readonly admin: KubeClient,
+  ) {}
+
+  /** Bound pods by node, with their requests (cpu cores, memory bytes). */
+  async bound(): Promise<Map<string, Array<{ name: string; cpu: number; memory: number }>>> {
+    const byNode = new Map<string, Array<{ name: string; cpu: number; memory: number }>>();
+    for (const pod of await listPods(this.admin, NAMESPACE)) {
+      const node = pod.spec?.nodeName;
+      if (!node || pod.metadata?.deletionTimestamp) continue;
+      if (pod.status?.phase !== 'Running') await markRunning(this.admin, NAMESPACE, pod.metadata.name);
+      const requests = pod.spec.containers[0].resources.requests;
+      const list = byNode.get(node) ?? [];
+      list.push({ name: pod.metadata.name, cpu: Number(baseUnits('cpu', requests.cpu)) / 1000, memory: Number(baseUnits('memory', requests.memory)) });
+      byNode.set(node, list);
+    }
+    return byNode;
+  }
+
+  /** Sets every node's usage from its bound pods and the profile (pinned nodes at their pinned usage). */
+  async feedUsage(): Promise<void> {
+    const bound = await this.bound();
+    for (const [node, endpoint] of this.endpoints) {
+      const pods = (bound.get(node) ?? []).map((pod) => ({
+        namespace: NAMESPACE,
+        name: pod.name,
+        cpu: pod.cpu * factor(pod.name, this.profile),
+        memory: pod.memory * 0.5,
+      }));
+      const podCpu = pods.reduce((sum, pod) => sum + pod.cpu, 0);
+      endpoint.set({ cpu: this.pinned.get(node) ?? podCpu + SYSTEM_CPU, memory: 2 * 1024 ** 3 + pods.reduce((sum, pod) => sum + pod.memory, 0), pods });
+    }
+  }
+
+  /** Nodes whose stored allocatable (cpu or memory) is below Σ requests bound there. */
+  async belowCommitted(): Promise<number> {
+    const bound = await this.bound();
+    const nodes = (await this.admin.get('/api/v1/nodes')).items as any[];
+    let below = 0;
+    for (const node of nodes) {
+      const pods = bound.get(node.metadata.name) ?? [];
+      const cpu = pods.reduce((sum, pod) => sum + pod.cpu, 0) * 1000;
+      const memory = pods.reduce((sum, pod) => sum + pod.memory, 0);
+      const allocatable = node.status?.allocatable ?? {};
+      if (!allocatable.cpu) continue;
+      if (Number(baseUnits('cpu', allocatable.cpu)) < Math.round(cpu) || Number(baseUnits('memory', allocatable.memory)) < memory) below += 1;
+    }
+    return below;
+  }
+
+  /** NodeMetrics cpu ÷ raw allocatable (4 CPUs) per node, as metrics.k8s.io serves it now. */
+  async utilization(): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    const list = await this.admin.get('/apis/metrics.k8s.io/v1beta1/nodes').catch(() => ({ items: [] }));
+    for (const item of list.items)
+      if (this.endpoints.has(item.metadata.name)) out.set(item.metadata.name, Number(baseUnits('cpu', item.usage.cpu)) / 1000 / NODE_CPU);
+    return out;
+  }
+}
+
+async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promise<Figures> {
+  const { env, admin } = cluster;
+  log(`--- ${phase}, ${profile} usage`);
+  await deleteAllPods(admin, NAMESPACE, { force: true });
+  cluster.pinned.clear();
+  cluster.profile = PROFILES[profile];
+  await cluster.feedUsage();
+  await applyConfig(env, configYaml(PHASES[phase]));
+  // Ratios settle on the empty nodes (usage-aware: they start from 1 and rise one step per interval).
+  await sleep(phase === 'usage-aware' ? 60_000 : 15_000);
+
+  for (let i = 0; i < PODS; i++) {
+    await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: `p-${phase}-${profile}-${i}` },
+      spec: {
+        tolerations: [{ operator: 'Exists' }],
+        containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', resources: { requests: { cpu: `${POD_CPU * 1000}m`, memory: '256Mi' } } }],
+      },
+    });
+  }
+
+  // Placement: usage fed every 2 s, until the number of bound pods has not moved for 45 s (or SETTLE_MS).
+  const utilization = new Map<string, number[]>();
+  let below = 0;
+  let placed = 0;
+  let stableSince = Date.now();
+  const t0 = Date.now();
+  while (Date.now() - t0 < SETTLE_MS) {
+    await cluster.feedUsage();
+    const bound = [...(await cluster.bound()).values()].reduce((sum, pods) => sum + pods.length, 0);
+    if (bound !== placed) stableSince = Date.now();
+    placed = bound;
+    for (const [node, u] of await cluster.utilization()) utilization.set(node, [...(utilization.get(node) ?? []), u]);
+    below = Math.max(below, await cluster.belowCommitted());
+    if (Date.now() - stableSince > 45_000 && Date.now() - t0 > 60_000) break;
+    await sleep(2_000);
+  }
+  const p95 = [...utilization.values()].map((samples) =>
+    percentile(
+      samples.sort((a, b) => a - b),
+      95,
+    ),
+  );
+  log(`${placed} pods placed; p95 utilization max ${round(Math.max(0, ...p95), 3)}`);
+
+  // The spike: 10 nodes at 95 % of their CPUs.
+  let spikeReactionSeconds: number | null = null;
+  if (phase === 'usage-aware') {
+    const spiked = [...cluster.endpoints.keys()].slice(0, SPIKED);
+    for (const node of spiked) cluster.pinned.set(node, 0.95 * NODE_CPU);
+    await cluster.feedUsage();
+    const start = Date.now();
+    while (Date.now() - start < 180_000) {
+      const nodes = await Promise.all(spiked.map((name) => admin.get(`/api/v1/nodes/${name}`)));
+      const hot = nodes.every((node) => JSON.parse(node.metadata.annotations?.['kube-overcommit.io/usage'] ?? '{}').cpu?.reason === 'hot');
+      below = Math.max(below, await cluster.belowCommitted());
+      if (hot) {
+        spikeReactionSeconds = round((Date.now() - start) / 1000, 1);
+        break;
+      }
+      await cluster.feedUsage();
+      await sleep(1_000);
+    }
+    log(`spike on ${SPIKED} nodes: all hot after ${spikeReactionSeconds ?? '> 180'} s`);
+  }
+  return {
+    podsPlaced: placed,
+    nodeUtilizationP95Max: round(Math.max(0, ...p95), 3),
+    nodesOverTarget: p95.filter((u) => u > TARGET + 0.05).length,
+    nodesBelowCommitted: below,
+    spikeReactionSeconds,
+  };
+}
+
+runOnStage('bench-usage', log, flags.keep ?? false, async ({ env, onTearDown }) => {
+  const admin = adminClient(env);
+  onTearDown(() => admin.close());
+  const metricsServer = new MetricsServer(env);
+  await metricsServer.start(log);
+  onTearDown(() => metricsServer.remove());
+  await createNamespace(env, NAMESPACE);
+  const webhook = new WebhookProcess(env, { logLevel: 'info' });
+  await webhook.start();
+  onTearDown(() => webhook.stop());
+
+  const cluster = new Cluster(env, admin);
+  const tls = await kubeletServingCertificate(env);
+  for (const name of claimNodeNames(env, 'sim-node', NODES)) {
+    const endpoint = await ResourceMetricsEndpoint.start(name, tls);
+    cluster.endpoints.set(name, endpoint);
+    onTearDown(() => endpoint.stop());
+  }
+  const kubelets = await Promise.all(
+    [...cluster.endpoints.values()].map((endpoint) =>
+      SimKubelet.start(env, { name: endpoint.node, capacity: MACHINE, kubeletPort: endpoint.port, reportFrequencyMs: REPORT_MS }),
+    ),
+  );
+  onTearDown(() => Promise.all(kubelets.map((k) => k.stop({ deleteNode: true }))).then(() => undefined));
+  onTearDown(() => deleteAllPods(admin, NAMESPACE, { force: true }));
+
+  const results: Record<string, Record<string, Figures>> = {};
+  for (const phase of Object.keys(PHASES) as Phase[]) {
+    results[phase] = {};
+    for (const profile of Object.keys(PROFILES) as Profile[]) results[phase][profile] = await runPhase(cluster, phase, profile);
+  }
+  const packingVsStatic = round(results['usage-aware']!.low!.podsPlaced / results['static-2']!.low!.podsPlaced, 3);
+  const overTargetHighUsage = results['usage-aware']!.high!.nodesOverTarget;
+  const belowEverywhere = Object.values(results).every((byProfile) => Object.values(byProfile).every((f) => f.nodesBelowCommitted === 0));
+  const spike = Math.max(...Object.values(results['usage-aware']!).map((f) => f.spikeReactionSeconds ?? Infinity));
+  const report = {
+    bench: 'usage-aware',
+    command: 'npm run bench:usage',
+    machine: machineInfo(),
+    setup: {
+      nodes: NODES,
+      machine: MACHINE,
+      podsPerPhase: PODS,
+      pod: { cpu: `${POD_CPU * 1000}m`, memory: '256Mi' },
+      profiles: PROFILES,
+      target: TARGET,
+      spikedNodes: SPIKED,
+    },
+    phases: results,
+    packingVsStatic,
+    overTargetHighUsage,
+    targets: {
+      packingVsStatic: { want: '>= 0.9', met: packingVsStatic >= 0.9 },
+      overTargetHighUsage: { want: 0, met: overTargetHighUsage === 0 },
+      nodesBelowCommitted: { want: 0, met: belowEverywhere },
+      spikeReactionSeconds: { want: '<= 60', met: spike <= 60 },
+    },
+  };
+  writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
+  const rows = Object.entries(results).flatMap(([phase, byProfile]) =>
+    Object.entries(byProfile).map(([profile, f]) => [
+      phase,
+      profile,
+      f.podsPlaced,
+      f.nodeUtilizationP95Max,
+      f.nodesOverTarget,
+      f.nodesBelowCommitted,
+      f.spikeReactionSeconds ?? '-',
+    ]),
+  );
+  log(table(['phase', 'profile', 'placed', 'util p95 max', 'over target', 'below committed', 'spike s'], rows));
+  log(`packingVsStatic ${packingVsStatic}, overTargetHighUsage ${overTargetHighUsage}; written to ${outFile}`);
+  return Object.values(report.targets).every((t) => t.met);
+});

@@ -1,0 +1,275 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../overcommit.config.js';
+import { UsageConfig } from './node-oversell.config.js';
+import { planNodeStatus, resolveNodePolicy, USAGE_ANNOTATION } from './node-oversell.rules.js';
+import {
+  effectivePolicy,
+  formatPublished,
+  formatUsageEntry,
+  type NodeUsageEntry,
+  percentile,
+  planUsageDecision,
+  readPublished,
+  readUsage,
+  samplesInWindow,
+  type UsageSample,
+  usageRatio,
+} from './usage-aware.rules.js';
+
+function loadConfig(text: string) {
+  const result = parseConfig(text);
+  if (!result.ok) throw new Error(result.errors.join('; '));
+  return result.value;
+}
+const usage = (overrides: Partial<UsageConfig> = {}): UsageConfig => Object.assign(new UsageConfig(), overrides);
+const CORES = 1000n;
+const sample = (at: number, podsCpu: bigint, nodeCpu = podsCpu): UsageSample => ({ at, pods: { cpu: podsCpu }, requests: {}, node: { cpu: nodeCpu } });
+
+describe('usageRatio (rule 1)', () => {
+  it('the worked example of docs/usage-aware.md: A 4, R 4, U 0.8, T 0.6, L 0.4 → 2', () => {
+    expect(usageRatio(4n * CORES, 4n * CORES, 800n, 0.6, 0.4)).toBeCloseTo(2, 10);
+  });
+
+  it('never below 1, and 1 for a node with no allocatable', () => {
+    expect(usageRatio(4n * CORES, 1n * CORES, 3n * CORES, 0.6, 0.4)).toBe(1);
+    expect(usageRatio(0n, 0n, 0n, 0.6, 0.4)).toBe(1);
+  });
+
+  it('an empty node: e = L, ratio = T / L', () => {
+    expect(usageRatio(4n * CORES, 0n, 0n, 0.6, 0.4)).toBeCloseTo(1.5, 10);
+    // usage without requests counts as usage = requests (e = 1)
+    expect(usageRatio(4n * CORES, 0n, 1n * CORES, 0.6, 0.4)).toBe(1);
+  });
+
+  it('property: filling the node up to the ratio with pods of usage/request e puts expected usage at T·A (when above 1)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1000, max: 64_000 }),
+        fc.integer({ min: 0, max: 64_000 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.double({ min: 0.1, max: 1, noNaN: true }),
+        fc.double({ min: 0.05, max: 1, noNaN: true }),
+        (a, r, fraction, target, load) => {
+          const u = Math.floor(r * fraction);
+          const ratio = usageRatio(BigInt(a), BigInt(r), BigInt(u), target, load);
+          expect(ratio).toBeGreaterThanOrEqual(1);
+          const e = Math.max(r > 0 ? Math.min(u / r, 1) : u > 0 ? 1 : 0, load);
+          if (ratio > 1) expect(u + (ratio * a - r) * e).toBeCloseTo(target * a, 6);
+          else expect(u + (a - r) * e).toBeGreaterThanOrEqual(target * a - 1e-6);
+        },
+      ),
+    );
+  });
+});
+
+describe('percentile (rule 2)', () => {
+  it('nearest rank', () => {
+    expect(percentile([], 95)).toBeUndefined();
+    expect(percentile([5n], 95)).toBe(5n);
+    expect(percentile([1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n, 10n], 95)).toBe(10n);
+    expect(percentile([10n, 1n, 9n, 2n, 8n, 3n, 7n, 4n, 6n, 5n], 50)).toBe(5n);
+    expect(percentile([1n, 2n, 3n], 100)).toBe(3n);
+  });
+
+  it('samplesInWindow keeps those no older than the window', () => {
+    const history = [sample(0, 1n), sample(50, 2n), sample(100, 3n)];
+    expect(samplesInWindow(history, 120, 70).map((s) => s.at)).toEqual([50, 100]);
+  });
+});
+
+describe('planUsageDecision (rules 1–6)', () => {
+  const A = 4n * CORES;
+  const fresh = (u: bigint, nodeCpu = u) => ({ A, R: 4n * CORES, samples: [sample(0, u, nodeCpu)], sinceLastSampleMs: 0 });
+
+  it('usage: the formula, capped at the ceiling, within one step of the ratio in force', () => {
+    expect(planUsageDecision('cpu', fresh(800n), 3, 2, usage())).toEqual({ ratio: 2, reason: 'usage', A: '4', R: '4', U: '800m' });
+    expect(planUsageDecision('cpu', fresh(800n), 1.5, 1.5, usage())).toMatchObject({ ratio: 1.5, reason: 'usage' });
+    // slow up: 1 → 1.1, then 1.2, ...
+    expect(planUsageDecision('cpu', fresh(800n), 2, 1, usage())).toMatchObject({ ratio: 1.1, reason: 'usage' });
+    expect(planUsageDecision('cpu', fresh(800n), 2, 1.1, usage({ maxStepUp: 0.5 }))).toMatchObject({ ratio: 1.6 });
+  });
+
+  it('fast down: a decrease applies at once', () => {
+    // U 2, e 0.5: ((2.4 − 2)/0.5 + 4)/4 = 1.2
+    expect(planUsageDecision('cpu', fresh(2000n), 2, 2, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
+  });
+
+  it('deadband: a change smaller than it is not applied', () => {
+    // wanted 2; in force 1.97 → unchanged
+    expect(planUsageDecision('cpu', fresh(800n), 2, 1.97, usage())).toMatchObject({ ratio: 1.97 });
+    expect(planUsageDecision('cpu', fresh(800n), 2, 1.9, usage({ deadband: 0 }))).toMatchObject({ ratio: 2 });
+  });
+
+  it('hot: node usage above the threshold → 1 at once, whatever the pods use', () => {
+    expect(planUsageDecision('cpu', fresh(800n, 3700n), 2, 2, usage())).toEqual({ ratio: 1, reason: 'hot', A: '4', R: '4', U: '800m' });
+    expect(planUsageDecision('cpu', fresh(800n, 3500n), 2, 2, usage())).toMatchObject({ reason: 'usage' });
+  });
+
+  it('smoothing: the percentile of the window, not the last sample', () => {
+    const samples = [sample(0, 2000n), ...Array.from({ length: 9 }, (_, i) => sample(i + 1, 800n))];
+    // p95 of 10 samples is the highest: 2 cores → ratio 1.2, not 2
+    expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples, sinceLastSampleMs: 0 }, 2, 2, usage())).toMatchObject({ ratio: 1.2, U: '2' });
+    expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples, sinceLastSampleMs: 0 }, 2, 2, usage({ percentile: 50 }))).toMatchObject({
+      ratio: 2,
+      U: '800m',
+    });
+  });
+
+  it('stale: no sample for staleAfter → never rises; for fallbackAfter → 1', () => {
+    const old = (since: number) => ({ A, R: 4n * CORES, samples: [sample(0, 100n)], sinceLastSampleMs: since });
+    expect(planUsageDecision('cpu', old(120_000), 2, 1.3, usage())).toMatchObject({ ratio: 1.3, reason: 'stale' });
+    expect(planUsageDecision('cpu', old(599_000), 2, 1.3, usage())).toMatchObject({ ratio: 1.3, reason: 'stale' });
+    expect(planUsageDecision('cpu', old(600_000), 2, 1.3, usage())).toMatchObject({ ratio: 1, reason: 'stale' });
+    // no sample in the window at all
+    expect(planUsageDecision('cpu', { A, R: 0n, samples: [], sinceLastSampleMs: 1000 }, 2, 1.3, usage())).toMatchObject({ ratio: 1.3, reason: 'stale' });
+  });
+
+  it('static: no target for the resource, or a ceiling of 1', () => {
+    expect(planUsageDecision('memory', fresh(1n), 2, 1, usage({ target: { cpu: 0.6 } }))).toEqual({ ratio: 2, reason: 'static' });
+    expect(planUsageDecision('cpu', fresh(1n), 1, 1, usage())).toEqual({ ratio: 1, reason: 'static' });
+  });
+
+  it('property: the ratio is in [1, ceiling], rises by at most maxStepUp, and a lowered ceiling applies at once', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 100, max: 64_000 }),
+        fc.integer({ min: 0, max: 128_000 }),
+        fc.array(fc.record({ pods: fc.integer({ min: 0, max: 64_000 }), node: fc.integer({ min: 0, max: 70_000 }) }), { maxLength: 12 }),
+        fc.integer({ min: 0, max: 1_000_000 }),
+        fc.integer({ min: 100, max: 1000 }).map((n) => n / 100),
+        fc.option(fc.integer({ min: 0, max: 1200 }).map((n) => n / 100)),
+        fc.record({ deadband: fc.constantFrom(0, 0.05, 0.1), maxStepUp: fc.constantFrom(0.01, 0.1, 0.5), percentile: fc.constantFrom(50, 95, 100) }),
+        (a, r, measured, since, ceiling, previous, envelope) => {
+          const samples = measured.map((m, i) => sample(i, BigInt(m.pods), BigInt(m.node)));
+          const decision = planUsageDecision(
+            'cpu',
+            { A: BigInt(a), R: BigInt(r), samples, sinceLastSampleMs: since },
+            ceiling,
+            previous ?? undefined,
+            usage(envelope),
+          );
+          expect(decision.ratio).toBeGreaterThanOrEqual(1);
+          expect(decision.ratio).toBeLessThanOrEqual(ceiling);
+          const inForce = Math.min(Math.max(previous ?? 1, 1), ceiling);
+          if (decision.reason !== 'static') expect(decision.ratio).toBeLessThanOrEqual(inForce + envelope.maxStepUp + 1e-9);
+          if (decision.reason === 'stale') expect(decision.ratio).toBeLessThanOrEqual(inForce);
+          expect(Math.round(decision.ratio * 100)).toBeCloseTo(decision.ratio * 100, 6);
+        },
+      ),
+    );
+  });
+});
+
+describe('effectivePolicy (rules 6, 7)', () => {
+  const config = (yaml: string) => loadConfig(yaml).nodes;
+  const nodes = config(`nodes:\n  defaultRatios: {cpu: 2, memory: 1.5}\n  defaultUsage: {target: {cpu: 0.6}}\n`);
+  const policy = resolveNodePolicy({}, nodes);
+
+  it('the published ratio, capped at the ceiling; the static ratio for a resource without a target', () => {
+    const { policy: effective, decisions } = effectivePolicy(policy, { cpu: { ratio: 1.4, reason: 'usage', A: '4', R: '2', U: '500m' } }, undefined);
+    expect(effective?.ratios).toEqual({ cpu: 1.4, memory: 1.5 });
+    expect(decisions).toEqual({ cpu: { ratio: 1.4, reason: 'usage', A: '4', R: '2', U: '500m' } });
+    expect(effectivePolicy(policy, { cpu: { ratio: 7, reason: 'usage' } }, undefined).policy?.ratios.cpu).toBe(2);
+  });
+
+  it('no published entry: the recorded ratio capped at the ceiling (stale), else 1', () => {
+    expect(effectivePolicy(policy, undefined, { cpu: 1.7 }).decisions).toEqual({ cpu: { ratio: 1.7, reason: 'stale' } });
+    expect(effectivePolicy(policy, undefined, { cpu: 9 }).policy?.ratios.cpu).toBe(2);
+    expect(effectivePolicy(policy, {}, undefined).policy?.ratios.cpu).toBe(1);
+  });
+
+  it('a policy without usage is unchanged', () => {
+    const plain = resolveNodePolicy({}, config(`nodes:\n  defaultRatios: {cpu: 2}\n`));
+    expect(effectivePolicy(plain, { cpu: { ratio: 1.2, reason: 'usage' } }, undefined)).toEqual({ policy: plain, decisions: {} });
+    expect(effectivePolicy(null, undefined, undefined)).toEqual({ policy: null, decisions: {} });
+  });
+
+  it('planNodeStatus writes the effective ratio and the usage annotation, then the floor', () => {
+    const node = {
+      metadata: { name: 'n1', annotations: {} },
+      status: { allocatable: { cpu: '4', memory: '8Gi', pods: '110' }, capacity: { cpu: '4', memory: '8Gi', pods: '110' } },
+    };
+    const { policy: effective, decisions } = effectivePolicy(policy, { cpu: { ratio: 1.4, reason: 'usage' } }, undefined);
+    const plan = planNodeStatus(node, effective, undefined, { cpu: 6000n }, formatUsageEntry(decisions))!;
+    expect(plan.allocatable.cpu).toBe(6000n); // 4 × 1.4 = 5.6 < 6 committed: the floor
+    expect(plan.ratios.cpu).toBe(1.4);
+    expect(plan.annotations[USAGE_ANNOTATION]).toBe('{"cpu":{"ratio":1.4,"reason":"usage"}}');
+    expect(planNodeStatus(node, effective, undefined, undefined)!.allocatable.cpu).toBe(5600n);
+  });
+
+  it('property: whatever is published or recorded, the ratio stays in [1, ceiling]', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.option(fc.double({ min: -5, max: 50, noNaN: true })), (published, recorded) => {
+        let entry: NodeUsageEntry | undefined;
+        try {
+          entry = readPublished(JSON.stringify({ n1: published })).get('n1');
+        } catch {
+          entry = undefined;
+        }
+        const { policy: effective } = effectivePolicy(policy, entry, recorded === null ? undefined : { cpu: recorded });
+        expect(effective!.ratios.cpu).toBeGreaterThanOrEqual(1);
+        expect(effective!.ratios.cpu).toBeLessThanOrEqual(2);
+      }),
+    );
+  });
+});
+
+describe('published ratios', () => {
+  it('round trip, nodes sorted; bad decisions left out', () => {
+    const entries = new Map<string, NodeUsageEntry>([
+      ['b', { cpu: { ratio: 1.5, reason: 'usage', A: '4', R: '2', U: '1' } }],
+      ['a', { memory: { ratio: 1, reason: 'hot' } }],
+    ]);
+    const text = formatPublished(entries);
+    expect(text.indexOf('"a"')).toBeLessThan(text.indexOf('"b"'));
+    expect(readPublished(text)).toEqual(entries);
+    const bad = readPublished(
+      '{"a":{"cpu":{"ratio":0.5,"reason":"usage"},"memory":{"ratio":1.2,"reason":"x"}},"b":{"cpu":{"ratio":1.2,"reason":"usage","A":"-1"}},"c":3}',
+    );
+    expect(bad.get('a')).toEqual({});
+    expect(bad.get('b')).toEqual({});
+    expect(bad.has('c')).toBe(false);
+    expect(() => readPublished('[]')).toThrow(/not a JSON object/);
+  });
+
+  it('readUsage reads metrics.k8s.io quantities', () => {
+    expect(readUsage({ cpu: '250m', memory: '1Gi' })).toEqual({ cpu: 250n, memory: 1073741824n });
+    expect(readUsage({ cpu: '12345678n', memory: 'lots' })).toEqual({ cpu: 13n });
+    expect(readUsage(null)).toEqual({});
+  });
+});
+
+describe('config', () => {
+  it('defaults', () => {
+    const nodes = loadConfig('nodes:\n  pools:\n  - name: web\n    nodeSelector: {matchLabels: {a: b}}\n    ratios: {cpu: 2}\n    usage: {}\n').nodes;
+    expect({ ...nodes.pools[0].usage }).toMatchObject({
+      percentile: 95,
+      window: '5m',
+      interval: '30s',
+      deadband: 0.05,
+      maxStepUp: 0.1,
+      staleAfter: '2m',
+      fallbackAfter: '10m',
+    });
+    expect({ ...nodes.pools[0].usage!.target }).toEqual({ cpu: 0.6, memory: 0.8 });
+    expect({ ...nodes.pools[0].usage!.estimatedLoad }).toEqual({ cpu: 0.4, memory: 0.8 });
+    expect({ ...nodes.pools[0].usage!.hotThreshold }).toEqual({ cpu: 0.9, memory: 0.9 });
+  });
+
+  it.each([
+    ['target: {cpu: 0}', /cpu must not be less than 0.01/],
+    ['target: {cpu: 1.5}', /cpu must not be greater than 1/],
+    ['percentile: 20', /percentile must not be less than 50/],
+    ['window: 10s', /window must be a duration/],
+    ['interval: 2s', /interval must be a duration/],
+    ['{window: 1m, interval: 2m}', /interval must not be longer than window/],
+    ['deadband: 2', /deadband must not be greater than 1/],
+    ['maxStepUp: 0', /maxStepUp must not be less than 0.01/],
+    ['{staleAfter: 10s, interval: 30s}', /staleAfter must not be shorter than interval/],
+    ['{staleAfter: 5m, fallbackAfter: 5m}', /fallbackAfter must be longer than staleAfter/],
+  ])('rejects %s', (section, message) => {
+    const body = section.startsWith('{') ? section : `{${section}}`;
+    expect(() => loadConfig(`nodes:\n  defaultRatios: {cpu: 2}\n  defaultUsage: ${body}\n`)).toThrow(message);
+  });
+});

@@ -1,0 +1,260 @@
+/**
+ * Usage-aware ratios, as pure functions (docs/usage-aware.md). A pool (or the default ratios)
+ * with a `usage` section turns its configured ratio into a ceiling; the leader derives each
+ * node's effective ratio from measured usage and publishes it; every replica writes what is
+ * published. The invariants:
+ *
+ *   1. The formula, per usage resource (cpu, memory), with A = raw allocatable, R = Σ requests
+ *      of the node's bound pods that the latest sample measured (a pod not measured yet is
+ *      left out, so its requests come out of the room, as if it used e of them), U = Σ usage
+ *      of its pods (smoothed), T = target,
+ *      L = estimatedLoad, e = max(min(U/R, 1), L) (U/R read as 1 when R = 0 and U > 0, as 0
+ *      when both are 0): ratio = max(1, ((A·T − U)/e + R)/A), capped at the ceiling, rounded
+ *      down to 0.01.
+ *   2. Smoothing: U and the node's usage are the configured percentile (nearest rank) of the
+ *      samples within the window, never the last sample alone.
+ *   3. Hot: the node's usage (NodeMetrics, system included) ÷ A above hotThreshold → ratio 1,
+ *      reason `hot`, at once.
+ *   4. Stale: no sample for staleAfter → the ratio never rises (the one in force, capped at the
+ *      ceiling), reason `stale`; none for fallbackAfter → ratio 1, reason `stale`.
+ *   5. Envelope on a `usage` ratio, against the one in force (previous; 1 when none): within
+ *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp.
+ *   6. Every effective ratio is in [1, ceiling] of the config in force, whatever was published:
+ *      a lowered ceiling applies at once, a published value above it is read as the ceiling,
+ *      and nothing a node writes is read here. A resource without a usage target, or whose
+ *      ceiling is 1, has its static ratio (reason `static`).
+ *   7. Deterministic: the webhook's ratio for a node is a function of the config in force, the
+ *      published entry and the stored Node only, so every replica writes the same allocatable.
+ *      A node without a published entry keeps the ratio recorded on the stored Node, capped at
+ *      the ceiling (`stale`); a node without one, 1.
+ *
+ * The commitment floor (node-oversell.rules.ts, rule 6) still applies after the effective ratio.
+ */
+import { parseDuration } from '../common/duration.js';
+import { type Ratios, USAGE_RESOURCES, type UsageConfig, type UsageResource } from './node-oversell.config.js';
+import { isRecord } from '../common/is-record.js';
+import type { NodePolicy } from './node-oversell.rules.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
+
+/** The ConfigMap (in the platform's namespace) the leader publishes the effective ratios to, and its key. */
+export const USAGE_CONFIGMAP = 'kube-overcommit-usage';
+export const USAGE_DATA_KEY = 'ratios.json';
+
+/** Why a resource has the ratio it has; `floor` is added by the webhook when the commitment floor decides. */
+export const USAGE_REASONS = ['static', 'usage', 'hot', 'stale'] as const;
+export type UsageReason = (typeof USAGE_REASONS)[number];
+
+/** The published decision for one node and resource; A, R, U as Quantity strings (U smoothed). */
+export interface UsageDecision {
+  ratio: number;
+  reason: UsageReason;
+  A?: string;
+  R?: string;
+  U?: string;
+}
+/** What the leader publishes per node. */
+export type NodeUsageEntry = Partial<Record<UsageResource, UsageDecision>>;
+
+/** One measurement of a node, in base units (millicores, bytes). */
+export interface UsageSample {
+  /** Leader's clock, ms. */
+  at: number;
+  /** Σ usage of the node's pods (PodMetrics). */
+  pods: Partial<Record<UsageResource, bigint>>;
+  /** Σ requests of the pods measured (those in `pods`). */
+  requests: Partial<Record<UsageResource, bigint>>;
+  /** The node's own usage (NodeMetrics): pods, system daemons and the kubelet. */
+  node: Partial<Record<UsageResource, bigint>>;
+}
+
+/** Nearest-rank percentile `p` (0–100] of `values`; undefined when there are none. */
+export function percentile(values: readonly bigint[], p: number): bigint | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1];
+}
+
+/** Rounds down to 0.01 (a ratio is published and recorded with two decimals at most). */
+export function roundRatio(ratio: number): number {
+  return Math.floor(ratio * 100 + 1e-9) / 100;
+}
+
+/** Rule 1, uncapped and unrounded: the ratio that brings the node's expected usage to T·A. */
+export function usageRatio(A: bigint, R: bigint, U: bigint, target: number, estimatedLoad: number): number {
+  if (A <= 0n) return 1;
+  const a = Number(A);
+  const r = Number(R);
+  const u = Number(U);
+  const measured = r > 0 ? Math.min(u / r, 1) : u > 0 ? 1 : 0;
+  const e = Math.max(measured, estimatedLoad);
+  return Math.max(1, ((a * target - u) / e + r) / a);
+}
+
+export interface UsageInputs {
+  /** Raw allocatable. */
+  A: bigint;
+  /** Σ requests of the node's bound pods measured by the latest sample (rule 1). */
+  R: bigint;
+  /** The samples within the window, oldest first (may be empty). */
+  samples: readonly UsageSample[];
+  /** Ms since the node's last sample (since the leader started leading when it has none). */
+  sinceLastSampleMs: number;
+}
+
+/**
+ * Rules 1–6 for one node and usage resource: the new decision from the inputs, the ceiling,
+ * the ratio in force (`previous`, undefined when none) and the config.
+ */
+export function planUsageDecision(
+  resource: UsageResource,
+  inputs: UsageInputs,
+  ceiling: number,
+  previous: number | undefined,
+  usage: UsageConfig,
+): UsageDecision {
+  const inForce = Math.min(Math.max(previous ?? 1, 1), ceiling);
+  const target = usage.target?.[resource];
+  const A = formatResourceQuantity(resource, inputs.A);
+  const R = formatResourceQuantity(resource, inputs.R);
+  if (target === undefined || target === null || ceiling <= 1) return { ratio: ceiling, reason: 'static' };
+  const since = inputs.sinceLastSampleMs;
+  if (since >= parseDuration(usage.fallbackAfter)) return { ratio: 1, reason: 'stale', A, R };
+  const U = percentile(
+    inputs.samples.map((s) => s.pods[resource] ?? 0n),
+    usage.percentile,
+  );
+  const nodeUsage = percentile(
+    inputs.samples.map((s) => s.node[resource] ?? 0n),
+    usage.percentile,
+  );
+  if (U === undefined || nodeUsage === undefined || since >= parseDuration(usage.staleAfter))
+    return { ratio: inForce, reason: 'stale', A, R, ...(U === undefined ? {} : { U: formatResourceQuantity(resource, U) }) };
+  const measured = { A, R, U: formatResourceQuantity(resource, U) };
+  const hot = usage.hotThreshold?.[resource];
+  if (hot !== undefined && hot !== null && inputs.A > 0n && Number(nodeUsage) / Number(inputs.A) > hot) return { ratio: 1, reason: 'hot', ...measured };
+  const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, usage.estimatedLoad?.[resource] ?? 0)));
+  let ratio = wanted;
+  if (Math.abs(wanted - inForce) < usage.deadband) ratio = inForce;
+  else if (wanted > inForce) ratio = roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
+  return { ratio: Math.max(1, Math.min(ceiling, ratio)), reason: 'usage', ...measured };
+}
+
+/** Samples of `history` within `windowMs` before `now`. */
+export function samplesInWindow(history: readonly UsageSample[], now: number, windowMs: number): UsageSample[] {
+  return history.filter((sample) => now - sample.at <= windowMs);
+}
+
+/** The usage resources a policy derives from usage (a target and a ceiling > 1). */
+export function usageResources(policy: NodePolicy | null): UsageResource[] {
+  if (policy?.usage === undefined) return [];
+  return USAGE_RESOURCES.filter((resource) => typeof policy.usage!.target?.[resource] === 'number' && (policy.ratios[resource] ?? 1) > 1);
+}
+
+/**
+ * Rules 6 and 7 in the webhook: the policy with its usage resources' ratios replaced by the
+ * published ones (capped at the ceiling), and the reason per resource. `entry` undefined: no
+ * published entry for the node; `recorded` the ratios recorded on the stored Node.
+ */
+export function effectivePolicy(
+  policy: NodePolicy | null,
+  entry: NodeUsageEntry | undefined,
+  recorded: Partial<Record<UsageResource, number>> | undefined,
+): { policy: NodePolicy | null; decisions: NodeUsageEntry } {
+  const resources = usageResources(policy);
+  if (policy === null || resources.length === 0) return { policy, decisions: {} };
+  const ratios: Ratios = { ...policy.ratios };
+  const decisions: NodeUsageEntry = {};
+  for (const resource of resources) {
+    const ceiling = policy.ratios[resource] ?? 1;
+    const published = entry?.[resource];
+    const decision: UsageDecision = published ?? { ratio: recorded?.[resource] ?? 1, reason: 'stale' };
+    const ratio = Math.max(1, Math.min(ceiling, decision.ratio));
+    decisions[resource] = { ...decision, ratio };
+    ratios[resource] = ratio;
+  }
+  return { policy: { ...policy, ratios }, decisions };
+}
+
+/** The `kube-overcommit.io/usage` annotation value: the node's decisions, keys in USAGE_RESOURCES order. */
+export function formatUsageEntry(entry: NodeUsageEntry): string {
+  const out: NodeUsageEntry = {};
+  for (const resource of USAGE_RESOURCES) if (entry[resource] !== undefined) out[resource] = entry[resource];
+  return JSON.stringify(out);
+}
+
+const MAX_PUBLISHED_RATIO = 10;
+
+function readDecision(resource: UsageResource, value: unknown): UsageDecision | null {
+  if (!isRecord(value)) return null;
+  const { ratio, reason, A, R, U } = value;
+  if (typeof ratio !== 'number' || !Number.isFinite(ratio) || ratio < 1 || ratio > MAX_PUBLISHED_RATIO) return null;
+  if (typeof reason !== 'string' || !(USAGE_REASONS as readonly string[]).includes(reason)) return null;
+  const decision: UsageDecision = { ratio, reason: reason as UsageReason };
+  for (const [key, text] of [
+    ['A', A],
+    ['R', R],
+    ['U', U],
+  ] as const) {
+    if (text === undefined) continue;
+    if (typeof text !== 'string') return null;
+    try {
+      if (parseResourceQuantity(resource, text) < 0n) return null;
+    } catch {
+      return null;
+    }
+    decision[key] = text;
+  }
+  return decision;
+}
+
+/**
+ * The published ratios (the ConfigMap's `ratios.json`: `{"<node>":{"cpu":{...},...},...}`),
+ * read defensively: an entry or decision that is not exactly what the leader writes is left out
+ * (its node then keeps its recorded ratio, rule 7). Throws on text that is not a JSON object.
+ */
+export function readPublished(text: string): Map<string, NodeUsageEntry> {
+  const json: unknown = JSON.parse(text);
+  if (!isRecord(json)) throw new Error('published usage ratios: not a JSON object');
+  const out = new Map<string, NodeUsageEntry>();
+  for (const [node, value] of Object.entries(json)) {
+    if (!isRecord(value)) continue;
+    const entry: NodeUsageEntry = {};
+    for (const resource of USAGE_RESOURCES) {
+      const decision = readDecision(resource, value[resource]);
+      if (decision !== null) entry[resource] = decision;
+    }
+    out.set(node, entry);
+  }
+  return out;
+}
+
+/** The ConfigMap's `ratios.json`: nodes sorted by name, so equal content is equal text (no write). */
+export function formatPublished(entries: ReadonlyMap<string, NodeUsageEntry>): string {
+  const out: Record<string, NodeUsageEntry> = {};
+  for (const node of [...entries.keys()].sort()) out[node] = JSON.parse(formatUsageEntry(entries.get(node)!)) as NodeUsageEntry;
+  return JSON.stringify(out);
+}
+
+/** Σ over a list of amounts, per usage resource. */
+export function sumUsage(items: Iterable<Partial<Record<UsageResource, bigint>>>): Partial<Record<UsageResource, bigint>> {
+  const out: Partial<Record<UsageResource, bigint>> = {};
+  for (const item of items) for (const resource of USAGE_RESOURCES) if (item[resource] !== undefined) out[resource] = (out[resource] ?? 0n) + item[resource];
+  return out;
+}
+
+/** metrics.k8s.io `usage` ({cpu: "250m", memory: "1Gi"}) in base units; a quantity that does not parse is left out. */
+export function readUsage(usage: unknown): Partial<Record<UsageResource, bigint>> {
+  const out: Partial<Record<UsageResource, bigint>> = {};
+  if (!isRecord(usage)) return out;
+  for (const resource of USAGE_RESOURCES) {
+    const value = usage[resource];
+    if (typeof value !== 'string') continue;
+    try {
+      const amount = parseResourceQuantity(resource, value);
+      if (amount >= 0n) out[resource] = amount;
+    } catch {
+      // metrics-server never sends one; a broken sample counts as no sample for that resource
+    }
+  }
+  return out;
+}

@@ -1,0 +1,338 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { InjectMetric } from '@willsoto/nestjs-prometheus';
+import { CoordinationV1Api, CoreV1Api, KubeConfig, Metrics, type V1ConfigMap, type V1Node } from '@kubernetes/client-node';
+import type { Counter, Gauge } from 'prom-client';
+import { BackgroundTasks } from '../common/background-tasks.js';
+import { parseDuration } from '../common/duration.js';
+import { type NodesConfig, USAGE_RESOURCES, type UsageConfig, type UsageResource } from './node-oversell.config.js';
+import { ConfigStore } from '../config/config.store.js';
+import { describeApiError } from '../kube/api-error.js';
+import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
+import { LeaderLease } from '../kube/leader-lease.js';
+import { PodCache } from '../kube/pod-cache.service.js';
+import { ResilientInformer } from '../kube/resilient-informer.js';
+import { type NodeLike, type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
+import { NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from './node-oversell.metrics.js';
+import { baseAmountToNumber, parseResourceQuantity } from '../domain/quantity.js';
+import {
+  effectivePolicy,
+  formatPublished,
+  type NodeUsageEntry,
+  planUsageDecision,
+  readPublished,
+  readUsage,
+  samplesInWindow,
+  sumUsage,
+  type UsageSample,
+  USAGE_CONFIGMAP,
+  USAGE_DATA_KEY,
+  usageResources,
+} from './usage-aware.rules.js';
+
+export const NODE_USAGE = Symbol('NODE_USAGE');
+/** The Lease that elects the leader. */
+export const USAGE_LEASE = 'kube-overcommit-usage';
+
+/** What node oversell asks of usage-aware ratios at each Node status write. */
+export interface NodeUsageRatios {
+  /** The policy with its published ratios (capped at the ceilings), and the decisions to annotate. */
+  effective(name: string, policy: NodePolicy | null, stored: NodeLike | undefined): { policy: NodePolicy | null; decisions: NodeUsageEntry };
+}
+
+/** The usage sections of a nodes config: the default one and every pool's. */
+export function usageSections(nodes: NodesConfig | undefined): UsageConfig[] {
+  return [nodes?.defaultUsage, ...(nodes?.pools ?? []).map((pool) => pool.usage)].filter((usage): usage is UsageConfig => usage !== undefined);
+}
+
+/**
+ * Usage-aware ratios (usage-aware.rules.ts, docs/usage-aware.md). Runs while the config in force
+ * has a usage section, in a cluster:
+ *
+ * - every replica watches the ConfigMap `kube-overcommit-usage` and answers `effective` from it;
+ * - the leader (Lease `kube-overcommit-usage`) samples metrics.k8s.io every interval, plans each
+ *   usage-aware node's ratio and publishes them there, written only when they change.
+ *
+ * RBAC: get/list nodes and pods in metrics.k8s.io; list/watch ConfigMaps, get/create/update the
+ * ConfigMap and the Lease, in the platform's namespace.
+ */
+@Injectable()
+export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplicationShutdown {
+  private readonly logger = new Logger('UsageRatios');
+  private readonly available: boolean;
+  private readonly namespace: string;
+  private readonly identity: string;
+  private entries = new Map<string, NodeUsageEntry>();
+  private publishedText?: string;
+  private readonly readListeners = new Set<() => void>();
+  private informer?: ResilientInformer<V1ConfigMap>;
+  private lease?: LeaderLease;
+  private timer?: NodeJS.Timeout;
+  private intervalMs?: number;
+  private running?: Promise<void>;
+  /** Leader state: samples per node (within the longest window), the last NodeMetrics timestamp seen, when each node was last planned. */
+  private history = new Map<string, UsageSample[]>();
+  private lastTimestamp = new Map<string, string>();
+  private lastPlanned = new Map<string, number>();
+  private leaderSince = 0;
+  private lastMetricsError = '';
+
+  constructor(
+    private readonly kube: KubeConfig,
+    @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
+    private readonly pods: PodCache,
+    private readonly config: ConfigStore,
+    private readonly background: BackgroundTasks,
+    @InjectMetric(NODE_USAGE_RATIO_METRIC) private readonly ratioGauge: Gauge<string>,
+    @InjectMetric(NODE_USAGE_INPUT_METRIC) private readonly inputGauge: Gauge<string>,
+    @InjectMetric(USAGE_PUBLISH_METRIC) private readonly publishCounter: Counter<string>,
+    @InjectMetric(USAGE_METRICS_ERRORS_METRIC) private readonly metricsErrors: Counter<string>,
+  ) {
+    this.available = inCluster(env);
+    this.namespace = this.available ? platformNamespace(env) : '';
+    this.identity = env.POD_NAME || `${hostname()}-${randomBytes(4).toString('hex')}`;
+    for (const result of ['written', 'unchanged', 'error']) this.publishCounter.inc({ result }, 0);
+    this.metricsErrors.inc(0);
+  }
+
+  onModuleInit(): void {
+    this.config.onChange(({ config }) => this.reconcile(config.nodes));
+    this.reconcile(this.config.snapshot().config.nodes);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.stop();
+  }
+
+  /** Calls `listener` after every new set of published ratios this replica reads; returns its removal. */
+  onRead(listener: () => void): () => void {
+    this.readListeners.add(listener);
+    return () => this.readListeners.delete(listener);
+  }
+
+  /** The node's published entry, as this replica read it. */
+  published(name: string): NodeUsageEntry | undefined {
+    return this.entries.get(name);
+  }
+
+  effective(name: string, policy: NodePolicy | null, stored: NodeLike | undefined): { policy: NodePolicy | null; decisions: NodeUsageEntry } {
+    const recorded = readRecord(stored?.metadata?.annotations)?.ratios;
+    return effectivePolicy(policy, this.entries.get(name), recorded);
+  }
+
+  private reconcile(nodes: NodesConfig | undefined): void {
+    const sections = usageSections(nodes);
+    if (!this.available) return;
+    if (sections.length > 0 && this.informer === undefined) this.start();
+    else if (sections.length === 0 && this.informer !== undefined) void this.stop();
+    if (sections.length > 0) this.schedule(Math.min(...sections.map((usage) => parseDuration(usage.interval))));
+  }
+
+  private start(): void {
+    const core = this.kube.makeApiClient(CoreV1Api);
+    const fieldSelector = `metadata.name=${USAGE_CONFIGMAP}`;
+    this.informer = new ResilientInformer<V1ConfigMap>(
+      this.kube,
+      `/api/v1/namespaces/${this.namespace}/configmaps`,
+      () => core.listNamespacedConfigMap({ namespace: this.namespace, fieldSelector }),
+      { description: `ConfigMap ${this.namespace}/${USAGE_CONFIGMAP}`, fieldSelector },
+    );
+    const onConfigMap = this.background.guard('usage-ratios', (configMap: V1ConfigMap) => this.read(configMap.data?.[USAGE_DATA_KEY]));
+    this.informer.cache.on('add', onConfigMap);
+    this.informer.cache.on('update', onConfigMap);
+    this.informer.cache.on(
+      'delete',
+      this.background.guard('usage-ratios', () => this.read(undefined)),
+    );
+    void this.informer.start();
+    this.lease = new LeaderLease(this.kube.makeApiClient(CoordinationV1Api), { namespace: this.namespace, name: USAGE_LEASE }, this.identity, (leader) => {
+      this.history.clear();
+      this.lastTimestamp.clear();
+      this.lastPlanned.clear();
+      this.leaderSince = performance.now();
+      if (leader) this.logger.log('leading: sampling metrics.k8s.io and publishing usage-aware ratios');
+    });
+    this.lease.start();
+    this.pods.use('usage-aware', true);
+    this.logger.log(`usage-aware ratios from ConfigMap ${this.namespace}/${USAGE_CONFIGMAP}; leader by Lease ${this.namespace}/${USAGE_LEASE}`);
+  }
+
+  private async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.pods.use('usage-aware', false);
+    const informer = this.informer;
+    const lease = this.lease;
+    this.informer = undefined;
+    this.lease = undefined;
+    await this.running;
+    await Promise.all([informer?.stop(), lease?.stop()]);
+  }
+
+  private schedule(intervalMs: number): void {
+    if (this.intervalMs === intervalMs && this.timer !== undefined) return;
+    clearInterval(this.timer);
+    this.intervalMs = intervalMs;
+    this.timer = setInterval(
+      this.background.guard('usage-ratios', () => this.tick()),
+      intervalMs,
+    );
+    this.timer.unref();
+  }
+
+  /** Every replica: the published ratios as read; a ConfigMap that does not parse keeps the last good ones. */
+  private read(text: string | undefined): void {
+    if (text === this.publishedText) return;
+    try {
+      this.entries = text === undefined ? new Map() : readPublished(text);
+      this.publishedText = text;
+    } catch (error) {
+      this.logger.warn(`ConfigMap ${this.namespace}/${USAGE_CONFIGMAP}: ${(error as Error).message}; keeping the ratios read before`);
+      return;
+    }
+    this.readListeners.forEach((listener) => listener());
+    this.ratioGauge.reset();
+    this.inputGauge.reset();
+    for (const [node, entry] of this.entries) {
+      for (const resource of USAGE_RESOURCES) {
+        const decision = entry[resource];
+        if (decision === undefined) continue;
+        this.ratioGauge.set({ node, resource }, decision.ratio);
+        for (const input of ['A', 'R', 'U'] as const) {
+          const text = decision[input];
+          if (text !== undefined) this.inputGauge.set({ node, resource, input }, baseAmountToNumber(resource, parseResourceQuantity(resource, text)));
+        }
+      }
+    }
+  }
+
+  private tick(): Promise<void> | undefined {
+    if (this.running !== undefined || !this.lease?.isLeader() || !this.pods.isSynced()) return undefined;
+    this.running = this.sampleAndPublish().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async sampleAndPublish(): Promise<void> {
+    const nodesConfig = this.config.snapshot().config.nodes;
+    const core = this.kube.makeApiClient(CoreV1Api);
+    const nodes = (await core.listNode({ resourceVersion: '0' })).items;
+    const now = performance.now();
+    await this.sample(now);
+    const entries = new Map<string, NodeUsageEntry>();
+    for (const node of nodes) {
+      const name = node.metadata?.name;
+      if (name === undefined) continue;
+      const entry = this.plan(name, node, nodesConfig, now);
+      if (entry !== undefined) entries.set(name, entry);
+    }
+    for (const name of this.history.keys()) if (!entries.has(name)) this.forget(name);
+    await this.publish(entries);
+  }
+
+  /** One sample per node whose NodeMetrics timestamp is new; a failed read adds none (the nodes go stale). */
+  private async sample(now: number): Promise<void> {
+    const metrics = new Metrics(this.kube);
+    let nodeMetrics, podMetrics;
+    try {
+      [nodeMetrics, podMetrics] = await Promise.all([metrics.getNodeMetrics(), metrics.getPodMetrics()]);
+    } catch (error) {
+      this.metricsErrors.inc();
+      const message = describeApiError(error, this.kube.getCurrentCluster()?.server);
+      if (message !== this.lastMetricsError) this.logger.warn(`metrics.k8s.io: ${message}; no new samples (nodes go stale)`);
+      this.lastMetricsError = message;
+      return;
+    }
+    this.lastMetricsError = '';
+    // Per node: the usage of its measured pods, and their requests (R: a pod not measured yet is left out).
+    const podsByNode = new Map<string, { usage: Partial<Record<UsageResource, bigint>>[]; requests: Partial<Record<UsageResource, bigint>>[] }>();
+    for (const pod of podMetrics.items) {
+      const cached = this.pods.pod(pod.metadata.namespace, pod.metadata.name);
+      const node = cached?.spec.nodeName;
+      if (node === undefined) continue;
+      const entry = podsByNode.get(node) ?? { usage: [], requests: [] };
+      entry.usage.push(sumUsage(pod.containers.map((container) => readUsage(container.usage))));
+      entry.requests.push(cached!.requests);
+      podsByNode.set(node, entry);
+    }
+    const longest = Math.max(...usageSections(this.config.snapshot().config.nodes).map((usage) => parseDuration(usage.window)));
+    for (const item of nodeMetrics.items) {
+      const name = item.metadata.name;
+      if (this.lastTimestamp.get(name) === item.timestamp) continue;
+      this.lastTimestamp.set(name, item.timestamp);
+      const samples = samplesInWindow(this.history.get(name) ?? [], now, longest);
+      const pods = podsByNode.get(name);
+      samples.push({ at: now, pods: sumUsage(pods?.usage ?? []), requests: sumUsage(pods?.requests ?? []), node: readUsage(item.usage) });
+      this.history.set(name, samples);
+    }
+  }
+
+  private plan(name: string, node: V1Node, nodesConfig: NodesConfig | undefined, now: number): NodeUsageEntry | undefined {
+    const policy = resolveNodePolicy(node.metadata?.labels, nodesConfig);
+    const resources = usageResources(policy);
+    if (policy?.usage === undefined || resources.length === 0) return undefined;
+    const usage = policy.usage;
+    const previous = this.entries.get(name);
+    // Each node at its own section's interval (the timer runs at the shortest): at most one step up per interval.
+    const last = this.lastPlanned.get(name);
+    if (last !== undefined && previous !== undefined && now - last < parseDuration(usage.interval) - 1_000) return previous;
+    this.lastPlanned.set(name, now);
+    const raw = planNodeStatus(node as NodeLike, null, node as NodeLike)?.raw ?? {};
+    const bound = this.pods.usage(name).requests;
+    const history = this.history.get(name) ?? [];
+    // R: the requests of the pods the latest sample measured, never more than what is bound now.
+    const measured = history.at(-1)?.requests ?? {};
+    const samples = samplesInWindow(history, now, parseDuration(usage.window));
+    const lastSample = history.at(-1)?.at ?? this.leaderSince;
+    const recorded = readRecord(node.metadata?.annotations)?.ratios;
+    const entry: NodeUsageEntry = {};
+    for (const resource of resources) {
+      const inputs = {
+        A: raw[resource] ?? 0n,
+        R: smaller(measured[resource], bound[resource]),
+        samples,
+        sinceLastSampleMs: now - Math.max(lastSample, this.leaderSince),
+      };
+      entry[resource] = planUsageDecision(resource, inputs, policy.ratios[resource] ?? 1, previous?.[resource]?.ratio ?? recorded?.[resource], usage);
+    }
+    return entry;
+  }
+
+  private forget(name: string): void {
+    this.history.delete(name);
+    this.lastTimestamp.delete(name);
+    this.lastPlanned.delete(name);
+  }
+
+  private async publish(entries: Map<string, NodeUsageEntry>): Promise<void> {
+    const text = formatPublished(entries);
+    if (text === this.publishedText) {
+      this.publishCounter.inc({ result: 'unchanged' });
+      return;
+    }
+    const core = this.kube.makeApiClient(CoreV1Api);
+    const body: V1ConfigMap = { metadata: { name: USAGE_CONFIGMAP, namespace: this.namespace }, data: { [USAGE_DATA_KEY]: text } };
+    try {
+      try {
+        const current = await core.readNamespacedConfigMap({ name: USAGE_CONFIGMAP, namespace: this.namespace });
+        await core.replaceNamespacedConfigMap({ name: USAGE_CONFIGMAP, namespace: this.namespace, body: { ...current, data: { [USAGE_DATA_KEY]: text } } });
+      } catch (error) {
+        if ((error as { code?: number }).code !== 404) throw error;
+        await core.createNamespacedConfigMap({ namespace: this.namespace, body });
+      }
+      // Read at once here too: the next plan's "previous" must be what was just published.
+      this.read(text);
+      this.publishCounter.inc({ result: 'written' });
+    } catch (error) {
+      this.publishCounter.inc({ result: 'error' });
+      this.logger.warn(`could not publish ConfigMap ${this.namespace}/${USAGE_CONFIGMAP}: ${describeApiError(error, this.kube.getCurrentCluster()?.server)}`);
+    }
+  }
+}
+
+/** The smaller of two amounts, an absent one read as 0. */
+function smaller(a: bigint | undefined, b: bigint | undefined): bigint {
+  const x = a ?? 0n;
+  const y = b ?? 0n;
+  return x < y ? x : y;
+}

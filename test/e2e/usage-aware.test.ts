@@ -1,0 +1,205 @@
+/**
+ * Usage-aware ratios (docs/usage-aware.md) against real parts: metrics-server built from its Go
+ * module, served through kube-apiserver's aggregation layer, scraping simulated kubelets'
+ * `/metrics/resource` with usage the test sets; the webhook reads usage only through
+ * metrics.k8s.io. Two 4-CPU nodes, cpu ceiling 2, target 0.6:
+ *
+ *   busy: 4 pods of 1 CPU bound, using 0.15 each (U 0.6): ((2.4 − 0.6)/0.4 + 4)/4 = 2.125, the ceiling 2;
+ *   idle: nothing bound, nothing used: e = estimatedLoad 0.4, ratio 0.6 / 0.4 = 1.5.
+ *
+ * Then metrics-server stops: after staleAfter the ratios hold (reason stale), after fallbackAfter
+ * they drop to 1; it starts again and they come back. Then a spike on busy: ratio 1 (hot), and
+ * the commitment floor keeps the 4 bound CPUs. The kubelets update every 10 s, as a kubelet
+ * does, so an inflated node takes a new ratio within 10 s of its publication; a node stored at
+ * its raw value (ratio 1) takes a raised ratio at its kubelet's next unconditional report
+ * (nodeStatusReportFrequency: 5 min in a cluster, 20 s here to keep the test short).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  adminClient,
+  baseUnits,
+  claimNodeNames,
+  createNamespace,
+  deleteAllPods,
+  deleteNamespace,
+  e2eEnv,
+  getNode,
+  kubeletServingCertificate,
+  markRunning,
+  MetricsServer,
+  resetConfig,
+  ResourceMetricsEndpoint,
+  SimKubelet,
+  waitUntil,
+  WebhookProcess,
+  type E2eEnv,
+  type KubeClient,
+} from './harness/index.js';
+
+const USAGE_ANNOTATION = 'kube-overcommit.io/usage';
+const NAMESPACE = 'e2e-usage-aware';
+const MACHINE = { cpu: '4', memory: '16Gi', pods: '110', 'ephemeral-storage': '100Gi' };
+const GiB = 1024 ** 3;
+const CONFIG = {
+  nodes: {
+    defaultRatios: { cpu: 2 },
+    defaultUsage: { target: { cpu: 0.6 }, interval: '5s', window: '1m', staleAfter: '20s', fallbackAfter: '40s', maxStepUp: 1, percentile: 95 },
+  },
+};
+
+let env: E2eEnv;
+let admin: KubeClient;
+let webhook: WebhookProcess;
+let metricsServer: MetricsServer;
+const endpoints: ResourceMetricsEndpoint[] = [];
+const kubelets: SimKubelet[] = [];
+
+beforeAll(async () => {
+  env = e2eEnv();
+  admin = adminClient(env);
+  metricsServer = new MetricsServer(env);
+  await metricsServer.start();
+  await createNamespace(env, NAMESPACE);
+  webhook = new WebhookProcess(env);
+  await webhook.start();
+}, 900_000);
+
+afterAll(async () => {
+  await Promise.all(kubelets.map((k) => k.stop({ deleteNode: true })));
+  await Promise.all(endpoints.map((e) => e.stop()));
+  await webhook?.stop();
+  await metricsServer?.remove();
+  if (env) {
+    await deleteAllPods(admin, NAMESPACE, { force: true }).catch(() => undefined);
+    await deleteNamespace(env, NAMESPACE).catch(() => undefined);
+    await resetConfig(env).catch(() => undefined);
+  }
+  admin?.close();
+});
+
+async function bindPods(node: string, count: number, cpu: string): Promise<string[]> {
+  const names: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const name = `${node}-${i}`;
+    await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name },
+      spec: {
+        nodeName: node,
+        tolerations: [{ operator: 'Exists' }],
+        containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', resources: { requests: { cpu, memory: '256Mi' } } }],
+      },
+    });
+    await markRunning(admin, NAMESPACE, name);
+    names.push(name);
+  }
+  return names;
+}
+
+/** The published decision for a node's cpu, from the ConfigMap every replica reads. */
+async function published(node: string): Promise<{ ratio: number; reason: string; A?: string; R?: string; U?: string } | undefined> {
+  const cm = await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/configmaps/kube-overcommit-usage`).catch(() => undefined);
+  const text = cm?.data?.['ratios.json'];
+  return text ? JSON.parse(text)[node]?.cpu : undefined;
+}
+
+/** What the leader did, for a wait that times out: its publications, failed metrics reads, background errors, and the ConfigMap. */
+async function leaderState(): Promise<Record<string, unknown>> {
+  const metrics = await webhook.metrics();
+  const cm = await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/configmaps/kube-overcommit-usage`).catch((e) => String(e));
+  return {
+    written: metrics.sum('kube_overcommit_usage_publish_total', { result: 'written' }),
+    unchanged: metrics.sum('kube_overcommit_usage_publish_total', { result: 'unchanged' }),
+    publishErrors: metrics.sum('kube_overcommit_usage_publish_total', { result: 'error' }),
+    metricsErrors: metrics.sum('kube_overcommit_usage_metrics_errors_total'),
+    backgroundErrors: metrics.sum('kube_overcommit_background_errors_total', { task: 'usage-ratios' }),
+    configMap: typeof cm === 'string' ? cm : cm.data,
+  };
+}
+
+/** Waits until the stored Node's cpu allocatable is `cpu` with the cpu reason `reason` in its usage annotation; returns when (ms). */
+async function storedCpu(kubelet: SimKubelet, cpu: string, reason: string, timeoutMs: number): Promise<number> {
+  await waitUntil(
+    `${kubelet.name}: stored cpu ${cpu}, reason ${reason}`,
+    async () => {
+      const node = await getNode(admin, kubelet.name);
+      const usage = node.annotations[USAGE_ANNOTATION] ? JSON.parse(node.annotations[USAGE_ANNOTATION]) : {};
+      return baseUnits('cpu', node.allocatable.cpu!) === baseUnits('cpu', cpu) && usage.cpu?.reason === reason ? true : undefined;
+    },
+    {
+      timeoutMs,
+      intervalMs: 250,
+      describe: async () => {
+        const node = await getNode(admin, kubelet.name);
+        return { allocatable: node.allocatable.cpu, usage: node.annotations[USAGE_ANNOTATION], leader: await leaderState() };
+      },
+    },
+  );
+  return Date.now();
+}
+
+describe('usage-aware ratios against a real control plane and metrics-server', () => {
+  it('derives each node ratio from metrics.k8s.io, holds then drops it when metrics stop, and drops it at once on a spike', async () => {
+    const tls = await kubeletServingCertificate(env);
+    const [busyName, idleName] = claimNodeNames(env, 'sim-node', 2);
+    const busyEndpoint = await ResourceMetricsEndpoint.start(busyName!, tls);
+    const idleEndpoint = await ResourceMetricsEndpoint.start(idleName!, tls);
+    endpoints.push(busyEndpoint, idleEndpoint);
+    const [busy, idle] = await Promise.all(
+      [busyEndpoint, idleEndpoint].map((endpoint) =>
+        SimKubelet.start(env, { name: endpoint.node, capacity: MACHINE, kubeletPort: endpoint.port, reportFrequencyMs: 20_000 }),
+      ),
+    );
+    kubelets.push(busy!, idle!);
+    const pods = await bindPods(busy!.name, 4, '1');
+    const calm = { cpu: 0.9, memory: 3 * GiB, pods: pods.map((name) => ({ namespace: NAMESPACE, name, cpu: 0.15, memory: 512 * 1024 ** 2 })) };
+    busyEndpoint.set(calm);
+    idleEndpoint.set({ cpu: 0.1, memory: 1 * GiB, pods: [] });
+    await webhook.useConfig(CONFIG);
+
+    // Measured: busy U 0.6 of R 4 → the ceiling 2; idle → 1.5 (raised from 1: at the kubelets' next report).
+    await waitUntil('busy published at ratio 2', async () => ((await published(busy!.name))?.ratio === 2 ? true : undefined), {
+      timeoutMs: 90_000,
+      intervalMs: 250,
+      describe: leaderState,
+    });
+    await storedCpu(busy!, '8', 'usage', 30_000);
+    const decision = await published(busy!.name);
+    expect(decision).toMatchObject({ ratio: 2, reason: 'usage', A: '4', R: '4' });
+    expect(baseUnits('cpu', decision!.U!)).toBeGreaterThanOrEqual(500n);
+    expect(baseUnits('cpu', decision!.U!)).toBeLessThanOrEqual(700n);
+    await storedCpu(idle!, '6', 'usage', 30_000);
+    const annotation = JSON.parse((await getNode(admin, busy!.name)).annotations[USAGE_ANNOTATION]!);
+    expect(annotation.cpu).toEqual(decision);
+
+    // metrics-server stops: stale. First held (never raised), then ratio 1; the floor keeps busy's 4 bound CPUs.
+    await metricsServer.stop();
+    const stoppedAt = Date.now();
+    await storedCpu(busy!, '8', 'stale', 45_000);
+    await storedCpu(idle!, '4', 'stale', 60_000);
+    // Not before fallbackAfter (40 s) since the last sample, which is at most a metric resolution and an interval (15 s) before the stop.
+    expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(25_000);
+    await storedCpu(busy!, '4', 'stale', 30_000);
+
+    // Back: fresh samples, the ratios return (one step of maxStepUp 1 per interval).
+    await metricsServer.start();
+    await storedCpu(busy!, '8', 'usage', 90_000);
+
+    // A spike on busy: node usage 3.8 of 4 CPUs, above hotThreshold 0.9 → ratio 1 at once; busy is
+    // inflated (8 stored), so its kubelet writes every 10 s: stored within one period of publication.
+    busyEndpoint.set({ ...calm, cpu: 3.8 });
+    const spikeAt = Date.now();
+    await waitUntil('busy published hot', async () => ((await published(busy!.name))?.reason === 'hot' ? true : undefined), {
+      timeoutMs: 60_000,
+      intervalMs: 100,
+    });
+    const publishedAt = Date.now();
+    const hotAt = await storedCpu(busy!, '4', 'hot', 30_000);
+    expect(hotAt - publishedAt).toBeLessThanOrEqual(11_000);
+    expect(hotAt - spikeAt).toBeLessThanOrEqual(60_000);
+    expect((await busy!.readmitPods()).rejected).toEqual([]);
+    // idle is untouched by busy's spike.
+    expect(baseUnits('cpu', (await getNode(admin, idle!.name)).allocatable.cpu!)).toBe(6000n);
+  }, 600_000);
+});
