@@ -5,6 +5,17 @@ import eslint from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
+const FEATURES = ['../node-oversell/**', '../pod-policy/**', '../sidecar/**'];
+
+/** One `no-restricted-imports` block per folder: `group` is what its non-spec files may not import. */
+function importBoundaries(boundaries) {
+  return boundaries.map(({ files, message, group, allowTypeImports = false }) => ({
+    files,
+    ignores: ['**/*.spec.ts'],
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', { patterns: [{ group, message, allowTypeImports }] }] },
+  }));
+}
+
 export default tseslint.config(
   { ignores: ['dist/', 'coverage/', 'node_modules/', '.tools/', 'test/e2e/.bin/', 'test/e2e/.run/', 'bench/.run/'] },
   eslint.configs.recommended,
@@ -43,6 +54,52 @@ export default tseslint.config(
     files: ['src/common/validation.ts'],
     rules: { '@typescript-eslint/no-unsafe-function-type': 'off' },
   },
+  // Module boundaries (docs/architecture.md, "Who may import whom"). Specs may wire anything.
+  ...importBoundaries([
+    {
+      files: ['src/domain/**/*.ts'],
+      message: 'domain/ holds the Kubernetes primitives every module may use: it imports only domain/ and common/',
+      group: ['../*/**', '!../domain/**', '!../common/**', '../*.js'],
+    },
+    {
+      files: ['src/common/**/*.ts'],
+      message: 'common/ imports no config, cluster access or feature',
+      group: [...FEATURES, '../config/**', '../kube/**', '../*.js'],
+      allowTypeImports: true,
+    },
+    {
+      files: ['src/kube/**/*.ts'],
+      message: 'kube/ (the API client, informers, shared caches) imports neither config/ nor a feature',
+      group: [...FEATURES, '../config/**', '../*.js'],
+    },
+    {
+      files: ['src/config/**/*.ts'],
+      message: 'config/ knows no feature: the root schema (src/overcommit.config.ts) is handed to ConfigModule.forRoot, and only its type is imported here',
+      group: [...FEATURES, '../*.js'],
+      allowTypeImports: true,
+    },
+    {
+      files: ['src/admission/**/*.ts'],
+      message: 'admission/ imports no feature: it discovers the strategies at bootstrap',
+      group: [...FEATURES, '../*.js'],
+      allowTypeImports: true,
+    },
+    {
+      files: ['src/sidecar/**/*.ts'],
+      message: 'sidecar/ imports no other feature',
+      group: ['../node-oversell/**', '../pod-policy/**'],
+    },
+    {
+      files: ['src/pod-policy/**/*.ts'],
+      message: 'pod-policy/ reads node-oversell only through the node rules (node-oversell.rules.ts), and imports no sidecar code',
+      group: ['../node-oversell/**', '!../node-oversell/node-oversell.rules.js', '../sidecar/**'],
+    },
+    {
+      files: ['src/node-oversell/**/*.ts'],
+      message: "node-oversell/ uses the pod policy's caches (PodFactsService, for GET /plan) and nothing else of another feature",
+      group: ['../pod-policy/**', '!../pod-policy/pod-facts.service.js', '!../pod-policy/pod-policy.module.js', '../sidecar/**'],
+    },
+  ]),
   {
     files: ['**/*.js'],
     extends: [tseslint.configs.disableTypeChecked],

@@ -9,6 +9,7 @@ import { HealthModule } from './health/health.module.js';
 import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { NodeOversellModule } from './node-oversell/node-oversell.module.js';
+import { OVERCOMMIT_CONFIG } from './overcommit.config.js';
 import { PlanModule } from './node-oversell/plan.controller.js';
 import { PodPolicyModule } from './pod-policy/pod-policy.module.js';
 import { SidecarModule } from './sidecar/sidecar.module.js';
@@ -31,7 +32,7 @@ export class AppModule {
         MetricsModule.forRoot(),
         BackgroundTasksModule,
         KubeModule.forRoot(env),
-        ConfigModule.forRoot(env),
+        ConfigModule.forRoot(env, OVERCOMMIT_CONFIG),
         TlsModule.forRoot(tls, getHttpsServer),
         ...(readCertMode(env) === 'self-managed' ? [SelfManagedCertModule] : []),
         HealthModule,

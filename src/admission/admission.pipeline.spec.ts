@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TestConfigModule } from '../../test/fixtures/config-module.js';
 import { kubeadmNode, nodeReview } from '../../test/fixtures/nodes.js';
 import { BackgroundTasksModule } from '../common/background-tasks.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { KubeModule } from '../kube/kube.module.js';
 import { NodeOversellModule } from '../node-oversell/node-oversell.module.js';

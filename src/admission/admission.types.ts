@@ -1,5 +1,5 @@
 import type { Operation as JsonPatchOperation } from 'fast-json-patch';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import type { RequestLog } from './request-log.js';
 
 export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';

@@ -14,7 +14,7 @@
  */
 import type { PatchOperation } from '../admission/admission.types.js';
 import { isRecord } from './is-record.js';
-import { jsonPointer } from './json-pointer.js';
+import { jsonPointer } from '../domain/json-pointer.js';
 
 export interface AnnotationPatchOptions {
   existing?: 'replace' | 'add';

@@ -8,6 +8,7 @@ import { backgroundTasks } from '../../test/fixtures/background.js';
 import { BACKGROUND_ERRORS } from '../common/background-tasks.js';
 import { ConfigFileSource } from './config-file.source.js';
 import { ConfigStore } from './config.store.js';
+import { OVERCOMMIT_CONFIG } from '../overcommit.config.js';
 
 const until = (check: () => boolean) => vi.waitUntil(check, { timeout: 5_000, interval: 20 });
 
@@ -23,6 +24,7 @@ describe('ConfigFileSource', () => {
     const store = new ConfigStore(
       new Counter({ name: 'reloads', help: 'h', labelNames: ['result'], registers: [] }),
       new Gauge({ name: 'generation', help: 'h', registers: [] }),
+      OVERCOMMIT_CONFIG,
     );
     const source = new ConfigFileSource(path, store, backgroundTasks(registry));
     try {

@@ -1,8 +1,19 @@
 import { parse, YAMLParseError } from 'yaml';
 import { validateAs, type Validated } from '../common/validation.js';
-import { OvercommitConfig } from './config.schema.js';
 
-function deepFreeze<T>(value: T): T {
+/**
+ * What the config module is given: the root schema's defaults and parser. The root and its
+ * sections belong to the features (src/overcommit.config.ts); the config module knows none.
+ */
+export interface ConfigSchema<C> {
+  readonly defaults: C;
+  parse(text: string): Validated<C>;
+}
+
+export const CONFIG_SCHEMA = Symbol('CONFIG_SCHEMA');
+
+/** A config as shared by concurrent requests: frozen all the way down. */
+export function deepFreeze<T>(value: T): T {
   if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);
     for (const child of Object.values(value)) deepFreeze(child);
@@ -10,11 +21,8 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** Built-in defaults: every ratio 1, no policy — a no-op. */
-export const DEFAULT_CONFIG: OvercommitConfig = deepFreeze(new OvercommitConfig());
-
-/** Parses and validates config.yaml. Errors name every bad field by its path. */
-export function parseConfig(text: string): Validated<OvercommitConfig> {
+/** Parses and validates config.yaml as a `schema`, deep-frozen. Errors name every bad field by its path. */
+export function parseConfigAs<C extends object>(schema: new () => C, text: string): Validated<C> {
   let plain: unknown;
   try {
     plain = parse(text, { prettyErrors: true, uniqueKeys: true }) ?? {};
@@ -23,7 +31,7 @@ export function parseConfig(text: string): Validated<OvercommitConfig> {
     return { ok: false, errors: [`(yaml): ${message}`] };
   }
   try {
-    const result = validateAs(OvercommitConfig, plain);
+    const result = validateAs(schema, plain);
     return result.ok ? { ok: true, value: deepFreeze(result.value) } : result;
   } catch (error) {
     // Nothing a config holds may end the process: what the checks above did not foresee

@@ -4,6 +4,7 @@ import { BackgroundTasks } from '../common/background-tasks.js';
 import { inCluster } from '../kube/kube.env.js';
 import { ConfigFileSource } from './config-file.source.js';
 import { configMetrics } from './config.metrics.js';
+import { CONFIG_SCHEMA, type ConfigSchema } from './config.loader.js';
 import { ConfigStore } from './config.store.js';
 import { ConfigMapSource, configMapRef } from './configmap.source.js';
 
@@ -11,16 +12,18 @@ export const CONFIG_SOURCE = Symbol('CONFIG_SOURCE');
 
 /**
  * Where config comes from, in the contract's order: OVERCOMMIT_CONFIG_FILE, else the
- * ConfigMap when running in a cluster, else the built-in defaults.
+ * ConfigMap when running in a cluster, else the built-in defaults. `schema` is the root of
+ * config.yaml, composed of the features' sections outside this module (src/overcommit.config.ts).
  */
 @Global()
 @Module({})
 export class ConfigModule {
-  static forRoot(env: NodeJS.ProcessEnv): DynamicModule {
+  static forRoot(env: NodeJS.ProcessEnv, schema: ConfigSchema<object>): DynamicModule {
     return {
       module: ConfigModule,
       providers: [
         ...configMetrics,
+        { provide: CONFIG_SCHEMA, useValue: schema },
         ConfigStore,
         {
           provide: CONFIG_SOURCE,

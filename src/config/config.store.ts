@@ -1,10 +1,10 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Counter, Gauge } from 'prom-client';
 import type { Validated } from '../common/validation.js';
 import { CONFIG_GENERATION, CONFIG_RELOADS } from './config.metrics.js';
-import { DEFAULT_CONFIG, parseConfig } from './config.loader.js';
-import type { OvercommitConfig } from './config.schema.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
+import { CONFIG_SCHEMA, type ConfigSchema } from './config.loader.js';
 
 export interface ConfigSnapshot {
   readonly config: OvercommitConfig;
@@ -21,14 +21,16 @@ export interface ConfigSnapshot {
 @Injectable()
 export class ConfigStore {
   private readonly logger = new Logger('Config');
-  private current: ConfigSnapshot = { config: DEFAULT_CONFIG, generation: 0, origin: 'defaults' };
+  private current: ConfigSnapshot;
   private loaded = false;
   private readonly listeners: Array<(snapshot: ConfigSnapshot) => void> = [];
 
   constructor(
     @InjectMetric(CONFIG_RELOADS) private readonly reloads: Counter<string>,
     @InjectMetric(CONFIG_GENERATION) private readonly generationGauge: Gauge<string>,
+    @Inject(CONFIG_SCHEMA) private readonly schema: ConfigSchema<OvercommitConfig>,
   ) {
+    this.current = { config: schema.defaults, generation: 0, origin: 'defaults' };
     this.generationGauge.set(0);
   }
 
@@ -55,7 +57,7 @@ export class ConfigStore {
    * good snapshot stays in force and every bad field is logged by its path.
    */
   apply(text: string, origin: string): Validated<ConfigSnapshot> {
-    const parsed = parseConfig(text);
+    const parsed = this.schema.parse(text);
     if (!parsed.ok) {
       this.reloads.inc({ result: 'failure' });
       this.logger.error(

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { planNodeStatus, resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
-import { parseConfig } from './config.loader.js';
+import { parseConfig } from '../overcommit.config.js';
 
 /** `config.yaml` of k8s/base/configmap.yaml, as `kubectl apply -k k8s/` ships it. */
 const shipped: string = parse(readFileSync(new URL('../../k8s/base/configmap.yaml', import.meta.url), 'utf8')).data['config.yaml'];

@@ -1,5 +1,4 @@
 import { describe, expect, it, vi } from 'vitest';
-import { configMapRef } from '../config/configmap.source.js';
 import { DEFAULT_PLATFORM_NAMESPACE, SERVICE_ACCOUNT_NAMESPACE_FILE, describeKubeConfigSource, inCluster, kubeConfigSource, platformNamespace } from './kube.env.js';
 
 const IN_CLUSTER = { KUBERNETES_SERVICE_HOST: '10.96.0.1' };
@@ -57,13 +56,5 @@ describe('platformNamespace', () => {
     const read = vi.fn(() => 'ops');
     expect(platformNamespace({}, read)).toBe('kube-overcommit');
     expect(read).not.toHaveBeenCalled();
-  });
-});
-
-describe('configMapRef', () => {
-  it('is OVERCOMMIT_CONFIGMAP when set, else kube-overcommit-config in the platform namespace', () => {
-    expect(configMapRef({ OVERCOMMIT_CONFIGMAP: 'ops/overcommit' })).toEqual({ namespace: 'ops', name: 'overcommit', key: 'config.yaml' });
-    expect(configMapRef({ ...IN_CLUSTER, POD_NAMESPACE: 'platform' })).toEqual({ namespace: 'platform', name: 'kube-overcommit-config', key: 'config.yaml' });
-    expect(configMapRef({ OVERCOMMIT_CONFIGMAP: 'incomplete', POD_NAMESPACE: 'platform' }).namespace).toBe('platform');
   });
 });

@@ -1,7 +1,7 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.js';
-import type { LabelSelector } from '../config/label-selector.js';
+import type { LabelSelector } from '../domain/label-selector.js';
 import { NamespaceCache } from './namespace-cache.service.js';
 
 const SELECTOR: LabelSelector = { matchLabels: { 'kube-overcommit.io/sidecars': 'enabled' } };

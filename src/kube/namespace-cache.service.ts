@@ -1,6 +1,6 @@
 import { Inject, Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { CoreV1Api, KubeConfig, type V1Namespace } from '@kubernetes/client-node';
-import { matchesLabelSelector, type LabelSelector } from '../config/label-selector.js';
+import { matchesLabelSelector, type LabelSelector } from '../domain/label-selector.js';
 import { ResilientInformer } from './resilient-informer.js';
 import { KUBE_ENV, NEVER_NAMESPACES, inCluster, platformNamespace } from './kube.env.js';
 

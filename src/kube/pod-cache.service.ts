@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { BackgroundTasks } from '../common/background-tasks.js';
-import type { NodeUsage } from '../pod-policy/node-cap.js';
-import type { PodLike } from '../pod-policy/pod-resources.js';
+import type { NodeUsage } from '../domain/resources.js';
+import type { PodLike } from '../domain/pod-resources.js';
 import { KUBE_ENV, inCluster } from './kube.env.js';
 import { cachedPod, PodsByNode, type CachedPod } from './pods-by-node.js';
 import { ResilientInformer } from './resilient-informer.js';

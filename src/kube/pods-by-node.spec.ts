@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { container, mirrorPod, runningPod } from '../../test/fixtures/pods.js';
-import { effectivePodRequests, isMirrorPod, type PodLike } from '../pod-policy/pod-resources.js';
+import { effectivePodRequests, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
 import { cachedPod, PodsByNode } from './pods-by-node.js';
 
 describe('cachedPod', () => {

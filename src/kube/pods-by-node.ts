@@ -4,11 +4,9 @@
  * and by node oversell's commitment floor, from one pod informer (PodCache).
  */
 import { Logger } from '@nestjs/common';
-import { MANAGED_RESOURCES } from '../config/config.schema.js';
-import { Memo } from '../node-oversell/memo.js';
-import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
-import type { NodeUsage } from '../pod-policy/node-cap.js';
-import { effectivePodRequests, isMirrorPod, isTerminal, MIRROR_POD_ANNOTATION, type PodLike } from '../pod-policy/pod-resources.js';
+import { MANAGED_RESOURCES, type ResourceAmounts, type NodeUsage } from '../domain/resources.js';
+import { Memo } from '../domain/memo.js';
+import { effectivePodRequests, isMirrorPod, isTerminal, MIRROR_POD_ANNOTATION, type PodLike } from '../domain/pod-resources.js';
 
 const logger = new Logger('PodCache');
 

@@ -1,8 +1,8 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
-import type { NodesConfig } from '../config/config.schema.js';
+import type { NodesConfig } from './node-oversell.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { PodCache } from '../kube/pod-cache.service.js';
-import type { ResourceAmounts } from './node-oversell.rules.js';
+import type { ResourceAmounts } from '../domain/resources.js';
 
 export const NODE_COMMITMENTS = Symbol('NODE_COMMITMENTS');
 

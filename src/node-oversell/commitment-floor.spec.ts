@@ -4,11 +4,13 @@ import { Counter, Gauge } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import type { NodesConfig, OvercommitConfig } from '../config/config.schema.js';
+import type { NodesConfig } from './node-oversell.config.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { floorEnabled } from './commitment-floor.service.js';
-import { DISABLED_LABEL, FLOOR_ANNOTATION, type ResourceAmounts } from './node-oversell.rules.js';
+import { DISABLED_LABEL, FLOOR_ANNOTATION } from './node-oversell.rules.js';
+import { type ResourceAmounts } from '../domain/resources.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
-import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 
 const { applyPatch } = fastJsonPatch;
 

@@ -4,23 +4,27 @@ import { Counter, Gauge } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { MANAGED_RESOURCES, type ManagedResource, type NodesConfig, type OvercommitConfig } from '../config/config.schema.js';
+import { type NodesConfig } from './node-oversell.config.js';
+import { type OvercommitConfig } from '../overcommit.config.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
 import {
   DISABLED_LABEL,
   FLOOR_ANNOTATION,
   LEGACY_DISABLED_LABEL,
   type NodeLike,
   planNodeStatus,
+  planRecordedStatus,
   POOL_ANNOTATION,
   RATIOS_ANNOTATION,
   RAW_ANNOTATION,
+  rawAllocatable,
   readRecord,
   resolveNodePolicy,
-  type ResourceAmounts,
   USAGE_ANNOTATION,
 } from './node-oversell.rules.js';
-import { NodeOversellStrategy } from './node-oversell.strategy.js';
-import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { NodeOversellStrategy, nodeStatusPatch } from './node-oversell.strategy.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
+import { kubeadmNode } from '../../test/fixtures/nodes.js';
 
 const { applyPatch } = fastJsonPatch;
 
@@ -265,6 +269,29 @@ describe('planNodeStatus', () => {
     const plan = planNodeStatus(kubeletNode({ ...RAW_ALLOCATABLE, cpu: '6' }, annotations), policy({ cpu: 1.5 }))!;
     expect(plan.raw.cpu).toBe(4000n);
     expect(plan.allocatable.cpu).toBe(6000n);
+  });
+});
+
+describe('rawAllocatable and planRecordedStatus (rule 3 read back from a stored Node)', () => {
+  function inflated() {
+    const node = kubeadmNode();
+    const plan = planNodeStatus(node, { pool: null, ratios: { cpu: 1.5 } })!;
+    return applyPatch(structuredClone(node), nodeStatusPatch(node, plan), true, false).newDocument;
+  }
+  it('an inflated node: raw is the recorded raw, the recorded plan its ratios applied to it', () => {
+    const node = inflated();
+    expect(node.status.allocatable.cpu).toBe('6');
+    expect(rawAllocatable(node)?.cpu).toBe(4000n);
+    expect(planRecordedStatus(node)).toMatchObject({ raw: { cpu: 4000n }, allocatable: { cpu: 6000n }, ratios: { cpu: 1.5 } });
+  });
+  it('a raw value stored while the webhook was down is the raw value; no record, no recorded plan', () => {
+    const node = inflated();
+    node.status.allocatable.cpu = '3900m';
+    expect(rawAllocatable(node)?.cpu).toBe(3900n);
+    expect(planRecordedStatus(node)?.allocatable.cpu).toBe(5850n);
+    expect(rawAllocatable(kubeadmNode())?.cpu).toBe(4000n);
+    expect(planRecordedStatus(kubeadmNode())).toBeNull();
+    expect(rawAllocatable({ metadata: {}, status: {} })).toBeNull();
   });
 });
 

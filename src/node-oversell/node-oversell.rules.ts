@@ -49,10 +49,11 @@
  * maxPods change move capacity too) makes this as narrow as it can be without state outside
  * the object.
  */
-import { MANAGED_RESOURCES, type ManagedResource, type NodeMode, type NodesConfig, type Ratios, type UsageConfig } from '../config/config.schema.js';
-import { matchesLabelSelector } from '../config/label-selector.js';
-import { Memo } from './memo.js';
-import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from './quantity.js';
+import { type NodeMode, type NodesConfig, type Ratios, type UsageConfig } from './node-oversell.config.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
+import { matchesLabelSelector } from '../domain/label-selector.js';
+import { Memo } from '../domain/memo.js';
+import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
 
 /** JSON `{"allocatable":{...},"capacity":{...}}`: see RawRecordJson. */
@@ -85,8 +86,6 @@ export interface NodeLike {
   };
 }
 
-/** Amounts of the managed resources in base units (millicores, bytes, count); a missing key = resource absent. */
-export type ResourceAmounts = Partial<Record<ManagedResource, bigint>>;
 /** Ratios per managed resource; a missing key = 1. */
 export type AppliedRatios = Partial<Record<ManagedResource, number>>;
 
@@ -309,6 +308,23 @@ function configuredRatios(policy: NodePolicy | null, present: ResourceAmounts): 
     ratios[resource] = ratio;
   }
   return ratios;
+}
+
+/**
+ * Rule 3 alone: the node's raw allocatable per managed resource, read through its own record
+ * (the stored value when no record explains it). Null when it has no status.allocatable.
+ */
+export function rawAllocatable(node: NodeLike): ResourceAmounts | null {
+  return planNodeStatus(node, null)?.raw ?? null;
+}
+
+/**
+ * Rules 3 and 4 with the ratios the node's own record applied (no floor): what its allocatable
+ * is while that record stands. Null when it has no status.allocatable or no valid record.
+ */
+export function planRecordedStatus(node: NodeLike): NodeStatusPlan | null {
+  const record = readRecord(node.metadata?.annotations);
+  return record === null ? null : planNodeStatus(node, { pool: null, ratios: record.ratios });
 }
 
 /**

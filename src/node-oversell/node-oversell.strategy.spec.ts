@@ -8,8 +8,8 @@ import { TestConfigModule } from '../../test/fixtures/config-module.js';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, StrategyResult } from '../admission/admission.types.js';
 import { BACKGROUND_ERRORS, BackgroundTasksModule } from '../common/background-tasks.js';
-import { escapeJsonPointer, jsonPointer } from '../common/json-pointer.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import { escapeJsonPointer, jsonPointer } from '../domain/json-pointer.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
   NODE_ALLOCATABLE_RAW_METRIC,
@@ -18,15 +18,8 @@ import {
   NODE_RATIO_METRIC,
   NodeOversellModule,
 } from './node-oversell.module.js';
-import {
-  FLOOR_ANNOTATION,
-  POOL_ANNOTATION,
-  RATIOS_ANNOTATION,
-  RAW_ANNOTATION,
-  readRecord,
-  type ResourceAmounts,
-  USAGE_ANNOTATION,
-} from './node-oversell.rules.js';
+import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, readRecord, USAGE_ANNOTATION } from './node-oversell.rules.js';
+import { type ResourceAmounts } from '../domain/resources.js';
 import { effectivePolicy, type NodeUsageEntry } from './usage-aware.rules.js';
 import { KubeModule } from '../kube/kube.module.js';
 import {

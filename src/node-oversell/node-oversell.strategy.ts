@@ -5,8 +5,9 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
 import { annotationPatch } from '../common/annotation-patch.js';
 import { BackgroundTasks } from '../common/background-tasks.js';
-import { jsonPointer } from '../common/json-pointer.js';
-import { MANAGED_RESOURCES, type OvercommitConfig } from '../config/config.schema.js';
+import { jsonPointer } from '../domain/json-pointer.js';
+import { type OvercommitConfig } from '../overcommit.config.js';
+import { MANAGED_RESOURCES } from '../domain/resources.js';
 import { KUBE_ENV } from '../kube/kube.env.js';
 import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from './commitment-floor.service.js';
 import { NODE_EVENTS, type NodeEventRecorder } from './node-events.service.js';
@@ -27,7 +28,7 @@ import {
   planNodeStatus,
   resolveNodePolicy,
 } from './node-oversell.rules.js';
-import { baseAmountToNumber, formatResourceQuantity } from './quantity.js';
+import { baseAmountToNumber, formatResourceQuantity } from '../domain/quantity.js';
 import { NODE_USAGE, type NodeUsageRatios } from './usage-ratios.service.js';
 import { formatUsageEntry, type NodeUsageEntry } from './usage-aware.rules.js';
 import { isRecord } from '../common/is-record.js';

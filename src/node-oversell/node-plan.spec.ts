@@ -3,12 +3,13 @@ import fastJsonPatch from 'fast-json-patch';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
-import { parseConfig } from '../config/config.loader.js';
-import { MANAGED_RESOURCES, type NodesConfig, type OvercommitConfig } from '../config/config.schema.js';
+import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
+import { type NodesConfig } from './node-oversell.config.js';
+import { MANAGED_RESOURCES } from '../domain/resources.js';
 import { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_METRICS_DROPPED_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
 import { DISABLED_LABEL, type NodeLike, RAW_ANNOTATION, readAmounts } from './node-oversell.rules.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
-import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { formatPlanTable, planCluster, planNode, podsThatFit, readPodSize } from './node-plan.js';
 
 const { applyPatch } = fastJsonPatch;

@@ -19,10 +19,11 @@
  *      webhook applies it (effectivePolicy); `ratioReasons` says per resource what decided the
  *      planned value: `static`, `usage`, `hot`, `stale` or `floor`.
  */
-import { MANAGED_RESOURCES, type ManagedResource, type NodeMode, type NodesConfig } from '../config/config.schema.js';
-import { type AppliedRatios, type NodeLike, planNodeStatus, readAmounts, readRecord, resolveNodePolicy, type ResourceAmounts } from './node-oversell.rules.js';
+import { type NodeMode, type NodesConfig } from './node-oversell.config.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
+import { type AppliedRatios, type NodeLike, planNodeStatus, readAmounts, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
 import { floorEnabled } from './commitment-floor.service.js';
-import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { effectivePolicy, type NodeUsageEntry, type UsageReason } from './usage-aware.rules.js';
 
 /** Quantities per managed resource, in the canonical form of formatResourceQuantity. */

@@ -6,13 +6,13 @@
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { parseConfig } from '../config/config.loader.js';
+import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { configMapRef } from '../config/configmap.source.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
 import { NON_TERMINAL_PODS } from '../kube/pod-cache.service.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
-import type { PodLike } from '../pod-policy/pod-resources.js';
-import type { NodeLike, ResourceAmounts } from './node-oversell.rules.js';
+import type { PodLike } from '../domain/pod-resources.js';
+import type { NodeLike } from './node-oversell.rules.js';
+import type { ResourceAmounts } from '../domain/resources.js';
 import { type ClusterPlan, formatPlanTable, planCluster, readPodSize } from './node-plan.js';
 import { type NodeUsageEntry, readPublished, USAGE_CONFIGMAP, USAGE_DATA_KEY } from './usage-aware.rules.js';
 

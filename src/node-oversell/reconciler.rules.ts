@@ -19,8 +19,9 @@
  *   4. Pacing is a token bucket of `rate` tokens a second holding at most one second of them:
  *      never more than `rate` nudges in any second after the first, and at most `rate` at once.
  */
-import { MANAGED_RESOURCES, type NodesConfig } from '../config/config.schema.js';
-import type { NodeLike, ResourceAmounts } from './node-oversell.rules.js';
+import { type NodesConfig } from './node-oversell.config.js';
+import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
+import type { NodeLike } from './node-oversell.rules.js';
 import { planNode } from './node-plan.js';
 import type { NodeUsageEntry } from './usage-aware.rules.js';
 

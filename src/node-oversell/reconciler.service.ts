@@ -3,7 +3,7 @@ import { InjectMetric, makeCounterProvider, makeGaugeProvider } from '@willsoto/
 import type { Counter, Gauge } from 'prom-client';
 import { CoordinationV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { BackgroundTasks } from '../common/background-tasks.js';
-import type { NodesConfig } from '../config/config.schema.js';
+import type { NodesConfig } from './node-oversell.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
 import { LeaderLease, leaseIdentity } from '../kube/leader-lease.js';

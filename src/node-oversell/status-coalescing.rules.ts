@@ -39,9 +39,9 @@
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { PatchOperation } from '../admission/admission.types.js';
-import { MANAGED_RESOURCES } from '../config/config.schema.js';
+import { MANAGED_RESOURCES } from '../domain/resources.js';
 import { RATIOS_ANNOTATION } from './node-oversell.rules.js';
-import { formatResourceQuantity, parseResourceQuantity } from './quantity.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
 
 /** Why an update was let through; `coalesced` updates have the one reason `heartbeat`. */

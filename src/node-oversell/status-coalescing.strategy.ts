@@ -4,7 +4,7 @@ import type { Counter } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import { parseDuration } from '../common/duration.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { type NodeLike, resolveNodePolicy } from './node-oversell.rules.js';
 import { planStatusCoalescing } from './status-coalescing.rules.js';
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../config/config.loader.js';
-import { UsageConfig } from '../config/config.schema.js';
+import { parseConfig } from '../overcommit.config.js';
+import { UsageConfig } from './node-oversell.config.js';
 import { planNodeStatus, resolveNodePolicy, USAGE_ANNOTATION } from './node-oversell.rules.js';
 import {
   effectivePolicy,

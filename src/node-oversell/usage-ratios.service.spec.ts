@@ -9,6 +9,7 @@ import { IN_CLUSTER_ENV } from '../../test/fixtures/namespaces.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { container, runningPod } from '../../test/fixtures/pods.js';
 import { ConfigStore } from '../config/config.store.js';
+import { OVERCOMMIT_CONFIG } from '../overcommit.config.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { resolveNodePolicy } from './node-oversell.rules.js';
 import { UsageRatios, usageSections } from './usage-ratios.service.js';
@@ -108,6 +109,7 @@ function configStore(text: string): ConfigStore {
   const store = new ConfigStore(
     new Counter({ name: 'reloads', help: 'test', labelNames: ['result'], registers: [] }),
     new Gauge({ name: 'generation', help: 'test', registers: [] }),
+    OVERCOMMIT_CONFIG,
   );
   expect(store.apply(text, 'test').ok).toBe(true);
   return store;

@@ -6,7 +6,7 @@ import { CoordinationV1Api, CoreV1Api, KubeConfig, Metrics, type V1ConfigMap, ty
 import type { Counter, Gauge } from 'prom-client';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { parseDuration } from '../common/duration.js';
-import { type NodesConfig, USAGE_RESOURCES, type UsageConfig, type UsageResource } from '../config/config.schema.js';
+import { type NodesConfig, USAGE_RESOURCES, type UsageConfig, type UsageResource } from './node-oversell.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { describeApiError } from '../kube/api-error.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
@@ -15,7 +15,7 @@ import { PodCache } from '../kube/pod-cache.service.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import { type NodeLike, type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
 import { NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from './node-oversell.metrics.js';
-import { baseAmountToNumber, parseResourceQuantity } from './quantity.js';
+import { baseAmountToNumber, parseResourceQuantity } from '../domain/quantity.js';
 import {
   effectivePolicy,
   formatPublished,

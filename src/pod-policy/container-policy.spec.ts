@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseNumber, parseQuantity } from '../node-oversell/quantity.js';
+import { parseNumber, parseQuantity } from '../domain/quantity.js';
 import { applyContainerPolicy, GIB, MIB, percentOf, policySettings, type ContainerAmounts, type PolicySettings } from './container-policy.js';
 import type { ContainerBounds } from './limit-range.js';
 

@@ -18,7 +18,7 @@
  */
 import type { PodPolicyConfig } from './pod-policy.config.js';
 import { minRequestForRatio, POLICY_RESOURCES, type ContainerBounds, type PolicyResource } from './limit-range.js';
-import { parseNumber, parseResourceQuantity, type Decimal } from '../node-oversell/quantity.js';
+import { parseNumber, parseResourceQuantity, type Decimal } from '../domain/quantity.js';
 
 export type PolicyAmounts = Partial<Record<PolicyResource, bigint>>;
 

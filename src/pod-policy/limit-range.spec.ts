@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseQuantity } from '../node-oversell/quantity.js';
+import { parseQuantity } from '../domain/quantity.js';
 import { containerBounds, minRequestForRatio, type LimitRangeLike } from './limit-range.js';
 
 const Mi = (n: number) => BigInt(n) * 1024n * 1024n;

@@ -4,7 +4,7 @@
  * webhooks) accepts what we write. Several LimitRanges, or several items, all apply: the
  * tightest bound wins (largest min, smallest max, smallest maxLimitRequestRatio).
  */
-import { compareDecimal, parseQuantity, parseResourceQuantity, type Decimal } from '../node-oversell/quantity.js';
+import { compareDecimal, parseQuantity, parseResourceQuantity, type Decimal } from '../domain/quantity.js';
 
 export type PolicyResource = 'cpu' | 'memory';
 export const POLICY_RESOURCES: readonly PolicyResource[] = ['cpu', 'memory'];

@@ -8,17 +8,17 @@
  * (valid) record is capped at its allocatable as stored. Like the scheduler's fit check, a
  * resource the pod does not request is not checked (the pod count always is).
  */
-import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
+import { MANAGED_RESOURCES, type ManagedResource, type NodeUsage, type ResourceAmounts } from '../domain/resources.js';
 import {
   isOptedOut,
-  planNodeStatus,
+  planRecordedStatus,
+  rawAllocatable,
   readAmounts,
   readRecord,
   type AppliedRatios,
   type NodeLike,
-  type ResourceAmounts,
 } from '../node-oversell/node-oversell.rules.js';
-import { formatResourceQuantity } from '../node-oversell/quantity.js';
+import { formatResourceQuantity } from '../domain/quantity.js';
 
 export interface NodeCap {
   /** The most that may be requested on the node, per managed resource present. */
@@ -28,11 +28,6 @@ export interface NodeCap {
   ratios: AppliedRatios;
   /** Where the cap came from: our record, the stored allocatable (no record), or the raw value of an opted-out node. */
   source: 'annotations' | 'allocatable' | 'opted-out';
-}
-
-export interface NodeUsage {
-  /** Sum of the effective requests of the node's non-terminal pods; `pods` is their count. */
-  requests: ResourceAmounts;
 }
 
 export interface CapViolation {
@@ -52,16 +47,14 @@ export function nodeCap(node: NodeLike): NodeCap {
   if (isOptedOut(node.metadata?.labels)) {
     // An opted-out node keeps our last annotations (the webhook no longer sees it) and may
     // still store an inflated value until its kubelet reports again: its cap is the raw value.
-    const plan = planNodeStatus(node, null);
-    const raw = plan?.raw ?? {};
+    const raw = rawAllocatable(node) ?? {};
     return { cap: raw, raw, ratios: {}, source: 'opted-out' };
   }
-  const record = readRecord(node.metadata?.annotations);
-  if (record === null) {
+  if (readRecord(node.metadata?.annotations) === null) {
     const allocatable = readAmounts(node.status?.allocatable);
     return { cap: allocatable, raw: allocatable, ratios: {}, source: 'allocatable' };
   }
-  const plan = planNodeStatus(node, { pool: null, ratios: record.ratios });
+  const plan = planRecordedStatus(node);
   if (plan === null) return { cap: {}, raw: {}, ratios: {}, source: 'annotations' };
   return { cap: plan.allocatable, raw: plan.raw, ratios: plan.ratios, source: 'annotations' };
 }

@@ -12,7 +12,8 @@ import { ConfigStore } from '../config/config.store.js';
 import { NON_TERMINAL_PODS, PodCache } from '../kube/pod-cache.service.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
 import { PodFactsService, trimCachedNode } from './pod-facts.service.js';
-import { effectivePodRequests } from './pod-resources.js';
+import { effectivePodRequests } from '../domain/pod-resources.js';
+import { OVERCOMMIT_CONFIG } from '../overcommit.config.js';
 
 const CAP_AND_DEFAULTS = 'pods:\n  cap: { mode: deny }\n  defaultRequests: { cpu: 100m }\n';
 const CAP_ONLY = 'pods:\n  cap: { mode: warn }\n';
@@ -22,6 +23,7 @@ function configStore(text?: string): ConfigStore {
   const store = new ConfigStore(
     new Counter({ name: 'reloads', help: 'test', labelNames: ['result'], registers: [] }),
     new Gauge({ name: 'generation', help: 'test', registers: [] }),
+    OVERCOMMIT_CONFIG,
   );
   if (text !== undefined) expect(store.apply(text, 'test').ok).toBe(true);
   return store;

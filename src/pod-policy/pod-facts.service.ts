@@ -9,7 +9,7 @@ import type { CachedPod } from '../kube/pods-by-node.js';
 import { ResilientInformer, stripManagedFields } from '../kube/resilient-informer.js';
 import type { NodeLike } from '../node-oversell/node-oversell.rules.js';
 import type { LimitRangeLike } from './limit-range.js';
-import type { NodeUsage } from './node-cap.js';
+import type { NodeUsage } from '../domain/resources.js';
 import type { FactsCache, PodFacts } from './pod-facts.js';
 import { mutatesResources, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_SYNCED } from './pod-policy.metrics.js';

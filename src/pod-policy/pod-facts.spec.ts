@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { container, runningPod } from '../../test/fixtures/pods.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
-import { effectivePodRequests, type PodLike } from './pod-resources.js';
+import { effectivePodRequests, type PodLike } from '../domain/pod-resources.js';
 
 const Mi = (n: number) => BigInt(n) * 1024n * 1024n;
 

@@ -5,7 +5,7 @@
  */
 import type { NodeLike } from '../node-oversell/node-oversell.rules.js';
 import type { LimitRangeLike } from './limit-range.js';
-import type { NodeUsage } from './node-cap.js';
+import type { NodeUsage } from '../domain/resources.js';
 import type { CachedPod } from '../kube/pods-by-node.js';
 
 export const POD_FACTS = Symbol('POD_FACTS');

@@ -3,11 +3,11 @@ import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { container, deploymentPod, nativeSidecar } from '../../test/fixtures/pods.js';
 import { aggregateContainerRequests, defaultPod, resourceViolations } from '../../test/fixtures/apiserver-pod-resources.js';
-import { parseQuantity, parseResourceQuantity } from '../node-oversell/quantity.js';
+import { parseQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { MIB, policySettings, type PolicySettings } from './container-policy.js';
 import type { ContainerBounds } from './limit-range.js';
 import { ORIGINAL_RESOURCES_ANNOTATION, planPodMutation, readOriginals, readPodLevelResources } from './pod-mutation.js';
-import type { PodLike } from './pod-resources.js';
+import type { PodLike } from '../domain/pod-resources.js';
 
 const CRO = policySettings({
   defaultRequests: { cpu: '100m', memory: '128Mi' },

@@ -28,11 +28,11 @@
  */
 import type { PatchOperation } from '../admission/admission.types.js';
 import { annotationPatch } from '../common/annotation-patch.js';
-import { jsonPointer } from '../common/json-pointer.js';
-import { formatResourceQuantity, parseResourceQuantity } from '../node-oversell/quantity.js';
+import { jsonPointer } from '../domain/json-pointer.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { applyContainerPolicy, sameAmounts, settingsWithout, type ContainerAmounts, type PolicyAmounts, type PolicySettings } from './container-policy.js';
 import { POLICY_RESOURCES, type ContainerBounds, type PolicyResource } from './limit-range.js';
-import type { ContainerLike, PodLike, ResourceRequirements } from './pod-resources.js';
+import type { ContainerLike, PodLike, ResourceRequirements } from '../domain/pod-resources.js';
 import { isRecord } from '../common/is-record.js';
 
 export const ORIGINAL_RESOURCES_ANNOTATION = 'kube-overcommit.io/original-resources';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_CONFIG, parseConfig } from '../config/config.loader.js';
+import { DEFAULT_CONFIG, parseConfig } from '../overcommit.config.js';
 import { mutatesResources } from './pod-policy.config.js';
 
 describe('parseConfig: pods', () => {

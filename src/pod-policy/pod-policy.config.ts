@@ -1,7 +1,7 @@
 import { Type } from 'class-transformer';
 import { IsIn, IsNumber, IsOptional, Max, Min, ValidateBy, ValidateNested, type ValidationOptions } from 'class-validator';
-import { LabelSelector } from '../config/label-selector.js';
-import { parseResourceQuantity } from '../node-oversell/quantity.js';
+import { LabelSelector } from '../domain/label-selector.js';
+import { parseResourceQuantity } from '../domain/quantity.js';
 
 /** The namespace label that opts a namespace in to pod policies (the default namespaceSelector). */
 export const POD_POLICY_LABEL = 'kube-overcommit.io/pod-policy';

@@ -7,8 +7,7 @@ import { quietLog } from '../../test/fixtures/request-log.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { bindingReview, container, deploymentPod, mirrorPod, podReview, runningPod } from '../../test/fixtures/pods.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { parseConfig } from '../config/config.loader.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { planNodeStatus } from '../node-oversell/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import type { LimitRangeLike } from './limit-range.js';
@@ -17,7 +16,7 @@ import { cachedPod, PodsByNode, type CachedPod } from '../kube/pods-by-node.js';
 import type { FactsCache, PodFacts } from './pod-facts.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
 import { PodPolicyMetrics, PodPolicyStrategy } from './pod-policy.strategy.js';
-import type { PodLike } from './pod-resources.js';
+import type { PodLike } from '../domain/pod-resources.js';
 
 /** The same interface as PodFactsService, over plain objects. */
 class FakeFacts implements PodFacts {

@@ -5,10 +5,10 @@ import type { Counter } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
 import type { RequestLog } from '../admission/request-log.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
-import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
-import { formatResourceQuantity } from '../node-oversell/quantity.js';
+import type { ResourceAmounts } from '../domain/resources.js';
+import { formatResourceQuantity } from '../domain/quantity.js';
 import { policySettings, type PolicySettings } from './container-policy.js';
 import { containerBounds, type ContainerBounds } from './limit-range.js';
 import { capMessage, capViolations, nodeCap, type CapViolation } from './node-cap.js';
@@ -16,7 +16,7 @@ import { planPodMutation, type ResourceChange } from './pod-mutation.js';
 import { POD_FACTS, type FactsCache, type PodFacts } from './pod-facts.js';
 import { mutatesResources, type CapMode, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
-import { effectivePodRequests, isMirrorPod, type PodLike } from './pod-resources.js';
+import { effectivePodRequests, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
 import { isRecord } from '../common/is-record.js';
 
 /** The counters, bundled so the strategy can be built by hand in tests. */

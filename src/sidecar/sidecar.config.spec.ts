@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { parseConfig } from '../config/config.loader.js';
-import { matchesLabelSelector } from '../config/label-selector.js';
+import { parseConfig } from '../overcommit.config.js';
+import { matchesLabelSelector } from '../domain/label-selector.js';
 
 const VALID = `
 sidecars:

@@ -1,8 +1,8 @@
 import { Type } from 'class-transformer';
 import { IsArray, IsDefined, IsOptional, Matches, ValidateBy, ValidateNested, type ValidationArguments } from 'class-validator';
-import { LabelSelector } from '../config/label-selector.js';
+import { LabelSelector } from '../domain/label-selector.js';
 import { isRecord } from '../common/is-record.js';
-import { DNS_LABEL, containerProblems, envVarProblems, namedListProblems, volumeProblems, type KubeObject } from './kube-objects.js';
+import { DNS_LABEL, containerProblems, envVarProblems, namedListProblems, volumeProblems, type KubeObject } from '../domain/kube-objects.js';
 
 /** The namespace label that opts a namespace in to sidecar injection, by default. */
 export const SIDECARS_NAMESPACE_LABEL = 'kube-overcommit.io/sidecars';

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { deploymentPod } from '../../test/fixtures/sidecar-pods.js';
-import type { KubeObject } from './kube-objects.js';
+import type { KubeObject } from '../domain/kube-objects.js';
 import {
   containsFields,
   INJECTED_ANNOTATION,

@@ -17,7 +17,7 @@
 import type { PatchOperation } from '../admission/admission.types.js';
 import { annotationPatch } from '../common/annotation-patch.js';
 import { isRecord } from '../common/is-record.js';
-import type { KubeObject } from './kube-objects.js';
+import type { KubeObject } from '../domain/kube-objects.js';
 
 export const INJECT_ANNOTATION = 'kube-overcommit.io/inject';
 export const INJECTED_ANNOTATION = 'kube-overcommit.io/injected';

@@ -5,8 +5,7 @@ import { capturedLog, quietLog } from '../../test/fixtures/request-log.js';
 import { podReview } from '../../test/fixtures/pods.js';
 import { deploymentPod, mirrorPod } from '../../test/fixtures/sidecar-pods.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { parseConfig } from '../config/config.loader.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS } from './sidecar.metrics.js';
 import { SidecarStrategy } from './sidecar.strategy.js';
 

@@ -4,7 +4,7 @@ import type { Counter } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import type { RequestLog } from '../admission/request-log.js';
-import type { OvercommitConfig } from '../config/config.schema.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
 import { isRecord } from '../common/is-record.js';
 import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS, UNKNOWN_TEMPLATE_LABEL } from './sidecar.metrics.js';

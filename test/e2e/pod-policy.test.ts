@@ -83,7 +83,9 @@ async function newNamespace(prefix: string, labels: Record<string, string>): Pro
 
 /** Waits until the webhook applies the pod policies in `namespace` (a probe gets the default requests). */
 function waitForPolicyScope(namespace: string) {
-  return waitForWebhookToSeeNamespace(admin, namespace, {}, (pod) => sameQuantity('cpu', pod.spec.containers[0].resources?.requests?.cpu, DEFAULT_REQUESTS.cpu));
+  return waitForWebhookToSeeNamespace(admin, namespace, {}, (pod) =>
+    sameQuantity('cpu', pod.spec.containers[0].resources?.requests?.cpu, DEFAULT_REQUESTS.cpu),
+  );
 }
 
 function resources(pod: any, container: string): any {
@@ -140,7 +142,10 @@ describe('pod policies against a real control plane', () => {
     await waitForPolicyScope(ns);
     const before = policyCounters(await webhook.metrics());
 
-    await admin.post(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('shop', 2, { spec: { ...onKwokNode(env, general.name), containers: APP_CONTAINERS } }));
+    await admin.post(
+      `/apis/apps/v1/namespaces/${ns}/deployments`,
+      deployment('shop', 2, { spec: { ...onKwokNode(env, general.name), containers: APP_CONTAINERS } }),
+    );
     const pods = await waitForDeploymentPods(admin, ns, 'shop', 2);
 
     for (const pod of pods) {
@@ -166,7 +171,16 @@ describe('pod policies against a real control plane', () => {
     // Per pod: app's cpu and memory requests added, checkout's cpu request raised (250m → 500m)
     // and cpu limit added; checkout's memory request is 512Mi before and after.
     const counted = delta(before, policyCounters(await webhook.metrics()));
-    expect(counted).toMatchObject({ mutated: 2, cpuAdded: 2, memoryAdded: 2, cpuRaised: 2, requestsChanged: 6, cpuLimitAdded: 2, limitsChanged: 2, unsynced: 0 });
+    expect(counted).toMatchObject({
+      mutated: 2,
+      cpuAdded: 2,
+      memoryAdded: 2,
+      cpuRaised: 2,
+      requestsChanged: 6,
+      cpuLimitAdded: 2,
+      limitsChanged: 2,
+      unsynced: 0,
+    });
   });
 
   it('(b) namespaces that did not opt in: the same Deployment is untouched — not sent (plain namespace), and not run through the pod policies when the sidecars entry calls its path', async () => {
@@ -176,7 +190,12 @@ describe('pod policies against a real control plane', () => {
     // strategy alone; the pod policies never see this namespace's pods.
     const sidecarsOnly = await newNamespace('e2e-sidecars-only', { [SIDECARS_LABEL]: 'enabled' });
     const marker = { [INJECT_ANNOTATION]: MARKER_TEMPLATE.name };
-    await waitForWebhookToSeeNamespace(admin, sidecarsOnly, { annotations: marker }, (pod) => pod.metadata.annotations?.[INJECTED_ANNOTATION] === MARKER_TEMPLATE.name);
+    await waitForWebhookToSeeNamespace(
+      admin,
+      sidecarsOnly,
+      { annotations: marker },
+      (pod) => pod.metadata.annotations?.[INJECTED_ANNOTATION] === MARKER_TEMPLATE.name,
+    );
     const beforeWebhook = policyCounters(await webhook.metrics());
     const policyEntry = env.webhook.entries.find((e) => e.startsWith('pod-policy.'))!;
     const calls = (m: Metrics) => m.sum('apiserver_admission_webhook_request_total', { name: policyEntry });
@@ -223,7 +242,13 @@ describe('pod policies against a real control plane', () => {
 
     // The pod of docs/pod-policy.md: cpu and memory at pod level, two containers asking for nothing.
     const whole = { requests: { cpu: '600m', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' } };
-    const created = await admin.post(`/api/v1/namespaces/${ns}/pods`, podLevel('whole', whole, [{ name: 'app', image: PAUSE_IMAGE }, { name: 'worker', image: PAUSE_IMAGE }]));
+    const created = await admin.post(
+      `/api/v1/namespaces/${ns}/pods`,
+      podLevel('whole', whole, [
+        { name: 'app', image: PAUSE_IMAGE },
+        { name: 'worker', image: PAUSE_IMAGE },
+      ]),
+    );
     for (const c of created.spec.containers) expect(c.resources ?? {}, c.name).toEqual({});
     expectQuantities(created.spec.resources.requests, whole.requests, 'whole pod-level requests');
     expectQuantities(created.spec.resources.limits, whole.limits, 'whole pod-level limits');
@@ -249,7 +274,14 @@ describe('pod policies against a real control plane', () => {
     expectQuantities(cpuOnly.spec.resources.requests, { cpu: '1' }, 'cpu-only pod-level requests');
 
     // One pod mutated (cpu-only: two memory requests, one added and one lowered); no cpu touched.
-    expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({ mutated: 1, cpuAdded: 0, memoryAdded: 1, requestsChanged: 2, limitsChanged: 0, unsynced: 0 });
+    expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({
+      mutated: 1,
+      cpuAdded: 0,
+      memoryAdded: 1,
+      requestsChanged: 2,
+      limitsChanged: 0,
+      unsynced: 0,
+    });
   });
 
   it('(f) a cpu limit derived from memory, without a cpu request percentage: the API server gives it a request equal to it, and the second /mutate call (the other entry) keeps the recorded originals', async () => {
@@ -269,7 +301,9 @@ describe('pod policies against a real control plane', () => {
     // 200 % per GiB of a 1Gi memory limit: a 2-CPU limit, whose request the API server defaults to it.
     expectQuantities(resources(created, 'app').limits, { memory: '1Gi', cpu: '2' }, 'app limits');
     expectQuantities(resources(created, 'app').requests, { memory: '1Gi', cpu: '2' }, 'app requests');
-    expect(JSON.parse(created.metadata.annotations?.[ORIGINAL_RESOURCES_ANNOTATION] ?? 'null')).toEqual({ app: { requests: { memory: '1Gi' }, limits: { memory: '1Gi' } } });
+    expect(JSON.parse(created.metadata.annotations?.[ORIGINAL_RESOURCES_ANNOTATION] ?? 'null')).toEqual({
+      app: { requests: { memory: '1Gi' }, limits: { memory: '1Gi' } },
+    });
     expect(created.metadata.annotations[INJECTED_ANNOTATION]).toBe(MARKER_TEMPLATE.name);
   });
 
@@ -327,7 +361,14 @@ describe('pod policies against a real control plane', () => {
         spec: {
           ...onKwokNode(env, nodeName!),
           ...extra,
-          containers: [{ name: 'pause', image: PAUSE_IMAGE, resources: { requests: { cpu: '1', memory: '64Mi' } }, ...(extra.volumes ? { volumeMounts: [{ name: 'data', mountPath: '/data' }] } : {}) }],
+          containers: [
+            {
+              name: 'pause',
+              image: PAUSE_IMAGE,
+              resources: { requests: { cpu: '1', memory: '64Mi' } },
+              ...(extra.volumes ? { volumeMounts: [{ name: 'data', mountPath: '/data' }] } : {}),
+            },
+          ],
         },
       });
       const pod = (name: string) => admin.get(`/api/v1/namespaces/${ns}/pods/${name}`);
@@ -351,7 +392,26 @@ describe('pod policies against a real control plane', () => {
         metadata: { name: 'data' },
         spec: { storageClassName: storageClass, accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
       });
-      await admin.post(`/api/v1/namespaces/${ns}/pods`, oneCpu('late', { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] }));
+      const claimVolume = { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] };
+      // kube-scheduler reads the claim from its own informer, not in step with its pod informer:
+      // a pod it sees first fails with `persistentvolumeclaim "data" not found`. For `late` that
+      // could hide the denial: client-go's events recorder merges FailedScheduling Events about
+      // the same object (the pod at one resourceVersion) into one series that keeps the first
+      // note, and a retry that comes before the scheduler has seen its own status update of the
+      // pod is about the same object. A probe pod that mounts the claim and fits no node shows
+      // when the scheduler has the claim: its failure then names the node selector instead.
+      const probeSelector = { ...onKwokNode(env, nodeName!).nodeSelector, 'e2e.kube-overcommit.io/no-such-node': 'true' };
+      await admin.post(`/api/v1/namespaces/${ns}/pods`, oneCpu('claim-probe', { ...claimVolume, nodeSelector: probeSelector }));
+      await waitUntil(
+        'kube-scheduler to see the claim (`claim-probe` unschedulable for its node selector)',
+        async () => {
+          const condition = (await pod('claim-probe')).status.conditions?.find((c: any) => c.type === 'PodScheduled');
+          return condition?.reason === 'Unschedulable' && !String(condition.message).includes('persistentvolumeclaim');
+        },
+        { describe: async () => (await pod('claim-probe')).status },
+      );
+      await admin.delete(`/api/v1/namespaces/${ns}/pods/claim-probe`, { gracePeriodSeconds: 0 });
+      await admin.post(`/api/v1/namespaces/${ns}/pods`, oneCpu('late', claimVolume));
       await waitUntil('kube-scheduler to choose a node for `late` (PVC annotation volume.kubernetes.io/selected-node)', async () => {
         const claim = await admin.get(`/api/v1/namespaces/${ns}/persistentvolumeclaims/data`);
         return claim.metadata.annotations?.['volume.kubernetes.io/selected-node'] === nodeName;
@@ -405,7 +465,7 @@ describe('pod policies against a real control plane', () => {
       });
     }
   }
-  it('(c) cap in deny mode: kube-scheduler\'s binding past raw allocatable × ratio is refused; the pod stays Pending', async () => {
+  it("(c) cap in deny mode: kube-scheduler's binding past raw allocatable × ratio is refused; the pod stays Pending", async () => {
     try {
       const { ns, nodeName, before, capText, pod } = await capScenario('deny');
       const denial = await waitUntil(
@@ -415,6 +475,9 @@ describe('pod policies against a real control plane', () => {
       );
       expect(String(denial.message)).toContain(`admission webhook "pod-policy.kube-overcommit.io" denied the request`);
       expect(String(denial.message)).toContain(`kube-overcommit: pod ${ns}/late would exceed the overcommit cap of node ${nodeName}: ${capText}`);
+      // kube-scheduler logs the refused binding with the webhook's answer.
+      const refused = `admission webhook \\"pod-policy.kube-overcommit.io\\" denied the request: kube-overcommit: pod ${ns}/late would exceed the overcommit cap`;
+      expect(readFileSync(join(env.logDir, 'kube-scheduler.log'), 'utf8')).toContain(refused);
       // The volume was bound (so the scheduler did get to its binding), and the pod stays Pending:
       // the scheduler retries, and now counts `direct`: no room.
       expect((await admin.get(`/api/v1/namespaces/${ns}/persistentvolumeclaims/data`)).status.phase).toBe('Bound');
@@ -428,10 +491,19 @@ describe('pod policies against a real control plane', () => {
       );
       expect(late.spec.nodeName).toBeUndefined();
       expect(late.status.phase).toBe('Pending');
-      const onNode = (await listPods(admin, ns)).filter((p) => p.spec.nodeName === nodeName).map((p) => p.metadata.name).sort();
+      const onNode = (await listPods(admin, ns))
+        .filter((p) => p.spec.nodeName === nodeName)
+        .map((p) => p.metadata.name)
+        .sort();
       expect(onNode).toEqual(['direct', 'fill-0', 'fill-1']);
       // One denial for the CREATE of `over`, one for the binding of `late`; cpu only; nothing skipped.
-      expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({ capDenials: 2, cpuCapDenials: 2, capWarnings: 0, capSkipped: 0, unsynced: 0 });
+      expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({
+        capDenials: 2,
+        cpuCapDenials: 2,
+        capWarnings: 0,
+        capSkipped: 0,
+        unsynced: 0,
+      });
     } finally {
       await runCleanups();
     }
@@ -440,18 +512,33 @@ describe('pod policies against a real control plane', () => {
   it('(d) cap in warn mode: the same binding is admitted — the pod is bound and Running — and the warning is counted and returned to kube-scheduler', async () => {
     try {
       const { ns, nodeName, before, pod } = await capScenario('warn');
-      const late = await waitUntil('`late` bound and Running', async () => {
-        const p = await pod('late');
-        return p.spec.nodeName === nodeName && p.status.phase === 'Running' ? p : undefined;
-      }, { timeoutMs: 30_000, describe: async () => ({ pod: (await pod('late')).status, events: await eventsFor(admin, ns, 'late') }) });
+      const late = await waitUntil(
+        '`late` bound and Running',
+        async () => {
+          const p = await pod('late');
+          return p.spec.nodeName === nodeName && p.status.phase === 'Running' ? p : undefined;
+        },
+        { timeoutMs: 30_000, describe: async () => ({ pod: (await pod('late')).status, events: await eventsFor(admin, ns, 'late') }) },
+      );
       expect(late.spec.nodeName).toBe(nodeName);
-      const onNode = (await listPods(admin, ns)).filter((p) => p.spec.nodeName === nodeName).map((p) => p.metadata.name).sort();
+      const onNode = (await listPods(admin, ns))
+        .filter((p) => p.spec.nodeName === nodeName)
+        .map((p) => p.metadata.name)
+        .sort();
       expect(onNode).toEqual(['direct', 'fill-0', 'fill-1', 'late']);
       // One warning (the binding of `late`; the dry-run CREATE of `over` is not counted).
-      expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({ capWarnings: 1, cpuCapWarnings: 1, capDenials: 0, capSkipped: 0, unsynced: 0 });
+      expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({
+        capWarnings: 1,
+        cpuCapWarnings: 1,
+        capDenials: 0,
+        capSkipped: 0,
+        unsynced: 0,
+      });
       // The API server handed the warning to kube-scheduler, whose client logs it.
       const warning = `node ${nodeName} over its overcommit cap for cpu: 4 requested > cap 3`;
-      await waitUntil('the warning in kube-scheduler\'s log', () => readFileSync(join(env.logDir, 'kube-scheduler.log'), 'utf8').includes(warning), { timeoutMs: 5_000 });
+      await waitUntil("the warning in kube-scheduler's log", () => readFileSync(join(env.logDir, 'kube-scheduler.log'), 'utf8').includes(warning), {
+        timeoutMs: 5_000,
+      });
       expect((await eventsFor(admin, ns, 'late', 'FailedScheduling')).filter((e) => String(e.message).includes('overcommit cap'))).toEqual([]);
     } finally {
       await runCleanups();

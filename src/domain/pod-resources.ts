@@ -11,9 +11,8 @@
  * (spec.resources.requests, PodLevelResources) replace the aggregate for the resources they
  * name, overhead added after, as the scheduler does. Amounts are exact, in base units.
  */
-import { MANAGED_RESOURCES, type ManagedResource } from '../config/config.schema.js';
-import type { ResourceAmounts } from '../node-oversell/node-oversell.rules.js';
-import { parseResourceQuantity } from '../node-oversell/quantity.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from './resources.js';
+import { parseResourceQuantity } from './quantity.js';
 import { isRecord } from '../common/is-record.js';
 
 export type ResourceList = Record<string, string | number>;

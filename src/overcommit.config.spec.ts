@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_CONFIG, parseConfig } from './config.loader.js';
+import { DEFAULT_CONFIG, parseConfig } from './overcommit.config.js';
 
 describe('parseConfig', () => {
   it('accepts the documented example and freezes it', () => {

@@ -1,13 +1,7 @@
 import { Type } from 'class-transformer';
 import { IsArray, IsBoolean, IsDefined, IsIn, IsInt, IsNumber, IsOptional, Matches, Max, Min, ValidateBy, ValidateNested } from 'class-validator';
-import { PodPolicyConfig } from '../pod-policy/pod-policy.config.js';
-import { SidecarConfig } from '../sidecar/sidecar.config.js';
 import { parseDuration } from '../common/duration.js';
-import { LabelSelector } from './label-selector.js';
-
-/** The resources whose allocatable may be inflated. Extended resources (GPUs, hugepages) never are. */
-export const MANAGED_RESOURCES = ['cpu', 'memory', 'ephemeral-storage', 'pods'] as const;
-export type ManagedResource = (typeof MANAGED_RESOURCES)[number];
+import { LabelSelector } from '../domain/label-selector.js';
 
 const ratio = () => [IsOptional(), IsNumber({ allowNaN: false, allowInfinity: false }), Min(1), Max(10)];
 function Ratio(): PropertyDecorator {
@@ -158,13 +152,4 @@ export class NodesConfig {
   statusReportPeriod: string = '5m';
   /** Apply a config change to idle nodes at once, instead of at their kubelet's next report. */
   @IsOptional() @ValidateNested() @Type(() => ReconcileConfig) reconcile: ReconcileConfig = new ReconcileConfig();
-}
-
-/** config.yaml, validated. A snapshot of it is deep-frozen and shared by concurrent requests. */
-export class OvercommitConfig {
-  @IsOptional() @ValidateNested() @Type(() => NodesConfig) nodes: NodesConfig = new NodesConfig();
-  /** Pod policies: default requests, request-to-limit percentages, node cap (docs/pod-policy.md). */
-  @IsOptional() @ValidateNested() @Type(() => PodPolicyConfig) pods: PodPolicyConfig = new PodPolicyConfig();
-  /** Sidecar templates injected on pod CREATE (docs/sidecars.md). */
-  @IsOptional() @ValidateNested() @Type(() => SidecarConfig) sidecars: SidecarConfig = new SidecarConfig();
 }
