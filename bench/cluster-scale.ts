@@ -173,7 +173,11 @@ interface PhaseFigures {
 }
 
 /** Every fleet node's stored allocatable cpu against the expected value (one LIST). */
-async function checkNodes(env: E2eEnv, names: string[], expectedCpu: string): Promise<{ nodes: number; expectedCpu: string; matching: number; others: Record<string, number> }> {
+async function checkNodes(
+  env: E2eEnv,
+  names: string[],
+  expectedCpu: string,
+): Promise<{ nodes: number; expectedCpu: string; matching: number; others: Record<string, number> }> {
   const admin = adminClient(env);
   try {
     const list = await admin.get('/api/v1/nodes', { labelSelector: 'bench.kube-overcommit.io/fleet=true' });
@@ -282,9 +286,20 @@ async function measure(
 
   const statusPatch = { resource: 'nodes', subresource: 'status', verb: 'PATCH' };
   const statusPatches = counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', statusPatch);
-  const statusPatchErrors = counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', { ...statusPatch, code: (c) => c !== undefined && !c.startsWith('2') });
-  const calls200 = counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', { name: nodesEntry, type: 'admit', code: '200' });
-  const callsNot200 = counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', { name: nodesEntry, type: 'admit', code: not('200') });
+  const statusPatchErrors = counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', {
+    ...statusPatch,
+    code: (c) => c !== undefined && !c.startsWith('2'),
+  });
+  const calls200 = counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', {
+    name: nodesEntry,
+    type: 'admit',
+    code: '200',
+  });
+  const callsNot200 = counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', {
+    name: nodesEntry,
+    type: 'admit',
+    code: not('200'),
+  });
   const summary = (s: { summary(): object }) => s.summary();
   const patchInterval = samples.patchIntervalS.summary();
   const tickLate = samples.tickLateMs.summary();
@@ -321,11 +336,20 @@ async function measure(
         callsNot200,
         failOpen: counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_fail_open_count', { name: nodesEntry, type: 'admit' }),
         rejections: counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_rejection_count', { name: nodesEntry, type: 'admit' }),
-        admissionMs: histogramDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_admission_duration_seconds', { name: nodesEntry, type: 'admit', operation: 'UPDATE' }, 1000),
+        admissionMs: histogramDelta(
+          before.apiserver,
+          after.apiserver,
+          'apiserver_admission_webhook_admission_duration_seconds',
+          { name: nodesEntry, type: 'admit', operation: 'UPDATE' },
+          1000,
+        ),
       },
     },
     webhookSelf: before.webhook
-      ? { requests: webhookRequests, durationMs: histogramDelta(before.webhook, after.webhook, 'kube_overcommit_admission_duration_seconds', { resource: 'nodes/status' }, 1000) }
+      ? {
+          requests: webhookRequests,
+          durationMs: histogramDelta(before.webhook, after.webhook, 'kube_overcommit_admission_duration_seconds', { resource: 'nodes/status' }, 1000),
+        }
       : null,
     etcd: {
       puts: counterDelta(before.etcd, after.etcd, 'etcd_mvcc_put_total'),
@@ -335,7 +359,10 @@ async function measure(
       dbSizeMiB: round(after.etcd.sum('etcd_mvcc_db_total_size_in_bytes') / 1024 / 1024, 1),
     },
     nodeEtcdWrites: counterDelta(before.apiserver, after.apiserver, 'etcd_requests_total', { resource: 'nodes', operation: 'update' }),
-    nodeEtcdWritesPerSec: round(counterDelta(before.apiserver, after.apiserver, 'etcd_requests_total', { resource: 'nodes', operation: 'update' }) / windowSeconds, 3),
+    nodeEtcdWritesPerSec: round(
+      counterDelta(before.apiserver, after.apiserver, 'etcd_requests_total', { resource: 'nodes', operation: 'update' }) / windowSeconds,
+      3,
+    ),
     nodeWatchEvents,
     nodeWatchEventsPerSec: round(nodeWatchEvents / windowSeconds, 3),
     cpu,
@@ -346,8 +373,7 @@ async function measure(
       // Kept up: timers fire < 1 s late at p99 and the inflation phase's PATCH interval is within 10 % of the update period.
       keptUp: tickLate.p99 < 1000 && (name !== 'inflation' || patchInterval.mean < updatePeriodS * 1.1),
     },
-    webhookCpuMsPerCall:
-      calls200 + callsNot200 > 0 ? round(((cpu.webhook as { cpuSeconds: number }).cpuSeconds * 1000) / (calls200 + callsNot200), 3) : null,
+    webhookCpuMsPerCall: calls200 + callsNot200 > 0 ? round(((cpu.webhook as { cpuSeconds: number }).cpuSeconds * 1000) / (calls200 + callsNot200), 3) : null,
     nodeObject: { ...sizes, patchBodyMeanBytes: round(sims.patchBodyBytes / Math.max(1, sims.patchAttempts), 0) },
     check,
   };
@@ -389,24 +415,49 @@ function main(): void {
     await nodeWatcher.start(env);
     stage.onTearDown(() => nodeWatcher.stop());
     log(`${fleet.counters.registered} nodes registered in ${((Date.now() - registering) / 1000).toFixed(1)} s (${fleet.counters.registerFailures} failures)`);
-    if (fleet.counters.registered < options.nodes) throw new Error(`only ${fleet.counters.registered} of ${options.nodes} nodes registered:\n  ${fleet.errors.slice(0, 10).join('\n  ')}`);
+    if (fleet.counters.registered < options.nodes)
+      throw new Error(`only ${fleet.counters.registered} of ${options.nodes} nodes registered:\n  ${fleet.errors.slice(0, 10).join('\n  ')}`);
     await sleep(options.warmupSeconds * 1000);
     const capacityCpu = fleet.rawAllocatable.cpu!;
 
     const phases: PhaseFigures[] = [];
     log(`phase inflation: measuring ${options.minutes} min`);
     phases.push(
-      await measure('inflation', `cpu ratio ${options.ratio} in the ConfigMap`, env, processes, webhook, fleet, names, options.minutes * 60, inflate(capacityCpu, options.ratio)),
+      await measure(
+        'inflation',
+        `cpu ratio ${options.ratio} in the ConfigMap`,
+        env,
+        processes,
+        webhook,
+        fleet,
+        names,
+        options.minutes * 60,
+        inflate(capacityCpu, options.ratio),
+      ),
     );
 
     if (options.coalesce) {
-      await webhook.useConfig({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 }, coalesceStatusWrites: true, statusReportPeriod: `${options.reportSeconds}s` } });
+      await webhook.useConfig({
+        nodes: { defaultRatios: { cpu: options.ratio, memory: 1 }, coalesceStatusWrites: true, statusReportPeriod: `${options.reportSeconds}s` },
+      });
       log(`phase coalescing (statusReportPeriod ${options.reportSeconds}s): settling ${options.settleSeconds} s`);
       await sleep(options.settleSeconds * 1000);
       log(`phase coalescing: measuring ${options.minutes} min`);
-      const coalescing = await measure('coalescing', `cpu ratio ${options.ratio}, nodes.coalesceStatusWrites`, env, processes, webhook, fleet, names, options.minutes * 60, inflate(capacityCpu, options.ratio));
+      const coalescing = await measure(
+        'coalescing',
+        `cpu ratio ${options.ratio}, nodes.coalesceStatusWrites`,
+        env,
+        processes,
+        webhook,
+        fleet,
+        names,
+        options.minutes * 60,
+        inflate(capacityCpu, options.ratio),
+      );
       const counts = await webhook.metrics();
-      coalescing.decisions = Object.fromEntries(counts.find('kube_overcommit_status_writes_total').map((s) => [`${s.labels.decision}/${s.labels.reason}`, s.value]));
+      coalescing.decisions = Object.fromEntries(
+        counts.find('kube_overcommit_status_writes_total').map((s) => [`${s.labels.decision}/${s.labels.reason}`, s.value]),
+      );
       phases.push(coalescing);
     }
 
@@ -439,7 +490,8 @@ function main(): void {
     const b = phases.at(-1)!;
     const coalescing = options.coalesce ? phases[1]! : undefined;
     const ratio = (x: number, y: number) => round(x / y, 1);
-    const failuresOf = (p: PhaseFigures) => p.sims.patchFailures + p.apiserver.statusPatchErrors + p.apiserver.webhook.rejections + p.apiserver.webhook.failOpen;
+    const failuresOf = (p: PhaseFigures) =>
+      p.sims.patchFailures + p.apiserver.statusPatchErrors + p.apiserver.webhook.rejections + p.apiserver.webhook.failOpen;
     const failures = phases.reduce((total, p) => total + failuresOf(p), 0);
     // The webhook's CPU per call: the inflation phase's CPU over its calls (which also carries the
     // idle cost: informers, metrics, GC), and the marginal cost between the two phases (with
@@ -448,12 +500,18 @@ function main(): void {
     const cpuOf = (p: PhaseFigures) => (p.cpu.webhook as { cpuSeconds: number }).cpuSeconds;
     const webhookCpu = {
       perCallMs: a.webhookCpuMsPerCall,
-      marginalPerCallMs: round(((cpuOf(a) - (cpuOf(b) * a.window.seconds) / b.window.seconds) * 1000) / Math.max(1, callsOf(a) - (callsOf(b) * a.window.seconds) / b.window.seconds), 3),
+      marginalPerCallMs: round(
+        ((cpuOf(a) - (cpuOf(b) * a.window.seconds) / b.window.seconds) * 1000) / Math.max(1, callsOf(a) - (callsOf(b) * a.window.seconds) / b.window.seconds),
+        3,
+      ),
       baselineCores: (b.cpu.webhook as { cores: number }).cores,
     };
     const webhookCpuMsPerCall = webhookCpu.perCallMs;
     const perNode = {
-      statusWritesPerNodePerSec: { inflation: round(a.sims.steadyWritesPerSec / options.nodes, 5), baseline: round(b.sims.steadyWritesPerSec / options.nodes, 5) },
+      statusWritesPerNodePerSec: {
+        inflation: round(a.sims.steadyWritesPerSec / options.nodes, 5),
+        baseline: round(b.sims.steadyWritesPerSec / options.nodes, 5),
+      },
       protobufBytesPerWrite: a.nodeObject.protobuf,
     };
     const extrapolate = (n: number) => {
@@ -473,7 +531,10 @@ function main(): void {
       startedAt: new Date(t0).toISOString(),
       finishedAt: new Date().toISOString(),
       machine: { ...machineInfo(), loadAvgAtStart: phases[0]!.window.loadAvgStart },
-      cluster: { kubernetes: env.k8sVersion, processes: 'etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (idle), webhook, load generator — all on this machine' },
+      cluster: {
+        kubernetes: env.k8sVersion,
+        processes: 'etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (idle), webhook, load generator — all on this machine',
+      },
       webhookProcess: { nodeOptions: DEPLOYMENT_NODE_OPTIONS, memoryLimitMiB: webhook.memoryLimitMiB },
       options,
       fleet: {
@@ -520,8 +581,8 @@ function main(): void {
         sources: {
           statusPatchesPerSec: 'apiserver_request_total{resource="nodes",subresource="status",verb="PATCH"}',
           nodeEtcdWritesPerSec: 'the API server\'s etcd_requests_total{resource="nodes",operation="update"}',
-          etcdPutsPerSec: 'etcd\'s etcd_mvcc_put_total (every key: Leases, Events too)',
-          nodeWatchEventsPerSec: 'events of one watch on the fleet\'s Nodes (label selector), client-node Watch',
+          etcdPutsPerSec: "etcd's etcd_mvcc_put_total (every key: Leases, Events too)",
+          nodeWatchEventsPerSec: "events of one watch on the fleet's Nodes (label selector), client-node Watch",
         },
         etcdWritesRatioInflation: round(a.nodeEtcdWritesPerSec / b.nodeEtcdWritesPerSec, 2),
         etcdWritesRatioCoalesced: round(coalescing.nodeEtcdWritesPerSec / b.nodeEtcdWritesPerSec, 2),
@@ -533,11 +594,25 @@ function main(): void {
       };
       const coalesceFile = resultsPath('cluster-coalesce.json');
       writeFileSync(coalesceFile, `${JSON.stringify(coalesceReport, null, 2)}\n`);
-      console.log(`\n${table(['', ...phases.map((p) => p.name)], Object.keys(perPhase(a)).filter((k) => k !== 'description' && k !== 'decisions' && k !== 'phase').map((k) => [k, ...phases.map((p) => String((perPhase(p) as Record<string, unknown>)[k]))]))}`);
-      console.log(`etcd Node writes ÷ baseline: inflation ${coalesceReport.etcdWritesRatioInflation}, coalescing ${coalesceReport.etcdWritesRatioCoalesced}; watch events ÷ baseline: coalescing ${coalesceReport.watchEventsRatioCoalesced}; wrote ${coalesceFile}`);
+      console.log(
+        `\n${table(
+          ['', ...phases.map((p) => p.name)],
+          Object.keys(perPhase(a))
+            .filter((k) => k !== 'description' && k !== 'decisions' && k !== 'phase')
+            .map((k) => [k, ...phases.map((p) => String((perPhase(p) as Record<string, unknown>)[k]))]),
+        )}`,
+      );
+      console.log(
+        `etcd Node writes ÷ baseline: inflation ${coalesceReport.etcdWritesRatioInflation}, coalescing ${coalesceReport.etcdWritesRatioCoalesced}; watch events ÷ baseline: coalescing ${coalesceReport.watchEventsRatioCoalesced}; wrote ${coalesceFile}`,
+      );
     }
 
-    const row = (label: string, f: (p: PhaseFigures) => string | number, r?: (x: PhaseFigures, y: PhaseFigures) => string | number) => [label, f(a), f(b), r ? r(a, b) : ''];
+    const row = (label: string, f: (p: PhaseFigures) => string | number, r?: (x: PhaseFigures, y: PhaseFigures) => string | number) => [
+      label,
+      f(a),
+      f(b),
+      r ? r(a, b) : '',
+    ];
     const num2 = (v: number) => round(v, 2);
     const ms = (h: any) => (h ? `${h.p50} / ${h.p99}` : '-');
     const cores = (p: PhaseFigures, k: string) => (p.cpu[k] as any).cores;
@@ -547,20 +622,43 @@ function main(): void {
         [
           row('window s', (p) => p.window.seconds),
           row('status PATCHes sent (ok)', (p) => p.sims.patchOk),
-          row('status writes/s (sims)', (p) => num2(p.sims.writesPerSec), (x, y) => ratio(x.sims.writesPerSec, y.sims.writesPerSec)),
-          row('status writes/s (API server)', (p) => num2(p.apiserver.statusPatchesPerSec), (x, y) => ratio(x.apiserver.statusPatchesPerSec, y.apiserver.statusPatchesPerSec)),
-          row('steady writes/s (nodes ÷ mean interval)', (p) => num2(p.sims.steadyWritesPerSec), (x, y) => ratio(x.sims.steadyWritesPerSec, y.sims.steadyWritesPerSec)),
+          row(
+            'status writes/s (sims)',
+            (p) => num2(p.sims.writesPerSec),
+            (x, y) => ratio(x.sims.writesPerSec, y.sims.writesPerSec),
+          ),
+          row(
+            'status writes/s (API server)',
+            (p) => num2(p.apiserver.statusPatchesPerSec),
+            (x, y) => ratio(x.apiserver.statusPatchesPerSec, y.apiserver.statusPatchesPerSec),
+          ),
+          row(
+            'steady writes/s (nodes ÷ mean interval)',
+            (p) => num2(p.sims.steadyWritesPerSec),
+            (x, y) => ratio(x.sims.steadyWritesPerSec, y.sims.steadyWritesPerSec),
+          ),
           row('mean s between a node’s PATCHes', (p) => (p.sims.patchIntervalS as any).mean),
           row('failed PATCHes (sims / API non-2xx)', (p) => `${p.sims.patchFailures} / ${p.apiserver.statusPatchErrors}`),
-          row('webhook calls 200 / other / fail-open / rejected', (p) => `${p.apiserver.webhook.calls200} / ${p.apiserver.webhook.callsNot200} / ${p.apiserver.webhook.failOpen} / ${p.apiserver.webhook.rejections}`),
+          row(
+            'webhook calls 200 / other / fail-open / rejected',
+            (p) => `${p.apiserver.webhook.calls200} / ${p.apiserver.webhook.callsNot200} / ${p.apiserver.webhook.failOpen} / ${p.apiserver.webhook.rejections}`,
+          ),
           row('API server webhook latency p50 / p99 ms', (p) => ms(p.apiserver.webhook.admissionMs)),
           row('webhook’s own time p50 / p99 ms', (p) => ms(p.webhookSelf?.durationMs)),
           row('PATCH round trip p50 / p99 ms (sims)', (p) => ms(p.sims.patchMs)),
           row('PATCH in API server p50 / p99 ms', (p) => ms(p.apiserver.statusPatchMs)),
           row('webhook CPU s (cores)', (p) => `${(p.cpu.webhook as any).cpuSeconds} (${cores(p, 'webhook')})`),
-          row('webhook CPU ms per call', (p) => p.webhookCpuMsPerCall ?? 'no calls', () => `marginal ${webhookCpu.marginalPerCallMs}`),
+          row(
+            'webhook CPU ms per call',
+            (p) => p.webhookCpuMsPerCall ?? 'no calls',
+            () => `marginal ${webhookCpu.marginalPerCallMs}`,
+          ),
           row('webhook peak RSS MiB', (p) => (p.cpu.webhook as any).peakRssMiB),
-          row('API server cores', (p) => cores(p, 'apiserver'), (x, y) => ratio(cores(x, 'apiserver'), cores(y, 'apiserver'))),
+          row(
+            'API server cores',
+            (p) => cores(p, 'apiserver'),
+            (x, y) => ratio(cores(x, 'apiserver'), cores(y, 'apiserver')),
+          ),
           row('etcd cores', (p) => cores(p, 'etcd')),
           row('controller-manager + scheduler cores', (p) => num2(cores(p, 'controllerManager') + cores(p, 'scheduler'))),
           row('load generator cores', (p) => cores(p, 'loadGenerator')),
@@ -577,7 +675,9 @@ function main(): void {
         ],
       )}\n`,
     );
-    console.log(`write amplification: ${report.amplification.measured} (API server count ${report.amplification.apiserver}, steady state ${report.amplification.steadyState}, expected ≈ ${report.amplification.expected})`);
+    console.log(
+      `write amplification: ${report.amplification.measured} (API server count ${report.amplification.apiserver}, steady state ${report.amplification.steadyState}, expected ≈ ${report.amplification.expected})`,
+    );
     console.log(`failed or rejected status updates: ${failures} (target 0)`);
     console.log(`wrote ${outFile}`);
     return failures === 0;

@@ -53,7 +53,10 @@ export async function bringUp(name: string, log: Log, keep: boolean): Promise<St
   const cleanups: Array<() => Promise<void> | void> = [];
   const tearDown = (success = false) => {
     done ??= (async () => {
-      for (const cleanup of cleanups.reverse()) await Promise.resolve().then(cleanup).catch((e) => log(`cleanup: ${e}`));
+      for (const cleanup of cleanups.reverse())
+        await Promise.resolve()
+          .then(cleanup)
+          .catch((e) => log(`cleanup: ${e}`));
       if (runDir) await tearDownE2e({ runDir }, { remove: keep ? 'nothing' : success ? 'all' : 'bulky', log });
     })();
     return done;
@@ -121,14 +124,27 @@ export class ProcessWatch {
 
   constructor(private readonly pids: Record<string, number>) {
     for (const [name, pid] of Object.entries(pids)) {
-      this.start.set(name, safe(() => cpuSeconds(pid)));
-      this.peak.set(name, safe(() => statusKiB(pid, 'VmRSS')));
+      this.start.set(
+        name,
+        safe(() => cpuSeconds(pid)),
+      );
+      this.peak.set(
+        name,
+        safe(() => statusKiB(pid, 'VmRSS')),
+      );
     }
     this.timer = setInterval(() => this.sample(), 1_000);
   }
 
   private sample(): void {
-    for (const [name, pid] of Object.entries(this.pids)) this.peak.set(name, Math.max(this.peak.get(name) ?? 0, safe(() => statusKiB(pid, 'VmRSS'))));
+    for (const [name, pid] of Object.entries(this.pids))
+      this.peak.set(
+        name,
+        Math.max(
+          this.peak.get(name) ?? 0,
+          safe(() => statusKiB(pid, 'VmRSS')),
+        ),
+      );
   }
 
   end(): Record<string, ProcessFigures> {
@@ -250,7 +266,13 @@ export interface HistogramSummary {
 }
 
 /** A histogram's observations between two scrapes (`scale` 1000 turns seconds into ms). */
-export function histogramDelta(before: Metrics | undefined, after: Metrics | undefined, name: string, labels: LabelMatch = {}, scale = 1): HistogramSummary | null {
+export function histogramDelta(
+  before: Metrics | undefined,
+  after: Metrics | undefined,
+  name: string,
+  labels: LabelMatch = {},
+  scale = 1,
+): HistogramSummary | null {
   if (!before || !after) return null;
   const b = buckets(before, name, labels);
   const a = buckets(after, name, labels);
@@ -299,16 +321,20 @@ export async function nodeSizes(env: E2eEnv, name: string): Promise<{ json: numb
   const get = (accept: string) =>
     new Promise<number>((resolve, reject) => {
       const agent = new https.Agent({ ca: readFileSync(env.caFile) });
-      const req = https.get(new URL(`/api/v1/nodes/${name}`, env.apiserverUrl), { agent, headers: { authorization: `Bearer ${env.adminToken}`, accept } }, (res) => {
-        let bytes = 0;
-        res.on('data', (c: Buffer) => (bytes += c.length));
-        res.on('end', () => {
-          agent.destroy();
-          if (res.statusCode === 200) resolve(bytes);
-          else reject(new Error(`GET node ${name} (${accept}): HTTP ${res.statusCode}`));
-        });
-        res.on('error', reject);
-      });
+      const req = https.get(
+        new URL(`/api/v1/nodes/${name}`, env.apiserverUrl),
+        { agent, headers: { authorization: `Bearer ${env.adminToken}`, accept } },
+        (res) => {
+          let bytes = 0;
+          res.on('data', (c: Buffer) => (bytes += c.length));
+          res.on('end', () => {
+            agent.destroy();
+            if (res.statusCode === 200) resolve(bytes);
+            else reject(new Error(`GET node ${name} (${accept}): HTTP ${res.statusCode}`));
+          });
+          res.on('error', reject);
+        },
+      );
       req.on('error', reject);
     });
   return { json: await get('application/json'), protobuf: await get('application/vnd.kubernetes.protobuf') };

@@ -20,21 +20,7 @@ import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
-import {
-  ensureBuilt,
-  freePort,
-  machineInfo,
-  median,
-  oursEnv,
-  resultsPath,
-  round,
-  ROOT,
-  RUN_DIR,
-  startProcess,
-  table,
-  waitReady,
-  writeTls,
-} from './lib.js';
+import { ensureBuilt, freePort, machineInfo, median, oursEnv, resultsPath, round, ROOT, RUN_DIR, startProcess, table, waitReady, writeTls } from './lib.js';
 import { deploymentPodReview } from './reviews.js';
 
 const { values: flags } = parseArgs({ options: { 'no-build': { type: 'boolean' }, rounds: { type: 'string', default: '7' } } });
@@ -53,8 +39,12 @@ function withHole(review: Json, set: (review: Json) => void, fill: (room: number
 }
 
 // `"k00000":value,` per key.
-const keys = (room: number, value: string) => `{${Array.from({ length: Math.floor(room / (11 + value.length)) }, (_, i) => `"k${i.toString(36).padStart(5, '0')}":${value}`).join(',')}}`;
-const repeatList = (room: number, item: string) => `[${Array(Math.floor(room / (item.length + 1))).fill(item).join(',')}]`;
+const keys = (room: number, value: string) =>
+  `{${Array.from({ length: Math.floor(room / (11 + value.length)) }, (_, i) => `"k${i.toString(36).padStart(5, '0')}":${value}`).join(',')}}`;
+const repeatList = (room: number, item: string) =>
+  `[${Array(Math.floor(room / (item.length + 1)))
+    .fill(item)
+    .join(',')}]`;
 const nestedArrays = (depth: number) => `${'['.repeat(depth)}1${']'.repeat(depth)}`;
 const nestedObjects = (depth: number) => `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
 
@@ -78,22 +68,86 @@ function cases(): Case[] {
   const hole = (at: (r: Json) => Json, key: string) => (r: Json) => void (at(r)[key] = '__HOLE__');
   return [
     { name: 'valid node, 3 MiB of images (baseline)', body: largestNode() },
-    { name: 'request.kind: 3 MiB of keys', body: withHole(node(), hole((r) => r.request, 'kind'), (room) => keys(room, '1')) },
+    {
+      name: 'request.kind: 3 MiB of keys',
+      body: withHole(
+        node(),
+        hole((r) => r.request, 'kind'),
+        (room) => keys(room, '1'),
+      ),
+    },
     {
       name: 'request.kind: group, version, kind and 3 MiB more keys',
-      body: withHole(node(), hole((r) => r.request, 'kind'), (room) => keys(room - 64, '1').replace('{', '{"group":"","version":"v1","kind":"Node",')),
+      body: withHole(
+        node(),
+        hole((r) => r.request, 'kind'),
+        (room) => keys(room - 64, '1').replace('{', '{"group":"","version":"v1","kind":"Node",'),
+      ),
     },
-    { name: 'request.kind: 3 MiB of keys, each an object', body: withHole(node(), hole((r) => r.request, 'kind'), (room) => keys(room, '{}')) },
-    { name: 'request.uid: array of 1.5 M numbers', body: withHole(node(), hole((r) => r.request, 'uid'), (room) => repeatList(room, '1')) },
-    { name: 'request.uid: array of 1 M objects', body: withHole(node(), hole((r) => r.request, 'uid'), (room) => repeatList(room, '{}')) },
-    { name: 'request.uid: arrays 1.5 M deep', body: withHole(node(), hole((r) => r.request, 'uid'), (room) => nestedArrays(Math.floor(room / 2) - 1)) },
-    { name: 'request.kind: objects 100,000 deep', body: withHole(node(), hole((r) => r.request, 'kind'), () => nestedObjects(100_000)) },
-    { name: 'request: 3 MiB of unknown keys (valid)', body: withHole(node(), (r) => Object.assign(r.request, { extra: '__HOLE__' }), (room) => keys(room, '1')) },
+    {
+      name: 'request.kind: 3 MiB of keys, each an object',
+      body: withHole(
+        node(),
+        hole((r) => r.request, 'kind'),
+        (room) => keys(room, '{}'),
+      ),
+    },
+    {
+      name: 'request.uid: array of 1.5 M numbers',
+      body: withHole(
+        node(),
+        hole((r) => r.request, 'uid'),
+        (room) => repeatList(room, '1'),
+      ),
+    },
+    {
+      name: 'request.uid: array of 1 M objects',
+      body: withHole(
+        node(),
+        hole((r) => r.request, 'uid'),
+        (room) => repeatList(room, '{}'),
+      ),
+    },
+    {
+      name: 'request.uid: arrays 1.5 M deep',
+      body: withHole(
+        node(),
+        hole((r) => r.request, 'uid'),
+        (room) => nestedArrays(Math.floor(room / 2) - 1),
+      ),
+    },
+    {
+      name: 'request.kind: objects 100,000 deep',
+      body: withHole(
+        node(),
+        hole((r) => r.request, 'kind'),
+        () => nestedObjects(100_000),
+      ),
+    },
+    {
+      name: 'request: 3 MiB of unknown keys (valid)',
+      body: withHole(
+        node(),
+        (r) => Object.assign(r.request, { extra: '__HOLE__' }),
+        (room) => keys(room, '1'),
+      ),
+    },
     {
       name: 'pod: container requests 100,000 deep',
-      body: withHole(pod(), hole((r) => r.request.object.spec.containers[1], 'resources'), () => `{"requests":{"extra":${nestedObjects(100_000)}}}`),
+      body: withHole(
+        pod(),
+        hole((r) => r.request.object.spec.containers[1], 'resources'),
+        () => `{"requests":{"extra":${nestedObjects(100_000)}}}`,
+      ),
     },
-    { name: 'pod: container resources, 3 MiB of keys', body: withHole(pod(), hole((r) => r.request.object.spec.containers[1], 'resources'), (room) => keys(room, '"1"')) },
+    {
+      name: 'pod: container resources, 3 MiB of keys',
+      body: withHole(
+        pod(),
+        hole((r) => r.request.object.spec.containers[1], 'resources'),
+        (room) => keys(room, '"1"'),
+      ),
+    },
   ];
 }
 
@@ -134,7 +188,11 @@ function timeMs(fn: () => unknown): number {
 }
 
 /** Part 1: parse and handling, in this process. */
-async function inProcess(bodies: Case[], configFile: string, tls: { certFile: string; keyFile: string }): Promise<Map<string, { parseMs: number; handleMs: number }>> {
+async function inProcess(
+  bodies: Case[],
+  configFile: string,
+  tls: { certFile: string; keyFile: string },
+): Promise<Map<string, { parseMs: number; handleMs: number }>> {
   const { createApp } = await dist('app.factory.js');
   const { AdmissionPipeline } = await dist('admission/admission.pipeline.js');
   const running = await createApp({
@@ -167,7 +225,12 @@ async function inProcess(bodies: Case[], configFile: string, tls: { certFile: st
 
 async function main(): Promise<void> {
   if (!flags['no-build']) ensureBuilt(log);
-  log(`kube-overcommit hostile-envelope bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(
+    `kube-overcommit hostile-envelope bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   const dir = join(RUN_DIR, 'hostile-envelope');
   const tls = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');
@@ -211,19 +274,26 @@ async function main(): Promise<void> {
       };
       results.push(row);
       rows.push([row.name, row.bytes, row.status, row.responseBytes, row.parseMs, row.handleMs, row.latencyMs, row.stallMs, row.stallMaxMs]);
-      log(`${name}: parse ${row.parseMs} ms, then ${row.handleMs} ms; over HTTPS ${row.status} in ${row.latencyMs} ms, stalled node reviews ${row.stallMs} ms (max ${row.stallMaxMs})`);
+      log(
+        `${name}: parse ${row.parseMs} ms, then ${row.handleMs} ms; over HTTPS ${row.status} in ${row.latencyMs} ms, stalled node reviews ${row.stallMs} ms (max ${row.stallMaxMs})`,
+      );
     }
     if (server.child.exitCode !== null) throw new Error(`ours exited (${server.child.exitCode}); log ${server.logFile}`);
   } finally {
     agent.destroy();
     await server.stop();
   }
-  log(`\nmedians of ${ROUNDS} rounds; parse and after-parse in-process; latency and stall over HTTPS (stall: the slowest node review sent during the body's call, minus a node review alone)\n`);
+  log(
+    `\nmedians of ${ROUNDS} rounds; parse and after-parse in-process; latency and stall over HTTPS (stall: the slowest node review sent during the body's call, minus a node review alone)\n`,
+  );
   log(table(['body', 'bytes', 'status', 'resp bytes', 'parse ms', 'after-parse ms', 'latency ms', 'stall ms', 'max stall ms'], rows));
   const out = resultsPath('hostile-envelope.json');
   const loadAvg = os.loadavg().map((l) => round(l, 2));
   log(`load at the end: ${loadAvg.join(' ')}`);
-  writeFileSync(out, `${JSON.stringify({ startedAt: new Date().toISOString(), machine: machineInfo(), loadAvgAtEnd: loadAvg, rounds: ROUNDS, cases: results }, null, 2)}\n`);
+  writeFileSync(
+    out,
+    `${JSON.stringify({ startedAt: new Date().toISOString(), machine: machineInfo(), loadAvgAtEnd: loadAvg, rounds: ROUNDS, cases: results }, null, 2)}\n`,
+  );
   log(`\n${out}`);
 }
 

@@ -89,7 +89,11 @@ async function main(): Promise<void> {
       step('patch → JSON → base64', () => Buffer.from(JSON.stringify(patch)).toString('base64'));
     }
     step('JSON.stringify (ours’ response body)', () =>
-      JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: body.request.uid, allowed: true, patchType: 'JSONPatch', patch: 'W3sib3AiOiJyZXBsYWNlIn1d' } }),
+      JSON.stringify({
+        apiVersion: 'admission.k8s.io/v1',
+        kind: 'AdmissionReview',
+        response: { uid: body.request.uid, allowed: true, patchType: 'JSONPatch', patch: 'W3sib3AiOiJyZXBsYWNlIn1d' },
+      }),
     );
   }
 
@@ -108,7 +112,7 @@ async function main(): Promise<void> {
   const histogramChild = histogram.labels('nodes/status');
   const metric = (name: string, fn: () => unknown) => rows.push(['metrics', '', name, time(fn)]);
   metric('Counter.inc({resource, operation, outcome})', () => counter.inc({ resource: 'nodes/status', operation: 'UPDATE', outcome: 'patched' }));
-  metric("Counter.labels(...) child, cached: .inc()", () => child.inc());
+  metric('Counter.labels(...) child, cached: .inc()', () => child.inc());
   metric('Histogram.observe({resource}, s)', () => histogram.observe({ resource: 'nodes/status' }, 0.0003));
   metric('Histogram.labels(...) child, cached: .observe(s)', () => histogramChild.observe(0.0003));
   metric('Gauge.set({node, resource}, v) × 12 (node strategy export)', () => {

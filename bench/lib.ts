@@ -72,7 +72,13 @@ export async function writeTls(dir: string): Promise<TlsFiles> {
       { name: 'basicConstraints', cA: false },
       { name: 'keyUsage', digitalSignature: true, critical: true },
       { name: 'extKeyUsage', serverAuth: true },
-      { name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] },
+      {
+        name: 'subjectAltName',
+        altNames: [
+          { type: 2, value: 'localhost' },
+          { type: 7, ip: '127.0.0.1' },
+        ],
+      },
     ],
   });
   const certFile = join(dir, 'tls.crt');
@@ -197,7 +203,13 @@ export function post(url: string, body: Buffer, timeoutMs = 5_000, via: https.Ag
   return new Promise((resolveReply, reject) => {
     const req = https.request(
       url,
-      { method: 'POST', agent: via, rejectUnauthorized: false, headers: { 'content-type': 'application/json', 'content-length': body.length }, timeout: timeoutMs },
+      {
+        method: 'POST',
+        agent: via,
+        rejectUnauthorized: false,
+        headers: { 'content-type': 'application/json', 'content-length': body.length },
+        timeout: timeoutMs,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));

@@ -223,13 +223,22 @@ export function formatSummary(title: string, s: ProfileSummary): string {
     `${title}: ${s.sampledMs} ms sampled on the JS thread in a ${s.windowMs} ms load window (% of non-idle samples)`,
     '',
     'self time by area',
-    table(['area', 'ms', '%'], s.areas.map((a) => [a.area, a.ms, a.pct])),
+    table(
+      ['area', 'ms', '%'],
+      s.areas.map((a) => [a.area, a.ms, a.pct]),
+    ),
     '',
     'top functions by self time',
-    table(['function', 'area', 'ms', '%'], s.selfTop.map((f) => [f.fn, f.area, f.ms, f.pct])),
+    table(
+      ['function', 'area', 'ms', '%'],
+      s.selfTop.map((f) => [f.fn, f.area, f.ms, f.pct]),
+    ),
     '',
     'top functions by inclusive time',
-    table(['function', 'ms', '%'], s.inclusiveTop.map((f) => [f.fn, f.ms, f.pct])),
+    table(
+      ['function', 'ms', '%'],
+      s.inclusiveTop.map((f) => [f.fn, f.ms, f.pct]),
+    ),
   ].join('\n');
 }
 
@@ -273,7 +282,15 @@ async function profileOne(serverName: ServerName, review: BenchReview, setup: Se
   try {
     await waitReady(server, review.body);
     const load = (seconds: number) =>
-      autocannon({ url: server.url, method: 'POST', headers: { 'content-type': 'application/json' }, body: review.body, connections, pipelining: 1, duration: seconds });
+      autocannon({
+        url: server.url,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: review.body,
+        connections,
+        pipelining: 1,
+        duration: seconds,
+      });
     await load(2); // warm-up, outside the window
     await sleep(200);
     const fromUs = Number(process.hrtime.bigint() / 1000n);
@@ -299,7 +316,9 @@ async function profileOne(serverName: ServerName, review: BenchReview, setup: Se
     writeFileSync(`${base}.cpuprofile`, readFileSync(join(profileDir, file)));
     rmSync(profileDir, { recursive: true, force: true });
     log(`\n${text}\n`);
-    log(`profile: ${relative(process.cwd(), `${base}.cpuprofile`)}, summary ${relative(process.cwd(), `${base}.txt`)}${inWindow ? '' : ' (whole profile: clocks did not line up)'}\n`);
+    log(
+      `profile: ${relative(process.cwd(), `${base}.cpuprofile`)}, summary ${relative(process.cwd(), `${base}.txt`)}${inWindow ? '' : ' (whole profile: clocks did not line up)'}\n`,
+    );
   } finally {
     await server.stop();
   }
@@ -307,7 +326,12 @@ async function profileOne(serverName: ServerName, review: BenchReview, setup: Se
 
 async function main(): Promise<void> {
   const reviews = benchReviews().filter((r) => sizes.includes(r.name));
-  if (reviews.length !== sizes.length) throw new Error(`unknown --sizes; known: ${benchReviews().map((r) => r.name).join(', ')}`);
+  if (reviews.length !== sizes.length)
+    throw new Error(
+      `unknown --sizes; known: ${benchReviews()
+        .map((r) => r.name)
+        .join(', ')}`,
+    );
   if (!flags['no-build']) ensureBuilt(log);
   const dir = join(RUN_DIR, 'profiles');
   const tls = await writeTls(join(dir, 'tls'));

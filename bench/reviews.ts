@@ -56,7 +56,14 @@ export function deploymentPodReview(): Json {
         'checksum/config': 'f1e2d3c4b5a6978812345678901234567890abcdefabcdefabcdefabcdefabcd',
       },
       ownerReferences: [
-        { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'checkout-7d9c5b8f4d', uid: '5c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f', controller: true, blockOwnerDeletion: true },
+        {
+          apiVersion: 'apps/v1',
+          kind: 'ReplicaSet',
+          name: 'checkout-7d9c5b8f4d',
+          uid: '5c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f',
+          controller: true,
+          blockOwnerDeletion: true,
+        },
       ],
       managedFields: [
         {
@@ -65,7 +72,10 @@ export function deploymentPodReview(): Json {
           apiVersion: 'v1',
           time: '2026-11-22T10:00:00Z',
           fieldsType: 'FieldsV1',
-          fieldsV1: { 'f:metadata': { 'f:generateName': {}, 'f:labels': { '.': {}, 'f:app': {}, 'f:pod-template-hash': {} }, 'f:ownerReferences': {} }, 'f:spec': { 'f:containers': {}, 'f:volumes': {} } },
+          fieldsV1: {
+            'f:metadata': { 'f:generateName': {}, 'f:labels': { '.': {}, 'f:app': {}, 'f:pod-template-hash': {} }, 'f:ownerReferences': {} },
+            'f:spec': { 'f:containers': {}, 'f:volumes': {} },
+          },
         },
       ],
     },
@@ -99,9 +109,28 @@ export function deploymentPodReview(): Json {
           ],
           envFrom: [{ configMapRef: { name: 'checkout-env' } }],
           resources: { requests: { cpu: '500m', memory: '512Mi' }, limits: { cpu: '2', memory: '1Gi' } },
-          readinessProbe: { httpGet: { path: '/readyz', port: 'http', scheme: 'HTTP' }, periodSeconds: 5, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 },
-          livenessProbe: { httpGet: { path: '/healthz', port: 'http', scheme: 'HTTP' }, initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 },
-          startupProbe: { httpGet: { path: '/healthz', port: 'http', scheme: 'HTTP' }, periodSeconds: 2, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 30 },
+          readinessProbe: {
+            httpGet: { path: '/readyz', port: 'http', scheme: 'HTTP' },
+            periodSeconds: 5,
+            timeoutSeconds: 1,
+            successThreshold: 1,
+            failureThreshold: 3,
+          },
+          livenessProbe: {
+            httpGet: { path: '/healthz', port: 'http', scheme: 'HTTP' },
+            initialDelaySeconds: 10,
+            periodSeconds: 10,
+            timeoutSeconds: 1,
+            successThreshold: 1,
+            failureThreshold: 3,
+          },
+          startupProbe: {
+            httpGet: { path: '/healthz', port: 'http', scheme: 'HTTP' },
+            periodSeconds: 2,
+            timeoutSeconds: 1,
+            successThreshold: 1,
+            failureThreshold: 30,
+          },
           volumeMounts: [
             { name: 'config', mountPath: '/etc/checkout', readOnly: true },
             { name: 'tls', mountPath: '/etc/checkout/tls', readOnly: true },
@@ -153,7 +182,9 @@ export function deploymentPodReview(): Json {
         { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
         { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
       ],
-      topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { app: 'checkout' } } }],
+      topologySpreadConstraints: [
+        { maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { app: 'checkout' } } },
+      ],
     },
     status: { phase: 'Pending', qosClass: 'Burstable' },
   };

@@ -243,7 +243,12 @@ interface Row {
 async function main(): Promise<number> {
   const startedAt = new Date();
   const scenarios = (flags.scenarios ?? Object.keys(SCENARIOS).join(',')).split(',').filter(Boolean);
-  log(`kube-overcommit transport bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(
+    `kube-overcommit transport bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   log(`${durationS} s per scenario, memory limit ${memoryLimitMiB || 'none'} MiB, scenarios ${scenarios.join(', ')}`);
   if (!flags['no-build']) ensureBuilt(log);
   const dir = join(RUN_DIR, 'transport');
@@ -272,8 +277,19 @@ async function main(): Promise<number> {
       const child = server!.child;
       const ended = child.signalCode ?? (child.exitCode !== null ? `exit ${child.exitCode}` : 'alive');
       const processWindow = ended === 'alive' ? window.end() : { peakRssMiB: NaN, cpuSeconds: NaN };
-      rows.push({ setting, scenario, keepAlive, newConnection, attack: attackStats, peakRssMiB: processWindow.peakRssMiB, serverCpuSeconds: processWindow.cpuSeconds, server: ended });
-      log(`${setting} ${scenario}: keep-alive p99 ${keepAlive.p99} ms, new connection p99 ${newConnection.p99} ms, server ${ended}, RSS ${processWindow.peakRssMiB} MiB`);
+      rows.push({
+        setting,
+        scenario,
+        keepAlive,
+        newConnection,
+        attack: attackStats,
+        peakRssMiB: processWindow.peakRssMiB,
+        serverCpuSeconds: processWindow.cpuSeconds,
+        server: ended,
+      });
+      log(
+        `${setting} ${scenario}: keep-alive p99 ${keepAlive.p99} ms, new connection p99 ${newConnection.p99} ms, server ${ended}, RSS ${processWindow.peakRssMiB} MiB`,
+      );
       // Let the server shed what the load left (cut-off connections, garbage) before the next one.
       await sleep(2_000);
     }
@@ -284,7 +300,20 @@ async function main(): Promise<number> {
   log(
     '\n' +
       table(
-        ['setting', 'scenario', 'keep-alive p50/p99/max ms', 'steady p99/max', 'fails', 'new conn p50/p99/max ms', 'steady p99/max', 'fails', '>100 ms', 'RSS MiB', 'server', 'attacker: connected / refused / cut off; answers'],
+        [
+          'setting',
+          'scenario',
+          'keep-alive p50/p99/max ms',
+          'steady p99/max',
+          'fails',
+          'new conn p50/p99/max ms',
+          'steady p99/max',
+          'fails',
+          '>100 ms',
+          'RSS MiB',
+          'server',
+          'attacker: connected / refused / cut off; answers',
+        ],
         rows.map((r) => [
           r.setting,
           r.scenario,
@@ -297,7 +326,11 @@ async function main(): Promise<number> {
           r.keepAlive.over100ms + r.newConnection.over100ms,
           r.peakRssMiB,
           r.server,
-          `${r.attack.connected} / ${r.attack.failedToConnect} / ${r.attack.cutOff}; ${Object.entries(r.attack.statuses).map(([code, n]) => `${code}×${n}`).join(' ') || '-'}`,
+          `${r.attack.connected} / ${r.attack.failedToConnect} / ${r.attack.cutOff}; ${
+            Object.entries(r.attack.statuses)
+              .map(([code, n]) => `${code}×${n}`)
+              .join(' ') || '-'
+          }`,
         ]),
       ),
   );

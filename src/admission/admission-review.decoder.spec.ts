@@ -31,7 +31,21 @@ describe('decodeAdmissionReview', () => {
     const base = nodeReview(kubeadmNode({ images: 1 }));
     fc.assert(
       fc.property(
-        fc.array(fc.tuple(fc.constantFrom('apiVersion', 'kind', ...REQUEST_FIELDS.map((f) => `request.${f}`), 'request.kind.kind', 'request.kind.group', 'request.resource.resource', 'request.resource.version'), fieldValues), { maxLength: 3 }),
+        fc.array(
+          fc.tuple(
+            fc.constantFrom(
+              'apiVersion',
+              'kind',
+              ...REQUEST_FIELDS.map((f) => `request.${f}`),
+              'request.kind.kind',
+              'request.kind.group',
+              'request.resource.resource',
+              'request.resource.version',
+            ),
+            fieldValues,
+          ),
+          { maxLength: 3 },
+        ),
         (edits) => {
           const body = structuredClone(base);
           for (const [path, value] of edits) {
@@ -50,7 +64,9 @@ describe('decodeAdmissionReview', () => {
   });
 
   it('names every problem of a bad envelope', () => {
-    expect(() => decodeAdmissionReview({ apiVersion: 'v1', kind: 'AdmissionReview', request: { uid: '', operation: 'PATCH' } })).toThrow(InvalidAdmissionReview);
+    expect(() => decodeAdmissionReview({ apiVersion: 'v1', kind: 'AdmissionReview', request: { uid: '', operation: 'PATCH' } })).toThrow(
+      InvalidAdmissionReview,
+    );
     try {
       decodeAdmissionReview({ apiVersion: 'v1', kind: 'AdmissionReview', request: { uid: '', operation: 'PATCH' } });
     } catch (error) {

@@ -36,8 +36,14 @@ export function isWellFormedReview(body: Record<string, unknown>): boolean {
   const { kind, resource } = request;
   return (
     isNonEmptyString(request.uid) &&
-    isPlainObject(kind) && isString(kind.group) && isString(kind.version) && isNonEmptyString(kind.kind) &&
-    isPlainObject(resource) && isString(resource.group) && isString(resource.version) && isNonEmptyString(resource.resource) &&
+    isPlainObject(kind) &&
+    isString(kind.group) &&
+    isString(kind.version) &&
+    isNonEmptyString(kind.kind) &&
+    isPlainObject(resource) &&
+    isString(resource.group) &&
+    isString(resource.version) &&
+    isNonEmptyString(resource.resource) &&
     isOptional(request.subResource, isString) &&
     isOptional(request.name, isString) &&
     isOptional(request.namespace, isString) &&

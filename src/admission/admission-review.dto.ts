@@ -1,15 +1,5 @@
 import { Type } from 'class-transformer';
-import {
-  Equals,
-  IsBoolean,
-  IsDefined,
-  IsIn,
-  IsNotEmpty,
-  IsObject,
-  IsOptional,
-  IsString,
-  ValidateNested,
-} from 'class-validator';
+import { Equals, IsBoolean, IsDefined, IsIn, IsNotEmpty, IsObject, IsOptional, IsString, ValidateNested } from 'class-validator';
 import { OPERATIONS, type Operation } from './admission.types.js';
 
 class GroupVersionKindDto {

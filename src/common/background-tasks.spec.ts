@@ -45,7 +45,10 @@ describe('BackgroundTasks', () => {
     reload();
     await new Promise((resolve) => setImmediate(resolve));
     expect(await errors(registry)).toMatchObject({ 'node-metrics-prune': 1, 'config-reload': 1, 'tls-reload': 0, 'informer-event': 0 });
-    expect(logged).toHaveBeenCalledWith(expect.objectContaining({ task: 'config-reload', err: expect.any(Error) }), expect.stringMatching(/config-reload failed; it keeps running/));
+    expect(logged).toHaveBeenCalledWith(
+      expect.objectContaining({ task: 'config-reload', err: expect.any(Error) }),
+      expect.stringMatching(/config-reload failed; it keeps running/),
+    );
     logged.mockRestore();
   });
 

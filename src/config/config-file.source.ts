@@ -49,14 +49,21 @@ export class ConfigFileSource implements OnModuleInit, OnApplicationShutdown {
     this.watcher.on('error', (error) => {
       this.background.report('config-reload', error);
       this.watcher?.close();
-      if (!this.closed) this.debounce = setTimeout(this.background.guard('config-reload', () => this.watchDirectory()), REWATCH_DELAY_MS);
+      if (!this.closed)
+        this.debounce = setTimeout(
+          this.background.guard('config-reload', () => this.watchDirectory()),
+          REWATCH_DELAY_MS,
+        );
     });
     this.scheduleReload(0);
   }
 
   private scheduleReload(delayMs: number): void {
     clearTimeout(this.debounce);
-    this.debounce = setTimeout(this.background.guard('config-reload', () => this.reload()), delayMs);
+    this.debounce = setTimeout(
+      this.background.guard('config-reload', () => this.reload()),
+      delayMs,
+    );
   }
 
   private async reload(): Promise<void> {

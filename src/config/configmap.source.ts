@@ -87,7 +87,14 @@ export class ConfigMapSource implements OnModuleInit, OnApplicationShutdown {
 
   private async warn(cm: V1ConfigMap, errors: string[]): Promise<void> {
     const message = `invalid config rejected, last good config kept: ${errors.join('; ')}`;
-    const object = { apiVersion: 'v1', kind: 'ConfigMap', namespace: this.ref.namespace, name: this.ref.name, uid: cm.metadata?.uid, resourceVersion: cm.metadata?.resourceVersion };
+    const object = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      namespace: this.ref.namespace,
+      name: this.ref.name,
+      uid: cm.metadata?.uid,
+      resourceVersion: cm.metadata?.resourceVersion,
+    };
     const event = eventAbout(object, this.ref.namespace, 'Warning', 'InvalidConfig', message);
     try {
       await this.core.createNamespacedEvent({ namespace: this.ref.namespace, body: event });

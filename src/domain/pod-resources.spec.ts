@@ -34,15 +34,22 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
     expect(effectivePodRequests(pod)).toEqual({ cpu: 3000n, memory: Mi(1024), pods: 1n });
   });
 
-  it('adds the overhead on top of pod-level requests, and keeps the containers\' sum for a resource not set at pod level', () => {
-    const pod = deploymentPod({ initContainers: null, containers: [container('app', { requests: { cpu: '1', memory: '1Gi' } }), container('worker', { requests: { cpu: '250m', memory: '256Mi' } })], overhead: { cpu: '100m', memory: '64Mi' } });
+  it("adds the overhead on top of pod-level requests, and keeps the containers' sum for a resource not set at pod level", () => {
+    const pod = deploymentPod({
+      initContainers: null,
+      containers: [container('app', { requests: { cpu: '1', memory: '1Gi' } }), container('worker', { requests: { cpu: '250m', memory: '256Mi' } })],
+      overhead: { cpu: '100m', memory: '64Mi' },
+    });
     pod.spec.resources = { requests: { memory: '2Gi' }, limits: { memory: '4Gi' } };
     expect(effectivePodRequests(pod)).toEqual({ cpu: 1350n, memory: Mi(2048 + 64), pods: 1n });
   });
 
   it('counts a container that sets only a limit at its limit, as the API server defaults its request', () => {
     // What a pod looks like after our patch derived a cpu limit (the API server defaults it again after the webhooks).
-    const pod = deploymentPod({ initContainers: [container('migrate', { limits: { memory: '2Gi' } })], containers: [container('app', { limits: { cpu: '2', memory: '1Gi' }, requests: { memory: '512Mi' } })] });
+    const pod = deploymentPod({
+      initContainers: [container('migrate', { limits: { memory: '2Gi' } })],
+      containers: [container('app', { limits: { cpu: '2', memory: '1Gi' }, requests: { memory: '512Mi' } })],
+    });
     expect(effectivePodRequests(pod)).toEqual({ cpu: 2000n, memory: Mi(2048), pods: 1n });
   });
 
@@ -70,14 +77,20 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
             ...(overhead !== undefined ? { overhead: { cpu: `${overhead}m` } } : {}),
           },
         };
-        for (const [resource, unit] of [['cpu', 1n], ['memory', 1024n]] as const) {
+        for (const [resource, unit] of [
+          ['cpu', 1n],
+          ['memory', 1024n],
+        ] as const) {
           const of = (c: { cpu?: number; memory?: number }) => BigInt(c[resource] ?? 0) * unit;
           const sidecars = inits.filter((c) => c.sidecar);
           const running = [...regular, ...sidecars].reduce((sum, c) => sum + of(c), 0n);
           let peak = 0n;
           inits.forEach((c, i) => {
             if (c.sidecar) return;
-            const before = inits.slice(0, i).filter((s) => s.sidecar).reduce((sum, s) => sum + of(s), 0n);
+            const before = inits
+              .slice(0, i)
+              .filter((s) => s.sidecar)
+              .reduce((sum, s) => sum + of(s), 0n);
             if (of(c) + before > peak) peak = of(c) + before;
           });
           const expected = (running > peak ? running : peak) + (resource === 'cpu' ? BigInt(overhead ?? 0) : 0n);

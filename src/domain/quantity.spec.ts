@@ -278,7 +278,10 @@ describe('properties', () => {
     fc.assert(
       fc.property(
         fc.constantFrom('cpu', 'memory', 'ephemeral-storage', 'pods', 'hugepages-1Gi'),
-        fc.oneof(fc.bigInt({ min: 0n, max: 2n ** 80n }), fc.bigInt({ min: 0n, max: 2n ** 20n }).map((n) => n * 1024n ** 2n)),
+        fc.oneof(
+          fc.bigInt({ min: 0n, max: 2n ** 80n }),
+          fc.bigInt({ min: 0n, max: 2n ** 20n }).map((n) => n * 1024n ** 2n),
+        ),
         (resource, amount) => {
           const text = formatResourceQuantity(resource, amount);
           expect(parseResourceQuantity(resource, text)).toBe(amount);

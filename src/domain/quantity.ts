@@ -40,7 +40,10 @@ const DECIMAL_SUFFIX: Record<number, string> = { [-9]: 'n', [-6]: 'u', [-3]: 'm'
 const BINARY_SUFFIX = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'];
 
 export class QuantityFormatError extends Error {
-  constructor(readonly text: string, reason: string) {
+  constructor(
+    readonly text: string,
+    reason: string,
+  ) {
     super(`invalid quantity ${JSON.stringify(text)}: ${reason}`);
     this.name = 'QuantityFormatError';
   }

@@ -21,7 +21,14 @@ async function listen(handler: http.RequestListener): Promise<{ server: http.Ser
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
-const FORBIDDEN = { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Forbidden', code: 403, message: 'namespaces is forbidden: User "x" cannot list resource "namespaces"' };
+const FORBIDDEN = {
+  kind: 'Status',
+  apiVersion: 'v1',
+  status: 'Failure',
+  reason: 'Forbidden',
+  code: 403,
+  message: 'namespaces is forbidden: User "x" cannot list resource "namespaces"',
+};
 
 describe('describeApiError, on what client-node really throws', () => {
   let open: http.Server | undefined;
@@ -30,7 +37,10 @@ describe('describeApiError, on what client-node really throws', () => {
   it('a server that refuses connections: its address and the cause instead of "fetch failed"', async () => {
     const { server, url } = await listen(() => {});
     await new Promise((resolve) => server.close(resolve));
-    const error = await kubeConfigFor(url).makeApiClient(CoreV1Api).listNamespace().catch((e: unknown) => e);
+    const error = await kubeConfigFor(url)
+      .makeApiClient(CoreV1Api)
+      .listNamespace()
+      .catch((e: unknown) => e);
     expect((error as Error).message).toBe('fetch failed');
     expect(describeApiError(error, url)).toBe(`cannot reach ${url}: ECONNREFUSED`);
   });
@@ -38,7 +48,10 @@ describe('describeApiError, on what client-node really throws', () => {
   it('an HTTP error from a request: the status code and the Status message, on one line', async () => {
     const listening = await listen((_req, res) => res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify(FORBIDDEN)));
     open = listening.server;
-    const error = await kubeConfigFor(listening.url).makeApiClient(CoreV1Api).listNamespace().catch((e: unknown) => e);
+    const error = await kubeConfigFor(listening.url)
+      .makeApiClient(CoreV1Api)
+      .listNamespace()
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ApiException);
     expect(describeApiError(error, listening.url)).toBe(`${listening.url} answered 403: ${FORBIDDEN.message}`);
   });

@@ -1,5 +1,12 @@
 import { describe, expect, it, vi } from 'vitest';
-import { DEFAULT_PLATFORM_NAMESPACE, SERVICE_ACCOUNT_NAMESPACE_FILE, describeKubeConfigSource, inCluster, kubeConfigSource, platformNamespace } from './kube.env.js';
+import {
+  DEFAULT_PLATFORM_NAMESPACE,
+  SERVICE_ACCOUNT_NAMESPACE_FILE,
+  describeKubeConfigSource,
+  inCluster,
+  kubeConfigSource,
+  platformNamespace,
+} from './kube.env.js';
 
 const IN_CLUSTER = { KUBERNETES_SERVICE_HOST: '10.96.0.1' };
 
@@ -16,7 +23,9 @@ describe('kubeConfigSource and its startup line', () => {
   it('OVERCOMMIT_KUBECONFIG wins, even in a pod, and the line names the server and the file', () => {
     const source = kubeConfigSource({ ...IN_CLUSTER, OVERCOMMIT_KUBECONFIG: '/tmp/dev.kubeconfig' });
     expect(source).toEqual({ kind: 'kubeconfig', path: '/tmp/dev.kubeconfig' });
-    expect(describeKubeConfigSource(source, 'https://10.0.0.5:6443', {})).toBe('API server https://10.0.0.5:6443, from OVERCOMMIT_KUBECONFIG=/tmp/dev.kubeconfig');
+    expect(describeKubeConfigSource(source, 'https://10.0.0.5:6443', {})).toBe(
+      'API server https://10.0.0.5:6443, from OVERCOMMIT_KUBECONFIG=/tmp/dev.kubeconfig',
+    );
   });
 
   it('in a pod: the service account, and its server', () => {
@@ -28,7 +37,9 @@ describe('kubeConfigSource and its startup line', () => {
   it('outside a cluster: no API server, and a KUBECONFIG set for kubectl is named as ignored', () => {
     const env = { KUBECONFIG: '/home/me/.kube/config' };
     expect(kubeConfigSource(env)).toEqual({ kind: 'none' });
-    expect(describeKubeConfigSource({ kind: 'none' }, undefined, env)).toMatch(/^no cluster .*; KUBECONFIG is ignored, set OVERCOMMIT_KUBECONFIG to use a kubeconfig$/);
+    expect(describeKubeConfigSource({ kind: 'none' }, undefined, env)).toMatch(
+      /^no cluster .*; KUBECONFIG is ignored, set OVERCOMMIT_KUBECONFIG to use a kubeconfig$/,
+    );
     expect(describeKubeConfigSource({ kind: 'none' }, undefined, {})).not.toContain('KUBECONFIG is ignored');
   });
 });

@@ -27,7 +27,11 @@ describe('NamespaceCache.scope', () => {
     const known = { platform: OPTED_IN, 'kube-overcommit': OPTED_IN };
     const platform = cache(known, { ...IN_CLUSTER_ENV, POD_NAMESPACE: 'platform' });
     expect(platform.platformNamespace).toBe('platform');
-    expect(platform.scope('platform', SELECTOR)).toEqual({ inScope: false, reason: `namespace "platform" is the platform's own, never in scope`, unknown: false });
+    expect(platform.scope('platform', SELECTOR)).toEqual({
+      inScope: false,
+      reason: `namespace "platform" is the platform's own, never in scope`,
+      unknown: false,
+    });
     expect(platform.scope('kube-overcommit', SELECTOR)).toEqual({ inScope: true });
     expect(cache(known, OUTSIDE).platformNamespace).toBe('kube-overcommit');
   });
@@ -41,7 +45,9 @@ describe('NamespaceCache.scope', () => {
       const namespaces = cache({ shop: OPTED_IN, blog: { team: 'blog' } }, env);
       expect(namespaces.scope('shop', SELECTOR)).toEqual({ inScope: true });
       expect(namespaces.scope('blog', SELECTOR)).toEqual({ inScope: false, reason: 'namespace "blog" does not match the namespaceSelector', unknown: false });
-      expect(namespaces.scope('blog', SELECTOR, 'sidecars.namespaceSelector')).toMatchObject({ reason: 'namespace "blog" does not match sidecars.namespaceSelector' });
+      expect(namespaces.scope('blog', SELECTOR, 'sidecars.namespaceSelector')).toMatchObject({
+        reason: 'namespace "blog" does not match sidecars.namespaceSelector',
+      });
       expect(namespaces.scope('blog', { matchExpressions: [{ key: 'team', operator: 'In', values: ['blog'] }] })).toEqual({ inScope: true });
       expect(namespaces.scope('blog', {}), 'an empty selector selects every namespace').toEqual({ inScope: true });
     }
@@ -57,7 +63,10 @@ describe('NamespaceCache.scope', () => {
       const decision = cache({ blog: OPTED_IN }, IN_CLUSTER_ENV).scope('shop', selector);
       expect(decision).toEqual({ inScope: false, reason: expect.stringContaining('labels of namespace "shop" are not known yet'), unknown: true });
     }
-    expect(cache({}, { OVERCOMMIT_KUBECONFIG: '/home/me/.kube/config', POD_NAMESPACE: 'x' }).scope('shop', SELECTOR)).toMatchObject({ inScope: false, unknown: true });
+    expect(cache({}, { OVERCOMMIT_KUBECONFIG: '/home/me/.kube/config', POD_NAMESPACE: 'x' }).scope('shop', SELECTOR)).toMatchObject({
+      inScope: false,
+      unknown: true,
+    });
   });
 });
 

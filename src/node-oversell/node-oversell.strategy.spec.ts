@@ -22,13 +22,7 @@ import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, r
 import { type ResourceAmounts } from '../domain/resources.js';
 import { effectivePolicy, type NodeUsageEntry } from './usage-aware.rules.js';
 import { KubeModule } from '../kube/kube.module.js';
-import {
-  DEFAULT_NODE_METRICS_MAX_NODES,
-  NODE_METRICS_TTL_MS,
-  NodeOversellStrategy,
-  isNodeName,
-  nodeMetricsMaxNodes,
-} from './node-oversell.strategy.js';
+import { DEFAULT_NODE_METRICS_MAX_NODES, NODE_METRICS_TTL_MS, NodeOversellStrategy, isNodeName, nodeMetricsMaxNodes } from './node-oversell.strategy.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
@@ -82,14 +76,45 @@ function kubeadmNode(): Json {
         pods: '110',
       },
       conditions: [
-        { type: 'MemoryPressure', status: 'False', reason: 'KubeletHasSufficientMemory', message: 'kubelet has sufficient memory available', lastHeartbeatTime: '2026-03-02T10:00:00Z', lastTransitionTime: '2026-03-01T09:12:44Z' },
-        { type: 'DiskPressure', status: 'False', reason: 'KubeletHasNoDiskPressure', message: 'kubelet has no disk pressure', lastHeartbeatTime: '2026-03-02T10:00:00Z', lastTransitionTime: '2026-03-01T09:12:44Z' },
-        { type: 'PIDPressure', status: 'False', reason: 'KubeletHasSufficientPID', message: 'kubelet has sufficient PID available', lastHeartbeatTime: '2026-03-02T10:00:00Z', lastTransitionTime: '2026-03-01T09:12:44Z' },
-        { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastHeartbeatTime: '2026-03-02T10:00:00Z', lastTransitionTime: '2026-03-01T09:13:10Z' },
+        {
+          type: 'MemoryPressure',
+          status: 'False',
+          reason: 'KubeletHasSufficientMemory',
+          message: 'kubelet has sufficient memory available',
+          lastHeartbeatTime: '2026-03-02T10:00:00Z',
+          lastTransitionTime: '2026-03-01T09:12:44Z',
+        },
+        {
+          type: 'DiskPressure',
+          status: 'False',
+          reason: 'KubeletHasNoDiskPressure',
+          message: 'kubelet has no disk pressure',
+          lastHeartbeatTime: '2026-03-02T10:00:00Z',
+          lastTransitionTime: '2026-03-01T09:12:44Z',
+        },
+        {
+          type: 'PIDPressure',
+          status: 'False',
+          reason: 'KubeletHasSufficientPID',
+          message: 'kubelet has sufficient PID available',
+          lastHeartbeatTime: '2026-03-02T10:00:00Z',
+          lastTransitionTime: '2026-03-01T09:12:44Z',
+        },
+        {
+          type: 'Ready',
+          status: 'True',
+          reason: 'KubeletReady',
+          message: 'kubelet is posting ready status',
+          lastHeartbeatTime: '2026-03-02T10:00:00Z',
+          lastTransitionTime: '2026-03-01T09:13:10Z',
+        },
       ],
       daemonEndpoints: { kubeletEndpoint: { Port: 10250 } },
       images: [
-        { names: ['registry.k8s.io/etcd@sha256:44a8e24dcbba3470ee1fee21d5e88d128c936e9b55d4bc51fbef8086f8ed123b', 'registry.k8s.io/etcd:3.5.15-0'], sizeBytes: 56909194 },
+        {
+          names: ['registry.k8s.io/etcd@sha256:44a8e24dcbba3470ee1fee21d5e88d128c936e9b55d4bc51fbef8086f8ed123b', 'registry.k8s.io/etcd:3.5.15-0'],
+          sizeBytes: 56909194,
+        },
         { names: ['docker.io/kindest/kindnetd:v20240813-c6f155d6'], sizeBytes: 36793393 },
         { names: ['registry.k8s.io/kube-proxy:v1.31.0'], sizeBytes: 30207900 },
         { names: ['registry.k8s.io/pause:3.10'], sizeBytes: 320368 },
@@ -265,7 +290,8 @@ describe('NodeOversellStrategy', () => {
       {
         op: 'add',
         path: '/metadata/annotations/kube-overcommit.io~1allocatable-raw',
-        value: '{"allocatable":{"cpu":"4","memory":"16318064Ki","ephemeral-storage":"47438335103","pods":"110"},"capacity":{"cpu":"4","memory":"16420464Ki","ephemeral-storage":"51474912Ki","pods":"110"}}',
+        value:
+          '{"allocatable":{"cpu":"4","memory":"16318064Ki","ephemeral-storage":"47438335103","pods":"110"},"capacity":{"cpu":"4","memory":"16420464Ki","ephemeral-storage":"51474912Ki","pods":"110"}}',
       },
       { op: 'add', path: '/metadata/annotations/kube-overcommit.io~1ratios', value: '{"cpu":1.5,"memory":1.2}' },
     ]);
@@ -299,7 +325,8 @@ describe('NodeOversellStrategy', () => {
         op: 'add',
         path: '/metadata/annotations',
         value: {
-          'kube-overcommit.io/allocatable-raw': '{"allocatable":{"cpu":"32","memory":"256Gi","pods":"110"},"capacity":{"cpu":"32","memory":"256Gi","pods":"110"}}',
+          'kube-overcommit.io/allocatable-raw':
+            '{"allocatable":{"cpu":"32","memory":"256Gi","pods":"110"},"capacity":{"cpu":"32","memory":"256Gi","pods":"110"}}',
           'kube-overcommit.io/ratios': '{"cpu":3}',
         },
       },
@@ -378,7 +405,12 @@ describe('NodeOversellStrategy', () => {
 
   it('ignores a request without an object', () => {
     const { strategy } = harness();
-    expect(strategy.admit({ uid: 'x', kind: { group: '', version: 'v1', kind: 'Node' }, resource: { group: '', version: 'v1', resource: 'nodes' }, operation: 'UPDATE' }, CONFIG)).toEqual({});
+    expect(
+      strategy.admit(
+        { uid: 'x', kind: { group: '', version: 'v1', kind: 'Node' }, resource: { group: '', version: 'v1', resource: 'nodes' }, operation: 'UPDATE' },
+        CONFIG,
+      ),
+    ).toEqual({});
   });
 
   it('throws (the pipeline then fails open) on an unparsable managed quantity', () => {
@@ -386,7 +418,16 @@ describe('NodeOversellStrategy', () => {
     const node = kubeadmNode();
     node.status.allocatable.cpu = 'four';
     expect(() =>
-      strategy.admit({ uid: 'x', kind: { group: '', version: 'v1', kind: 'Node' }, resource: { group: '', version: 'v1', resource: 'nodes' }, operation: 'UPDATE', object: node }, CONFIG),
+      strategy.admit(
+        {
+          uid: 'x',
+          kind: { group: '', version: 'v1', kind: 'Node' },
+          resource: { group: '', version: 'v1', resource: 'nodes' },
+          operation: 'UPDATE',
+          object: node,
+        },
+        CONFIG,
+      ),
     ).toThrow(/invalid quantity "four"/);
   });
 
@@ -441,7 +482,10 @@ describe('NodeOversellStrategy', () => {
     strategy.pruneSilentNodes(started + NODE_METRICS_TTL_MS + 1_000);
     expect(await nodes()).toEqual(['worker-1']);
     for (const metric of [NODE_ALLOCATABLE_RAW_METRIC, NODE_ALLOCATABLE_OVERCOMMITTED_METRIC]) {
-      expect((await samples(metric)).every((s) => s.node === 'worker-1'), metric).toBe(true);
+      expect(
+        (await samples(metric)).every((s) => s.node === 'worker-1'),
+        metric,
+      ).toBe(true);
     }
 
     admit(millicoreNode(), config({ defaultRatios: { cpu: 1.15 } })); // back: exported again
@@ -590,7 +634,22 @@ describe('per-node series: bounded, whatever the reviews carry', () => {
     for (const name of ['worker-1', 'ip-10-0-1-17.eu-west-1.compute.internal', 'a', '0', `${'a'.repeat(63)}.${'b'.repeat(189)}`]) {
       expect(isNodeName(name), name).toBe(true);
     }
-    for (const name of [{ toString: 1 }, ['worker-1'], 42, null, undefined, '', 'Worker-1', '-worker', 'worker-', 'a..b', 'a_b', 'é', 'a'.repeat(254), 'x'.repeat(1 << 20)]) {
+    for (const name of [
+      { toString: 1 },
+      ['worker-1'],
+      42,
+      null,
+      undefined,
+      '',
+      'Worker-1',
+      '-worker',
+      'worker-',
+      'a..b',
+      'a_b',
+      'é',
+      'a'.repeat(254),
+      'x'.repeat(1 << 20),
+    ]) {
       expect(isNodeName(name), String(JSON.stringify(name)).slice(0, 20)).toBe(false);
     }
     const { strategy, request, nodes } = harness();
@@ -606,7 +665,10 @@ describe('per-node series: bounded, whatever the reviews carry', () => {
     admit(named('d'));
     expect(await nodes()).toEqual(['a', 'c', 'd']);
     for (const metric of [NODE_ALLOCATABLE_RAW_METRIC, NODE_ALLOCATABLE_OVERCOMMITTED_METRIC]) {
-      expect((await samples(metric)).some((s) => s.node === 'b'), metric).toBe(false);
+      expect(
+        (await samples(metric)).some((s) => s.node === 'b'),
+        metric,
+      ).toBe(false);
     }
     for (let i = 0; i < 1000; i++) admit(named(`node-${i}`));
     expect(await nodes()).toEqual(['node-997', 'node-998', 'node-999']);
@@ -621,14 +683,18 @@ describe('per-node series: bounded, whatever the reviews carry', () => {
     expect(nodeMetricsMaxNodes({ OVERCOMMIT_NODE_METRICS_MAX_NODES: '' })).toBe(10_000);
     expect(nodeMetricsMaxNodes({ OVERCOMMIT_NODE_METRICS_MAX_NODES: '50000' })).toBe(50_000);
     for (const bad of ['0', '-1', '1.5', 'ten', '1e400']) {
-      expect(() => nodeMetricsMaxNodes({ OVERCOMMIT_NODE_METRICS_MAX_NODES: bad }), bad).toThrow(/OVERCOMMIT_NODE_METRICS_MAX_NODES must be a positive integer/);
+      expect(() => nodeMetricsMaxNodes({ OVERCOMMIT_NODE_METRICS_MAX_NODES: bad }), bad).toThrow(
+        /OVERCOMMIT_NODE_METRICS_MAX_NODES must be a positive integer/,
+      );
     }
   });
 });
 
 describe('NodeOversellModule', () => {
   it('provides the strategy with its gauges', async () => {
-    const moduleRef = await Test.createTestingModule({ imports: [TestConfigModule, KubeModule.forRoot({}), BackgroundTasksModule, NodeOversellModule] }).compile();
+    const moduleRef = await Test.createTestingModule({
+      imports: [TestConfigModule, KubeModule.forRoot({}), BackgroundTasksModule, NodeOversellModule],
+    }).compile();
     const strategy = moduleRef.get(NodeOversellStrategy);
     expect(strategy).toBeInstanceOf(NodeOversellStrategy);
     for (const name of [NODE_ALLOCATABLE_RAW_METRIC, NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_RATIO_METRIC]) {
@@ -636,7 +702,18 @@ describe('NodeOversellModule', () => {
       expect(moduleRef.get(getToken(name))).toBeInstanceOf(Gauge);
     }
     expect(moduleRef.get(getToken(NODE_METRICS_DROPPED_METRIC))).toBeInstanceOf(Counter);
-    expect(strategy.admit({ uid: 'x', kind: { group: '', version: 'v1', kind: 'Node' }, resource: { group: '', version: 'v1', resource: 'nodes' }, operation: 'CREATE', object: kubeadmNode() }, CONFIG).patch).toHaveLength(4);
+    expect(
+      strategy.admit(
+        {
+          uid: 'x',
+          kind: { group: '', version: 'v1', kind: 'Node' },
+          resource: { group: '', version: 'v1', resource: 'nodes' },
+          operation: 'CREATE',
+          object: kubeadmNode(),
+        },
+        CONFIG,
+      ).patch,
+    ).toHaveLength(4);
     await moduleRef.close();
   });
 });
@@ -644,7 +721,18 @@ describe('NodeOversellModule', () => {
 describe('NodeOversellStrategy on objects it cannot patch or odd quantities', () => {
   const run = (object: Json, oldObject: Json | undefined, cfg = CONFIG): StrategyResult => {
     const { strategy } = harness();
-    return strategy.admit({ uid: 'x', kind: { group: '', version: 'v1', kind: 'Node' }, resource: { group: '', version: 'v1', resource: 'nodes' }, subResource: 'status', operation: 'UPDATE', object, oldObject }, cfg);
+    return strategy.admit(
+      {
+        uid: 'x',
+        kind: { group: '', version: 'v1', kind: 'Node' },
+        resource: { group: '', version: 'v1', resource: 'nodes' },
+        subResource: 'status',
+        operation: 'UPDATE',
+        object,
+        oldObject,
+      },
+      cfg,
+    );
   };
 
   it.each([

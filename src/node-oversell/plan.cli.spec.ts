@@ -7,7 +7,11 @@ import { PLAN_USAGE, readPlanArgs, runCli } from './plan.cli.js';
 async function run(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await runCli(argv, (text) => (out += text), (text) => (err += text));
+  const code = await runCli(
+    argv,
+    (text) => (out += text),
+    (text) => (err += text),
+  );
   return { code, out, err };
 }
 

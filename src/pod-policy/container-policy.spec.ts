@@ -6,7 +6,13 @@ import type { ContainerBounds } from './limit-range.js';
 
 const Mi = (n: number) => BigInt(n) * MIB;
 
-function settings(s: { cpu?: string; memory?: string; memoryRequestPercent?: number; cpuLimitPerGiBPercent?: number; cpuRequestPercent?: number }): PolicySettings {
+function settings(s: {
+  cpu?: string;
+  memory?: string;
+  memoryRequestPercent?: number;
+  cpuLimitPerGiBPercent?: number;
+  cpuRequestPercent?: number;
+}): PolicySettings {
   return policySettings({
     defaultRequests: { cpu: s.cpu, memory: s.memory },
     limitToRequest: { memoryRequestPercent: s.memoryRequestPercent, cpuLimitPerGiBPercent: s.cpuLimitPerGiBPercent, cpuRequestPercent: s.cpuRequestPercent },
@@ -47,7 +53,9 @@ describe('applyContainerPolicy: ClusterResourceOverride percentages', () => {
 
   it('overrides the request both ways, as CRO does (it is the limit that counts)', () => {
     expect(applyContainerPolicy({ requests: { memory: GIB }, limits: { memory: GIB } }, settings({ memoryRequestPercent: 25 })).requests.memory).toBe(Mi(256));
-    expect(applyContainerPolicy({ requests: { memory: Mi(1) }, limits: { memory: GIB } }, settings({ memoryRequestPercent: 25 })).requests.memory).toBe(Mi(256));
+    expect(applyContainerPolicy({ requests: { memory: Mi(1) }, limits: { memory: GIB } }, settings({ memoryRequestPercent: 25 })).requests.memory).toBe(
+      Mi(256),
+    );
   });
 
   it('rounds the memory request down to a whole MiB, at least 1Mi', () => {
@@ -68,7 +76,8 @@ describe('applyContainerPolicy: ClusterResourceOverride percentages', () => {
   });
 
   it('derives the cpu limit in millicores from the memory limit: 100% = 1 core per GiB', () => {
-    const pct = (memory: bigint, percent: number) => applyContainerPolicy({ requests: {}, limits: { memory } }, settings({ cpuLimitPerGiBPercent: percent })).limits.cpu;
+    const pct = (memory: bigint, percent: number) =>
+      applyContainerPolicy({ requests: {}, limits: { memory } }, settings({ cpuLimitPerGiBPercent: percent })).limits.cpu;
     expect(pct(GIB, 100)).toBe(1000n);
     expect(pct(Mi(512), 100)).toBe(500n);
     expect(pct(Mi(300), 100)).toBe(292n); // 300/1024 × 1000 = 292.97 → 292m
@@ -111,7 +120,11 @@ describe('applyContainerPolicy: LimitRange clamps', () => {
 
   it('keeps limit / request within maxLimitRequestRatio', () => {
     const bounds: ContainerBounds = { memory: { maxLimitRequestRatio: parseQuantity('4') }, cpu: { maxLimitRequestRatio: parseQuantity('1.5') } };
-    const out = applyContainerPolicy({ requests: {}, limits: { memory: GIB, cpu: 1000n } }, settings({ memoryRequestPercent: 10, cpuRequestPercent: 10 }), bounds);
+    const out = applyContainerPolicy(
+      { requests: {}, limits: { memory: GIB, cpu: 1000n } },
+      settings({ memoryRequestPercent: 10, cpuRequestPercent: 10 }),
+      bounds,
+    );
     expect(out.requests.memory).toBe(Mi(256)); // 1Gi / 4
     expect(out.requests.cpu).toBe(667n); // ceil(1000 / 1.5)
   });
@@ -134,8 +147,14 @@ describe('percentOf', () => {
 
 const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
 const cpuAmount = fc.bigInt({ min: 1n, max: 64_000n });
-const memAmount = fc.oneof(fc.bigInt({ min: 1n, max: 256n * GIB }), fc.integer({ min: 1, max: 65_536 }).map((n) => BigInt(n) * MIB));
-const percent = fc.oneof(fc.integer({ min: 1, max: 100 }), fc.integer({ min: 10, max: 1000 }).map((n) => n / 10));
+const memAmount = fc.oneof(
+  fc.bigInt({ min: 1n, max: 256n * GIB }),
+  fc.integer({ min: 1, max: 65_536 }).map((n) => BigInt(n) * MIB),
+);
+const percent = fc.oneof(
+  fc.integer({ min: 1, max: 100 }),
+  fc.integer({ min: 10, max: 1000 }).map((n) => n / 10),
+);
 
 /** A container after API defaulting: a limit without request has request = limit; request ≤ limit. */
 const containerArb: fc.Arbitrary<ContainerAmounts> = fc
@@ -246,7 +265,10 @@ describe('applyContainerPolicy properties', () => {
   it('matches CRO arithmetic exactly without bounds (integer percentages)', () => {
     fc.assert(
       fc.property(memAmount, fc.integer({ min: 1, max: 100 }), fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 1, max: 100 }), (memLimit, m, c, r) => {
-        const out = applyContainerPolicy({ requests: {}, limits: { memory: memLimit } }, settings({ memoryRequestPercent: m, cpuLimitPerGiBPercent: c, cpuRequestPercent: r }));
+        const out = applyContainerPolicy(
+          { requests: {}, limits: { memory: memLimit } },
+          settings({ memoryRequestPercent: m, cpuLimitPerGiBPercent: c, cpuRequestPercent: r }),
+        );
         const memRequest = ((memLimit * BigInt(m)) / 100n / MIB) * MIB;
         expect(out.requests.memory).toBe(memRequest < MIB ? (memLimit < MIB ? memLimit : MIB) : memRequest);
         const cpuLimit = (memLimit * 1000n * BigInt(c)) / (100n * GIB);

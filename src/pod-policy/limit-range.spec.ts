@@ -34,7 +34,9 @@ describe('containerBounds', () => {
   });
 
   it('ignores values it cannot read rather than failing the pod', () => {
-    const bounds = containerBounds([limitRange('bad', [{ type: 'Container', min: { cpu: 'lots' }, max: { memory: '1Gi' }, maxLimitRequestRatio: { cpu: '0' } }])]);
+    const bounds = containerBounds([
+      limitRange('bad', [{ type: 'Container', min: { cpu: 'lots' }, max: { memory: '1Gi' }, maxLimitRequestRatio: { cpu: '0' } }]),
+    ]);
     expect(bounds).toEqual({ memory: { max: Mi(1024) } });
     expect(containerBounds([{}, { spec: {} }])).toEqual({});
   });

@@ -21,7 +21,14 @@ export type ContainerBounds = Partial<Record<PolicyResource, ResourceBounds>>;
 
 export interface LimitRangeLike {
   metadata?: { name?: string; namespace?: string };
-  spec?: { limits?: Array<{ type?: string; min?: Record<string, string | number>; max?: Record<string, string | number>; maxLimitRequestRatio?: Record<string, string | number> }> };
+  spec?: {
+    limits?: Array<{
+      type?: string;
+      min?: Record<string, string | number>;
+      max?: Record<string, string | number>;
+      maxLimitRequestRatio?: Record<string, string | number>;
+    }>;
+  };
 }
 
 function tryParse(resource: PolicyResource, value: unknown): bigint | undefined {

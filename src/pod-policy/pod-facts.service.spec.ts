@@ -237,7 +237,10 @@ describe('PodFactsService', () => {
     });
 
     it('trimCachedNode leaves a Node without those fields as it is', () => {
-      expect(trimCachedNode({ metadata: { name: 'bare' }, status: { allocatable: { cpu: '1' } } })).toEqual({ metadata: { name: 'bare' }, status: { allocatable: { cpu: '1' } } });
+      expect(trimCachedNode({ metadata: { name: 'bare' }, status: { allocatable: { cpu: '1' } } })).toEqual({
+        metadata: { name: 'bare' },
+        status: { allocatable: { cpu: '1' } },
+      });
     });
 
     it('lists and watches non-terminal pods, nodes and LimitRanges, and keeps pods indexed by node', async () => {

@@ -79,8 +79,6 @@ export function mutatesResources(config: PodPolicyConfig): boolean {
   return (
     (d?.cpu !== undefined && d.cpu !== null) ||
     (d?.memory !== undefined && d.memory !== null) ||
-    (l !== undefined &&
-      l !== null &&
-      (l.memoryRequestPercent !== undefined || l.cpuLimitPerGiBPercent !== undefined || l.cpuRequestPercent !== undefined))
+    (l !== undefined && l !== null && (l.memoryRequestPercent !== undefined || l.cpuLimitPerGiBPercent !== undefined || l.cpuRequestPercent !== undefined))
   );
 }

@@ -3,15 +3,7 @@ import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { deploymentPod } from '../../test/fixtures/sidecar-pods.js';
 import type { KubeObject } from '../domain/kube-objects.js';
-import {
-  containsFields,
-  INJECTED_ANNOTATION,
-  parseTemplateList,
-  planInjection,
-  type InjectionPlan,
-  type PodLike,
-  type TemplateLike,
-} from './sidecar.merge.js';
+import { containsFields, INJECTED_ANNOTATION, parseTemplateList, planInjection, type InjectionPlan, type PodLike, type TemplateLike } from './sidecar.merge.js';
 
 const MESH: TemplateLike = {
   name: 'mesh',
@@ -151,7 +143,12 @@ describe('planInjection', () => {
   });
 
   it('skips a template entirely on a clash with a different container of the pod', () => {
-    const pod = deploymentPod({ containers: [{ name: 'web', image: 'web:1' }, { name: 'log-shipper', image: 'vector:0.40' }] });
+    const pod = deploymentPod({
+      containers: [
+        { name: 'web', image: 'web:1' },
+        { name: 'log-shipper', image: 'vector:0.40' },
+      ],
+    });
     const plan = planInjection(pod, ['logging', 'mesh'], TEMPLATES);
     expect(plan.decisions.map((d) => d.outcome)).toEqual(['conflict', 'injected']);
     expect(plan.warnings).toEqual(['sidecar template "logging" not injected: the pod already has a different container named "log-shipper"']);
@@ -165,7 +162,10 @@ describe('planInjection', () => {
 
   it('treats a clash across container lists and a different volume as conflicts', () => {
     const pod = deploymentPod({
-      containers: [{ name: 'web', image: 'web:1' }, { name: 'mesh-proxy', image: 'envoy:1.31' }],
+      containers: [
+        { name: 'web', image: 'web:1' },
+        { name: 'mesh-proxy', image: 'envoy:1.31' },
+      ],
       volumes: [{ name: 'app-logs', hostPath: { path: '/var/log/web', type: '' } }],
     });
     const plan = planInjection(pod, ['mesh', 'logging'], TEMPLATES);
@@ -177,7 +177,11 @@ describe('planInjection', () => {
 
   it('skips the second of two templates that inject different containers of the same name; shares identical volumes', () => {
     const other: TemplateLike = { name: 'other-logging', containers: [{ name: 'log-shipper', image: 'vector:0.40' }], volumes: LOGGING.volumes };
-    const shared: TemplateLike = { name: 'log-reader', containers: [{ name: 'log-reader', image: 'busybox:1.37', volumeMounts: [{ name: 'app-logs', mountPath: '/logs' }] }], volumes: LOGGING.volumes };
+    const shared: TemplateLike = {
+      name: 'log-reader',
+      containers: [{ name: 'log-reader', image: 'busybox:1.37', volumeMounts: [{ name: 'app-logs', mountPath: '/logs' }] }],
+      volumes: LOGGING.volumes,
+    };
     const pod = deploymentPod();
     const plan = planInjection(pod, ['logging', 'other-logging', 'log-reader'], [...TEMPLATES, other, shared]);
     expect(plan.decisions.map((d) => d.outcome)).toEqual(['injected', 'conflict', 'injected']);
@@ -201,7 +205,10 @@ describe('planInjection', () => {
   it('drops the record of a template that an earlier pass claims but that now conflicts', () => {
     const pod = deploymentPod({
       annotations: { [INJECTED_ANNOTATION]: 'logging,mesh' },
-      containers: [{ name: 'web', image: 'web:1' }, { name: 'log-shipper', image: 'vector:0.40' }],
+      containers: [
+        { name: 'web', image: 'web:1' },
+        { name: 'log-shipper', image: 'vector:0.40' },
+      ],
     });
     const plan = planInjection(pod, ['logging'], TEMPLATES);
     // Recorded, so the pod's log-shipper counts as ours — but its volume is missing and absent volumes are added.
@@ -228,17 +235,30 @@ describe('planInjection', () => {
   });
 
   it('refuses a template whose container mounts a volume nobody defines, accepts one the pod defines', () => {
-    const needsData: TemplateLike = { name: 'backup', containers: [{ name: 'backup', image: 'restic:0.17', volumeMounts: [{ name: 'data', mountPath: '/data' }] }] };
-    const usesConfig: TemplateLike = { name: 'reloader', containers: [{ name: 'reloader', image: 'reloader:1', volumeMounts: [{ name: 'config', mountPath: '/watch' }] }] };
+    const needsData: TemplateLike = {
+      name: 'backup',
+      containers: [{ name: 'backup', image: 'restic:0.17', volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
+    };
+    const usesConfig: TemplateLike = {
+      name: 'reloader',
+      containers: [{ name: 'reloader', image: 'reloader:1', volumeMounts: [{ name: 'config', mountPath: '/watch' }] }],
+    };
     const pod = deploymentPod();
     const plan = planInjection(pod, ['backup', 'reloader'], [needsData, usesConfig]);
     expect(plan.decisions.map((d) => d.outcome)).toEqual(['conflict', 'injected']);
-    expect(plan.warnings[0]).toBe('sidecar template "backup" not injected: container "backup" mounts volume "data", which neither the template nor the pod defines');
+    expect(plan.warnings[0]).toBe(
+      'sidecar template "backup" not injected: container "backup" mounts volume "data", which neither the template nor the pod defines',
+    );
   });
 
   it('never adds env to injected containers, to init containers, or over a name the container sets', () => {
     const envOnly: TemplateLike = { name: 'proxy-env', env: [{ name: 'NO_PROXY', value: '.svc,.cluster.local' }] };
-    const pod = deploymentPod({ containers: [{ name: 'web', image: 'web:1' }, { name: 'worker', image: 'worker:1', env: [{ name: 'NO_PROXY', value: '*' }] }] });
+    const pod = deploymentPod({
+      containers: [
+        { name: 'web', image: 'web:1' },
+        { name: 'worker', image: 'worker:1', env: [{ name: 'NO_PROXY', value: '*' }] },
+      ],
+    });
     const out = apply(pod, planInjection(pod, ['logging', 'proxy-env'], [LOGGING, envOnly])) as any;
     expect(out.spec.containers.map((c: any) => names(c.env))).toEqual([['LOG_DIR', 'NO_PROXY'], ['NO_PROXY', 'LOG_DIR'], []]);
     expect(out.spec.containers[1].env[0].value).toBe('*');
@@ -266,14 +286,11 @@ const ENV_NAMES = ['A', 'B', 'C'];
 const TEMPLATE_NAMES = ['mesh', 'logging', 'vault', 'x'];
 
 const image = fc.constantFrom('img:1', 'img:2');
-const envList = fc.uniqueArray(
-  fc.record({ name: fc.constantFrom(...ENV_NAMES), value: fc.constantFrom('1', '2') }),
-  { selector: (e) => e.name, maxLength: 3 },
-);
-const mounts = fc.uniqueArray(
-  fc.record({ name: fc.constantFrom(...VOLUME_NAMES), mountPath: fc.constantFrom('/a', '/b', '/c') }),
-  { selector: (m) => m.mountPath, maxLength: 2 },
-);
+const envList = fc.uniqueArray(fc.record({ name: fc.constantFrom(...ENV_NAMES), value: fc.constantFrom('1', '2') }), { selector: (e) => e.name, maxLength: 3 });
+const mounts = fc.uniqueArray(fc.record({ name: fc.constantFrom(...VOLUME_NAMES), mountPath: fc.constantFrom('/a', '/b', '/c') }), {
+  selector: (m) => m.mountPath,
+  maxLength: 2,
+});
 const container = (name: string, native: boolean) =>
   fc.record({ image, env: fc.option(envList, { nil: undefined }), volumeMounts: fc.option(mounts, { nil: undefined }) }).map((c) => {
     const out: KubeObject = { name, image: c.image };
@@ -286,14 +303,18 @@ const volume = (name: string) => fc.constantFrom({ emptyDir: {} }, { emptyDir: {
 
 /** Container names split between two lists, unique across both. */
 const containerLists = (minRegular: number) =>
-  fc.shuffledSubarray(CONTAINER_NAMES).chain((pool) =>
-    fc.integer({ min: Math.min(minRegular, pool.length), max: pool.length }).chain((split) =>
-      fc.tuple(
-        fc.tuple(...pool.slice(0, split).map((n) => container(n, false))),
-        fc.tuple(...pool.slice(split).map((n) => fc.boolean().chain((native) => container(n, native)))),
-      ),
-    ),
-  );
+  fc
+    .shuffledSubarray(CONTAINER_NAMES)
+    .chain((pool) =>
+      fc
+        .integer({ min: Math.min(minRegular, pool.length), max: pool.length })
+        .chain((split) =>
+          fc.tuple(
+            fc.tuple(...pool.slice(0, split).map((n) => container(n, false))),
+            fc.tuple(...pool.slice(split).map((n) => fc.boolean().chain((native) => container(n, native)))),
+          ),
+        ),
+    );
 const volumes = fc.shuffledSubarray(VOLUME_NAMES).chain((pool) => fc.tuple(...pool.map(volume)));
 
 const templateArb = (name: string): fc.Arbitrary<TemplateLike> =>
@@ -397,7 +418,11 @@ describe('planInjection properties', () => {
         }
         // Whatever is new comes from a template that was injected.
         const fromInjected = (pick: (t: TemplateLike) => KubeObject[] | readonly KubeObject[] | null | undefined) =>
-          new Set(plan.decisions.filter((d) => d.outcome === 'injected' || d.outcome === 'already_present').flatMap((d) => names(pick(templates.find((x) => x.name === d.template)!) as KubeObject[])));
+          new Set(
+            plan.decisions
+              .filter((d) => d.outcome === 'injected' || d.outcome === 'already_present')
+              .flatMap((d) => names(pick(templates.find((x) => x.name === d.template)!) as KubeObject[])),
+          );
         const injectedContainers = new Set([...fromInjected((t) => t.containers), ...fromInjected((t) => t.initContainers)]);
         for (const name of allContainerNames(out)) expect(allContainerNames(pod).includes(name) || injectedContainers.has(name)).toBe(true);
         for (const name of names(out.spec.volumes)) expect(names(pod.spec!.volumes).includes(name) || fromInjected((t) => t.volumes).has(name)).toBe(true);

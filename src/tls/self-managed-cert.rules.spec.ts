@@ -46,9 +46,7 @@ describe('settings', () => {
   it('reads the mode, files by default, and refuses anything else', () => {
     expect(readCertMode({})).toBe('files');
     expect(readCertMode({ OVERCOMMIT_CERT_MODE: 'self-managed' })).toBe('self-managed');
-    expect(() => readCertMode({ OVERCOMMIT_CERT_MODE: 'cert-manager' })).toThrow(
-      'OVERCOMMIT_CERT_MODE must be one of files, self-managed, got "cert-manager"',
-    );
+    expect(() => readCertMode({ OVERCOMMIT_CERT_MODE: 'cert-manager' })).toThrow('OVERCOMMIT_CERT_MODE must be one of files, self-managed, got "cert-manager"');
   });
 
   it('names the Service in the namespace, adds extra names and addresses', () => {
@@ -129,10 +127,7 @@ describe('issued certificates', () => {
     const mismatched = secret([ca], { serving: serving.serving, key: other.key }, other.key);
     expect(mismatched.caKey).toBeUndefined();
     expect(mismatched.serving).toBeUndefined();
-    expect(mismatched.problems).toEqual([
-      'ca.key is not the key of the first certificate in ca.crt',
-      'tls.crt / tls.key: unusable (tls.key is not its key)',
-    ]);
+    expect(mismatched.problems).toEqual(['ca.key is not the key of the first certificate in ca.crt', 'tls.crt / tls.key: unusable (tls.key is not its key)']);
     expect(readCertSecret(undefined)).toEqual({ cas: [], caKey: undefined, serving: undefined, problems: [] });
     expect(readCertSecret({ 'ca.crt': Buffer.from('-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----').toString('base64') }).problems[0]).toMatch(
       /^ca\.crt: a certificate that does not parse/,
@@ -155,18 +150,32 @@ describe('planCertificates: one renewal, step by step', () => {
   });
 
   it('from nothing: a CA, then the bundle, then the serving certificate at once', () => {
-    expect(planCertificates(secret([]), readWebhookBundle({ webhooks: [{}, {}] }), settings, at(0))).toMatchObject({ kind: 'new-ca', reason: 'no CA yet', keep: [] });
+    expect(planCertificates(secret([]), readWebhookBundle({ webhooks: [{}, {}] }), settings, at(0))).toMatchObject({
+      kind: 'new-ca',
+      reason: 'no CA yet',
+      keep: [],
+    });
     const withCa = secret([ca1]);
-    expect(planCertificates(withCa, readWebhookBundle({ webhooks: [{}, {}] }), settings, at(0))).toEqual({ kind: 'write-bundle', bundle: caBundleText([ca1.ca]) });
+    expect(planCertificates(withCa, readWebhookBundle({ webhooks: [{}, {}] }), settings, at(0))).toEqual({
+      kind: 'write-bundle',
+      bundle: caBundleText([ca1.ca]),
+    });
     // no serving certificate yet: nothing to break, no settle
-    expect(planCertificates(withCa, webhook(caBundleText([ca1.ca]), at(0)), settings, at(1))).toEqual({ kind: 'issue-serving', reason: 'no serving certificate yet' });
+    expect(planCertificates(withCa, webhook(caBundleText([ca1.ca]), at(0)), settings, at(1))).toEqual({
+      kind: 'issue-serving',
+      reason: 'no serving certificate yet',
+    });
   });
 
   it('steady: waits for the renewal at two thirds of the lifetime; any entry without the bundle is rewritten', () => {
     const state = secret([ca1], leaf1);
     const bundle = caBundleText([ca1.ca]);
     expect(renewalTime(ca1.ca)).toEqual(at(60 * 24 * HOUR));
-    expect(planCertificates(state, webhook(bundle, at(0)), settings, at(HOUR))).toEqual({ kind: 'wait', until: at(60 * 24 * HOUR), reason: 'the next renewal' });
+    expect(planCertificates(state, webhook(bundle, at(0)), settings, at(HOUR))).toEqual({
+      kind: 'wait',
+      until: at(60 * 24 * HOUR),
+      reason: 'the next renewal',
+    });
     const oneStale = webhook(bundle, at(0));
     oneStale.bundles[2] = '';
     expect(planCertificates(state, oneStale, settings, at(HOUR))).toEqual({ kind: 'write-bundle', bundle });

@@ -67,14 +67,15 @@ export function readDuration(name: string, text: string): number {
 export function readSelfManagedSettings(env: NodeJS.ProcessEnv, namespace: string): SelfManagedSettings {
   const dnsNames = [`${SERVICE}.${namespace}.svc`, `${SERVICE}.${namespace}.svc.cluster.local`];
   const ipAddresses: string[] = [];
-  for (const san of (env.OVERCOMMIT_CERT_EXTRA_SANS ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const san of (env.OVERCOMMIT_CERT_EXTRA_SANS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     if (isIP(san)) ipAddresses.push(san);
     else if (/^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/i.test(san)) dnsNames.push(san.toLowerCase());
     else throw new Error(`OVERCOMMIT_CERT_EXTRA_SANS: ${JSON.stringify(san)} is neither an IP address nor a DNS name`);
   }
-  const validityMs = env.OVERCOMMIT_CERT_VALIDITY
-    ? readDuration('OVERCOMMIT_CERT_VALIDITY', env.OVERCOMMIT_CERT_VALIDITY)
-    : DEFAULT_VALIDITY_MS;
+  const validityMs = env.OVERCOMMIT_CERT_VALIDITY ? readDuration('OVERCOMMIT_CERT_VALIDITY', env.OVERCOMMIT_CERT_VALIDITY) : DEFAULT_VALIDITY_MS;
   if (validityMs < MIN_VALIDITY_MS) throw new Error(`OVERCOMMIT_CERT_VALIDITY must be at least 60s, got ${env.OVERCOMMIT_CERT_VALIDITY}`);
   return { namespace, dnsNames: [...new Set(dnsNames)], ipAddresses: [...new Set(ipAddresses)], validityMs };
 }

@@ -54,9 +54,7 @@ describe('loadInitialTls', () => {
     const certFile = join(dir, 'lone.crt');
     await writeFile(certFile, (await generateSelfSigned()).cert);
     const env = { OVERCOMMIT_TLS_CERT_FILE: certFile, OVERCOMMIT_TLS_KEY_FILE: join(dir, 'lone.key') };
-    await expect(loadInitialTls(env, recordingLog().log)).rejects.toThrow(
-      `${certFile} exists but ${join(dir, 'lone.key')} does not`,
-    );
+    await expect(loadInitialTls(env, recordingLog().log)).rejects.toThrow(`${certFile} exists but ${join(dir, 'lone.key')} does not`);
   });
 
   it('loads a valid pair from files', async () => {
@@ -83,9 +81,7 @@ describe('loadInitialTls', () => {
     const env = { OVERCOMMIT_TLS_CERT_FILE: join(dir, 'bad.crt'), OVERCOMMIT_TLS_KEY_FILE: join(dir, 'bad.key') };
     await writeFile(env.OVERCOMMIT_TLS_CERT_FILE, '-----BEGIN CERTIFICATE-----\nnot base64 at all\n');
     await writeFile(env.OVERCOMMIT_TLS_KEY_FILE, pair.key);
-    await expect(loadInitialTls(env, recordingLog().log)).rejects.toThrow(
-      `TLS certificate ${env.OVERCOMMIT_TLS_CERT_FILE}: not a valid PEM X.509 certificate`,
-    );
+    await expect(loadInitialTls(env, recordingLog().log)).rejects.toThrow(`TLS certificate ${env.OVERCOMMIT_TLS_CERT_FILE}: not a valid PEM X.509 certificate`);
   });
 });
 

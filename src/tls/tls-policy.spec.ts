@@ -18,8 +18,7 @@ describe('readTlsPolicy', () => {
 
   it('accepts IANA, Go and OpenSSL names, in the order given, without duplicates', () => {
     const policy = readTlsPolicy({
-      OVERCOMMIT_TLS_CIPHER_SUITES:
-        'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305, ecdhe-ecdsa-aes128-gcm-sha256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256',
+      OVERCOMMIT_TLS_CIPHER_SUITES: 'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305, ecdhe-ecdsa-aes128-gcm-sha256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256',
     });
     expect(policy.tls12Suites).toEqual(['ECDHE-RSA-CHACHA20-POLY1305', 'ECDHE-ECDSA-AES128-GCM-SHA256']);
   });

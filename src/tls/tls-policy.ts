@@ -59,7 +59,10 @@ export function readTlsPolicy(env: NodeJS.ProcessEnv): TlsPolicy {
   if (!minVersion) {
     throw new Error(`OVERCOMMIT_TLS_MIN_VERSION: ${JSON.stringify(version)} is not one of ${Object.keys(MIN_VERSIONS).join(', ')}`);
   }
-  const names = (env.OVERCOMMIT_TLS_CIPHER_SUITES ?? '').split(',').map((name) => name.trim()).filter(Boolean);
+  const names = (env.OVERCOMMIT_TLS_CIPHER_SUITES ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
   const tls12Suites = names.length === 0 ? DEFAULT_TLS_POLICY.tls12Suites : [...new Set(names.map(readSuite))];
   const clientCaFile = env.OVERCOMMIT_CLIENT_CA_FILE?.trim() || undefined;
   return { minVersion, tls12Suites, ...(clientCaFile ? { clientCaFile } : {}) };
@@ -78,10 +81,7 @@ function readSuite(name: string): string {
 }
 
 /** The secure-context options for a serving pair under a policy (invariant 4). */
-export function secureContextOptions(
-  pair: { key: string; cert: string; clientCa?: string },
-  policy: TlsPolicy = DEFAULT_TLS_POLICY,
-): SecureContextOptions {
+export function secureContextOptions(pair: { key: string; cert: string; clientCa?: string }, policy: TlsPolicy = DEFAULT_TLS_POLICY): SecureContextOptions {
   return {
     key: pair.key,
     cert: pair.cert,

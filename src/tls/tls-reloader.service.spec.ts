@@ -81,8 +81,7 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
   let reloader: TlsReloader;
   const quiet = { info: () => {}, warn: () => {} };
 
-  const count = async (result: string) =>
-    (await reloads.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
+  const count = async (result: string) => (await reloads.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
 
   beforeAll(async () => {
     Logger.overrideLogger(false);
@@ -96,10 +95,7 @@ describe('TlsReloader (real files, real HTTPS server)', () => {
     dir = await mkdtemp(join(tmpdir(), 'tls-reloader-'));
     volume = new SecretVolume(dir);
     await volume.init(first);
-    const material = await loadInitialTls(
-      { OVERCOMMIT_TLS_CERT_FILE: volume.certFile, OVERCOMMIT_TLS_KEY_FILE: volume.keyFile },
-      quiet,
-    );
+    const material = await loadInitialTls({ OVERCOMMIT_TLS_CERT_FILE: volume.certFile, OVERCOMMIT_TLS_KEY_FILE: volume.keyFile }, quiet);
     server = createServer(secureContextOptions(material, material.policy), (_req, res) => res.end('ok'));
     server.keepAliveTimeout = 30_000;
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

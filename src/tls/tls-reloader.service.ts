@@ -4,15 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Server as TlsServer } from 'node:tls';
-import {
-  Inject,
-  Injectable,
-  Logger,
-  type OnApplicationBootstrap,
-  type OnApplicationShutdown,
-  type OnModuleDestroy,
-  Optional,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleDestroy, Optional } from '@nestjs/common';
 import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Counter, Gauge } from 'prom-client';
 import { BackgroundTasks } from '../common/background-tasks.js';
@@ -200,7 +192,14 @@ export class TlsReloader implements OnApplicationBootstrap, OnApplicationShutdow
     if (!server) throw new Error('no HTTPS server registered to receive the certificate');
     const clientCa = pair.clientCa ?? this.material.clientCa;
     server.setSecureContext(secureContextOptions({ key: pair.key, cert: pair.cert, clientCa }, this.material.policy));
-    this.material = { ...this.material, key: pair.key, cert: pair.cert, notAfter: pair.notAfter, placeholder: false, ...(clientCa !== undefined ? { clientCa } : {}) };
+    this.material = {
+      ...this.material,
+      key: pair.key,
+      cert: pair.cert,
+      notAfter: pair.notAfter,
+      placeholder: false,
+      ...(clientCa !== undefined ? { clientCa } : {}),
+    };
     this.reloads.inc({ result: 'success' });
     this.expiry.set(pair.notAfter.getTime() / 1000);
     this.logger.log(`reloaded TLS certificate ${source} (expires ${pair.notAfter.toISOString()})`);

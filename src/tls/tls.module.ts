@@ -19,11 +19,7 @@ export class TlsModule {
    * @param material what loadInitialTls() returned (the adapter was built with it)
    * @param getHttpsServer returns the HTTPS server (e.g. `() => adapter.getHttpServer()`); called at reload time
    */
-  static forRoot(
-    material: TlsMaterial,
-    getHttpsServer: () => TlsServer | null | undefined,
-    options?: Partial<TlsReloaderOptions>,
-  ): DynamicModule {
+  static forRoot(material: TlsMaterial, getHttpsServer: () => TlsServer | null | undefined, options?: Partial<TlsReloaderOptions>): DynamicModule {
     const ref: HttpsServerRef = {
       get server() {
         return getHttpsServer() ?? null;

@@ -29,7 +29,10 @@ function helm(args: string[]): string {
   });
 }
 
-const docsOf = (text: string): Doc[] => parseAllDocuments(text).map((d) => d.toJS() as Doc).filter((d) => d);
+const docsOf = (text: string): Doc[] =>
+  parseAllDocuments(text)
+    .map((d) => d.toJS() as Doc)
+    .filter((d) => d);
 
 /** `helm template kube-overcommit` in namespace kube-overcommit, as k8s/ installs it. */
 function template(...values: string[]): Doc[] {
@@ -74,7 +77,13 @@ const find = (docs: Doc[], kind: string, name?: string) => docs.find((d) => d.ki
 describe('Helm chart charts/kube-overcommit', () => {
   it('passes helm lint --strict, by default and with every option on', () => {
     expect(helm(['lint', '--strict', CHART])).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
-    const all = ['certificates.mode=cert-manager', 'monitoring.serviceMonitor.enabled=true', 'monitoring.prometheusRule.enabled=true', 'monitoring.dashboard.enabled=true', 'namespace.create=true'];
+    const all = [
+      'certificates.mode=cert-manager',
+      'monitoring.serviceMonitor.enabled=true',
+      'monitoring.prometheusRule.enabled=true',
+      'monitoring.dashboard.enabled=true',
+      'namespace.create=true',
+    ];
     expect(helm(['lint', '--strict', CHART, ...all.flatMap((v) => ['--set', v])])).toMatch(/0 chart\(s\) failed/);
   });
 
@@ -84,7 +93,8 @@ describe('Helm chart charts/kube-overcommit', () => {
     // The Namespace only when asked for (`helm install --create-namespace` makes an unlabelled one).
     expect(find(template(), 'Namespace')).toBeUndefined();
     // Every object carries Helm's labels, and the pods pass Pod Security `restricted` as in k8s/.
-    for (const doc of chart) expect(doc.metadata.labels).toMatchObject({ 'app.kubernetes.io/managed-by': 'Helm', 'app.kubernetes.io/instance': 'kube-overcommit' });
+    for (const doc of chart)
+      expect(doc.metadata.labels).toMatchObject({ 'app.kubernetes.io/managed-by': 'Helm', 'app.kubernetes.io/instance': 'kube-overcommit' });
     const env = find(chart, 'Deployment')!.spec.template.spec.containers[0].env.map((e: Doc) => e.name);
     expect(env.indexOf('POD_NAMESPACE')).toBeLessThan(env.indexOf('OVERCOMMIT_CONFIGMAP'));
   });
@@ -109,25 +119,47 @@ describe('Helm chart charts/kube-overcommit', () => {
 
   it('values reach the objects: scheduling, resources, environment, labels, annotations, selector labels, webhook URL', () => {
     const docs = docsOf(
-      helm(['template', 'ko', CHART, '--namespace', 'platform', '--values', writeValues({
-        replicas: 3,
-        image: { repository: 'registry.example.com/kube-overcommit', tag: '9.9.9' },
-        nodeOptions: '--max-semi-space-size=32',
-        logLevel: 'debug',
-        extraEnv: [{ name: 'OVERCOMMIT_NODE_METRICS_MAX_NODES', value: '20000' }],
-        resources: { requests: { cpu: '1', memory: '1Gi' }, limits: { memory: '2Gi' } },
-        priorityClassName: 'system-cluster-critical',
-        nodeSelector: { 'node-role.kubernetes.io/control-plane': '' },
-        tolerations: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists', effect: 'NoSchedule' }],
-        affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }] }] } } },
-        podAnnotations: { 'example.com/scrape': 'yes' },
-        podLabels: { team: 'platform' },
-        commonLabels: { 'example.com/owner': 'platform' },
-        commonAnnotations: { 'example.com/contact': 'platform@example.com' },
-        config: { nodes: { defaultRatios: { cpu: 2 }, pools: [{ name: 'batch', nodeSelector: { matchLabels: { pool: 'batch' } }, ratios: { cpu: 3 } }] }, pods: {} },
-        webhook: { url: 'https://203.0.113.7:8443/mutate', caBundle: 'Q0E=', timeoutSeconds: 1 },
-        monitoring: { labels: { release: 'kube-prometheus-stack' }, serviceMonitor: { enabled: true, interval: '15s' }, prometheusRule: { enabled: true }, dashboard: { enabled: true, annotations: { grafana_folder: 'Platform' } } },
-      })]),
+      helm([
+        'template',
+        'ko',
+        CHART,
+        '--namespace',
+        'platform',
+        '--values',
+        writeValues({
+          replicas: 3,
+          image: { repository: 'registry.example.com/kube-overcommit', tag: '9.9.9' },
+          nodeOptions: '--max-semi-space-size=32',
+          logLevel: 'debug',
+          extraEnv: [{ name: 'OVERCOMMIT_NODE_METRICS_MAX_NODES', value: '20000' }],
+          resources: { requests: { cpu: '1', memory: '1Gi' }, limits: { memory: '2Gi' } },
+          priorityClassName: 'system-cluster-critical',
+          nodeSelector: { 'node-role.kubernetes.io/control-plane': '' },
+          tolerations: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists', effect: 'NoSchedule' }],
+          affinity: {
+            nodeAffinity: {
+              requiredDuringSchedulingIgnoredDuringExecution: {
+                nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }] }],
+              },
+            },
+          },
+          podAnnotations: { 'example.com/scrape': 'yes' },
+          podLabels: { team: 'platform' },
+          commonLabels: { 'example.com/owner': 'platform' },
+          commonAnnotations: { 'example.com/contact': 'platform@example.com' },
+          config: {
+            nodes: { defaultRatios: { cpu: 2 }, pools: [{ name: 'batch', nodeSelector: { matchLabels: { pool: 'batch' } }, ratios: { cpu: 3 } }] },
+            pods: {},
+          },
+          webhook: { url: 'https://203.0.113.7:8443/mutate', caBundle: 'Q0E=', timeoutSeconds: 1 },
+          monitoring: {
+            labels: { release: 'kube-prometheus-stack' },
+            serviceMonitor: { enabled: true, interval: '15s' },
+            prometheusRule: { enabled: true },
+            dashboard: { enabled: true, annotations: { grafana_folder: 'Platform' } },
+          },
+        }),
+      ]),
     );
     for (const doc of docs) {
       expect(doc.metadata.labels['example.com/owner'], key(doc)).toBe('platform');
@@ -213,7 +245,7 @@ describe('helm install on the real control plane', () => {
   const configMapVersion = async () =>
     (await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/configmaps/${env.webhook.configMap}`)).metadata.resourceVersion as string;
 
-  it('installs, serves the chart\'s config through the chart\'s webhook configuration, and a helm upgrade changes the ratio live', async () => {
+  it("installs, serves the chart's config through the chart's webhook configuration, and a helm upgrade changes the ratio live", async () => {
     const values = (cpu: number) =>
       writeValues({ namespace: { create: true }, config: { nodes: { defaultRatios: { cpu }, pools: [] } }, webhook: { url: env.webhook.url, caBundle } });
     const install = helm(['install', 'kube-overcommit', CHART, '--namespace', env.webhook.namespace, '--take-ownership', '--values', values(2)]);
@@ -224,7 +256,7 @@ describe('helm install on the real control plane', () => {
     expect(mwc.metadata.labels['app.kubernetes.io/managed-by']).toBe('Helm');
     for (const entry of mwc.webhooks) expect(entry.clientConfig).toEqual({ url: entryUrl(env, entry.name), caBundle });
     // The chart's Deployment passed Pod Security `restricted` in the namespace it labels.
-    await waitUntil('a pod of the chart\'s Deployment', async () => {
+    await waitUntil("a pod of the chart's Deployment", async () => {
       const pods = await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/pods`, { labelSelector: 'app.kubernetes.io/name=kube-overcommit' });
       return pods.items.length > 0;
     });
@@ -232,9 +264,14 @@ describe('helm install on the real control plane', () => {
     expect(namespace.metadata.labels['pod-security.kubernetes.io/enforce']).toBe('restricted');
 
     const [name] = claimNodeNames(env, 'sim-node', 1);
-    const kubelet = await SimKubelet.start(env, { name: name!, capacity: { cpu: '4', memory: '8Gi', pods: '110' }, updateFrequencyMs: 1_000, reportFrequencyMs: 4_000 });
+    const kubelet = await SimKubelet.start(env, {
+      name: name!,
+      capacity: { cpu: '4', memory: '8Gi', pods: '110' },
+      updateFrequencyMs: 1_000,
+      reportFrequencyMs: 4_000,
+    });
     kubelets.push(kubelet);
-    await waitUntil('cpu × 2 from the chart\'s values', async () => (await getNode(admin, name!)).allocatable.cpu === '8');
+    await waitUntil("cpu × 2 from the chart's values", async () => (await getNode(admin, name!)).allocatable.cpu === '8');
 
     const upgrade = helm(['upgrade', 'kube-overcommit', CHART, '--namespace', env.webhook.namespace, '--values', values(3)]);
     expect(upgrade).toMatch(/REVISION: 2/);

@@ -39,7 +39,15 @@ afterAll(async () => {
 function post(path: string, options: https.RequestOptions = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = https.request(
-      { host: '127.0.0.1', port: env.webhook.httpsPort, path, method: path === '/mutate' ? 'POST' : 'GET', rejectUnauthorized: false, agent: false, ...options },
+      {
+        host: '127.0.0.1',
+        port: env.webhook.httpsPort,
+        path,
+        method: path === '/mutate' ? 'POST' : 'GET',
+        rejectUnauthorized: false,
+        agent: false,
+        ...options,
+      },
       (res) => {
         let body = '';
         res.on('data', (chunk) => (body += chunk));

@@ -93,7 +93,9 @@ async function phase(env: E2eEnv, namespace: string, ratio: number): Promise<Pha
     },
     { timeoutMs: 120_000, intervalMs: 500 },
   );
-  say(`${PODS} pods requesting 1 CPU each: kube-scheduler placed ${counts.bound}, kwok runs ${counts.running}, ${counts.unschedulable} Pending (Unschedulable)`);
+  say(
+    `${PODS} pods requesting 1 CPU each: kube-scheduler placed ${counts.bound}, kwok runs ${counts.running}, ${counts.unschedulable} Pending (Unschedulable)`,
+  );
   await deleteAllPods(admin!, namespace);
   return { ratio, allocatable, placed: counts.byNode, running: counts.running, pending: counts.unschedulable };
 }
@@ -109,7 +111,10 @@ function table(phases: Phase[]): string {
     'total',
     String(Number(CAPACITY.cpu) * NODES),
     ...phases.flatMap((p) => [
-      formatBaseUnits('cpu', Object.values(p.allocatable).reduce((a, b) => a + b, 0n)),
+      formatBaseUnits(
+        'cpu',
+        Object.values(p.allocatable).reduce((a, b) => a + b, 0n),
+      ),
       `${p.running} of ${PODS} submitted (${p.pending} Pending)`,
     ]),
   ]);
@@ -139,7 +144,9 @@ async function main(): Promise<void> {
   for (const k of kubelets) k.assertHealthy();
   console.log('\n' + table(phases) + '\n');
   const [before, after] = phases as [Phase, Phase];
-  say(`cpu ratio 1.5: ${after.running} pods instead of ${before.running} on the same ${NODES} nodes (×${(after.running / before.running).toFixed(2)}); capacity unchanged`);
+  say(
+    `cpu ratio 1.5: ${after.running} pods instead of ${before.running} on the same ${NODES} nodes (×${(after.running / before.running).toFixed(2)}); capacity unchanged`,
+  );
 }
 
 main().then(
@@ -148,7 +155,7 @@ main().then(
     say('done; nothing left running');
   },
   async (error) => {
-    console.error(error instanceof Error ? error.stack ?? error.message : error);
+    console.error(error instanceof Error ? (error.stack ?? error.message) : error);
     await cleanUp(false);
     process.exitCode = 1;
   },

@@ -39,10 +39,19 @@ describe('shipped manifests', () => {
       expect(entry.timeoutSeconds).toBeLessThanOrEqual(2);
       expect(entry.sideEffects).toBe('None');
       // Each entry on its own path, which runs only its strategies.
-      expect(entry.clientConfig.service).toEqual({ name: 'kube-overcommit', namespace: 'kube-overcommit', path: `/mutate/${entry.name.split('.')[0]}`, port: 443 });
+      expect(entry.clientConfig.service).toEqual({
+        name: 'kube-overcommit',
+        namespace: 'kube-overcommit',
+        path: `/mutate/${entry.name.split('.')[0]}`,
+        port: 443,
+      });
     }
     // The sidecars entry before the pod-policy entry: the pod policy sees the injected containers, as /mutate runs them.
-    expect(webhook?.webhooks.map((entry: Doc) => entry.name)).toEqual(['nodes.kube-overcommit.io', 'sidecars.kube-overcommit.io', 'pod-policy.kube-overcommit.io']);
+    expect(webhook?.webhooks.map((entry: Doc) => entry.name)).toEqual([
+      'nodes.kube-overcommit.io',
+      'sidecars.kube-overcommit.io',
+      'pod-policy.kube-overcommit.io',
+    ]);
   });
 
   it("the reconciler's RBAC: its Lease shipped, read and renewed by name only; patch on nodes/status its one write to nodes", () => {

@@ -24,9 +24,7 @@ const recorded = new Set(groups.flatMap((g) => g.rules.filter((r: Doc) => r.reco
 function dashboardExpressions(): string[] {
   const panels: Doc[] = dashboard.panels.flatMap((p: Doc) => [p, ...(p.panels ?? [])]);
   const targets = panels.flatMap((p) => (p.targets ?? []).map((t: Doc) => t.expr as string));
-  const variables = dashboard.templating.list
-    .filter((v: Doc) => v.type === 'query')
-    .map((v: Doc) => /^label_values\((.+),\s*\w+\)$/.exec(v.definition)![1]!);
+  const variables = dashboard.templating.list.filter((v: Doc) => v.type === 'query').map((v: Doc) => /^label_values\((.+),\s*\w+\)$/.exec(v.definition)![1]!);
   return [...targets, ...variables];
 }
 
@@ -116,12 +114,12 @@ describe('Grafana dashboard k8s/monitoring/kube-overcommit-dashboard.json', () =
     );
   });
 
-  it('the recording rules read only the app\'s metrics, kube-state-metrics\' and each other', () => {
+  it("the recording rules read only the app's metrics, kube-state-metrics' and each other", () => {
     const inputs = new Set(groups.flatMap((g) => g.rules.filter((r: Doc) => r.record).flatMap((r: Doc) => metricNames(r.expr))));
     expect([...inputs].filter((n) => !appMetrics.has(n) && !recorded.has(n) && !KUBE_STATE_METRICS.includes(n))).toEqual([]);
   });
 
-  it('every expression parses (promtool check rules, Grafana\'s variables replaced)', () => {
+  it("every expression parses (promtool check rules, Grafana's variables replaced)", () => {
     const dir = mkdtempSync(join(tmpdir(), 'kube-overcommit-dashboard-'));
     const exprs = dashboardExpressions();
     // $__rate_interval and friends are durations; $node and $resource stand inside label matchers.
@@ -147,7 +145,7 @@ describe('recording rules (PrometheusRule group kube-overcommit.rules)', () => {
     expect(promtool(dir, ['test', 'rules', 'recording.test.yaml'])).toMatch(/SUCCESS/);
   });
 
-  it('the alerts docs/monitoring.md gives in place of kubernetes-mixin\'s pass promtool check rules', () => {
+  it("the alerts docs/monitoring.md gives in place of kubernetes-mixin's pass promtool check rules", () => {
     const doc = readFileSync(join('docs', 'monitoring.md'), 'utf8');
     const section = doc.slice(doc.indexOf('## Pointing the common alerts'));
     const block = /```yaml\n([\s\S]*?)```/.exec(section)![1]!;

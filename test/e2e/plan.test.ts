@@ -104,7 +104,14 @@ describe('plan and shadow mode against a real control plane', () => {
       return rowOf(answer, shadowed.name)?.requests.cpu === '500m' ? answer : undefined;
     });
     const row = rowOf(before, shadowed.name);
-    expect(row).toMatchObject({ pool: 'shadowed', reason: 'pool', mode: 'shadow', ratios: POOL_RATIOS, matches: false, requests: { cpu: '500m', memory: '1Gi', pods: '1' } });
+    expect(row).toMatchObject({
+      pool: 'shadowed',
+      reason: 'pool',
+      mode: 'shadow',
+      ratios: POOL_RATIOS,
+      matches: false,
+      requests: { cpu: '500m', memory: '1Gi', pods: '1' },
+    });
     const rawManaged = Object.fromEntries(Object.entries(shadowed.rawAllocatable).filter(([r]) => (MANAGED_RESOURCES as readonly string[]).includes(r)));
     expect(managed(row.planned)).toEqual(expectedAllocatable(rawManaged, POOL_RATIOS));
     expect(managed(row.stored)).toEqual(managed(shadowed.rawAllocatable));
@@ -112,9 +119,22 @@ describe('plan and shadow mode against a real control plane', () => {
     expect(rowOf(before, plain.name)).toMatchObject({ reason: 'defaultRatios', mode: 'enforce', matches: true });
 
     // The CLI (the package's bin, built) with the user's kubeconfig: the same rows from one LIST.
-    const cli = await promisify(execFile)(process.execPath, [join(env.webhook.appDir, 'dist/cli.js'), 'plan', '-o', 'json', '--pod-size', 'cpu=500m,memory=1Gi', '--configmap', `${env.webhook.namespace}/${env.webhook.configMap}`], {
-      env: { ...process.env, KUBECONFIG: env.adminKubeconfig },
-    });
+    const cli = await promisify(execFile)(
+      process.execPath,
+      [
+        join(env.webhook.appDir, 'dist/cli.js'),
+        'plan',
+        '-o',
+        'json',
+        '--pod-size',
+        'cpu=500m,memory=1Gi',
+        '--configmap',
+        `${env.webhook.namespace}/${env.webhook.configMap}`,
+      ],
+      {
+        env: { ...process.env, KUBECONFIG: env.adminKubeconfig },
+      },
+    );
     const fromCli = JSON.parse(cli.stdout);
     for (const name of [shadowed.name, plain.name]) expect(rowOf(fromCli, name)).toEqual(rowOf(before, name));
 

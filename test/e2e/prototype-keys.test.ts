@@ -55,7 +55,11 @@ describe('keys named like Object.prototype members against a real control plane'
     await start(half!, { constructor: 'x' });
     await start(plain!, {});
     const cpu = async (name: string) => (await getNode(admin, name)).allocatable.cpu;
-    for (const [name, expected] of [[labelled!, '8'], [half!, '6'], [plain!, '6']] as const) {
+    for (const [name, expected] of [
+      [labelled!, '8'],
+      [half!, '6'],
+      [plain!, '6'],
+    ] as const) {
       await waitUntil(`${name} allocatable cpu ${expected}`, async () => sameQuantity('cpu', await cpu(name), expected), { timeoutMs: 20_000 });
     }
     expect((await getNode(admin, labelled!)).annotations['kube-overcommit.io/pool']).toBe('ctor');

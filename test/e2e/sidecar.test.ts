@@ -92,13 +92,18 @@ beforeAll(async () => {
   node = await startKwokNode(env, admin, { name: name!, capacity: { cpu: '8', memory: '32Gi', pods: '110' } });
   ns = `e2e-sidecars-${suffix()}`;
   await createNamespace(env, ns, { [SIDECARS_LABEL]: 'enabled' });
-  await waitForWebhookToSeeNamespace(admin, ns, { annotations: { [INJECT_ANNOTATION]: 'mesh' } }, (pod) => pod.metadata.annotations?.[INJECTED_ANNOTATION] === 'mesh');
+  await waitForWebhookToSeeNamespace(
+    admin,
+    ns,
+    { annotations: { [INJECT_ANNOTATION]: 'mesh' } },
+    (pod) => pod.metadata.annotations?.[INJECTED_ANNOTATION] === 'mesh',
+  );
 });
 
 afterAll(() => tearDown({ env, admin, webhook, kubelets: [node], namespaces: [ns] }));
 
 describe('sidecar injection against a real control plane', () => {
-  it('(a) a Deployment\'s pods asking for a template come up with the native sidecar, the sidecar container, the volume and env, and the injected annotation; kwok runs them', async () => {
+  it("(a) a Deployment's pods asking for a template come up with the native sidecar, the sidecar container, the volume and env, and the injected annotation; kwok runs them", async () => {
     await webhook.useConfig(config('1.0.0'));
     const before = injections(await webhook.metrics());
     await admin.post(
@@ -186,7 +191,10 @@ describe('sidecar injection against a real control plane', () => {
 
   it('(c) a template edit in the ConfigMap applies to the next pod created, not to the pods that exist', async () => {
     await webhook.useConfig(config('1.0.0'));
-    const dep = deployment('edit', 1, { annotations: { [INJECT_ANNOTATION]: 'mesh' }, spec: { ...onKwokNode(env, node.name), containers: [{ name: 'app', image: PAUSE_IMAGE }] } });
+    const dep = deployment('edit', 1, {
+      annotations: { [INJECT_ANNOTATION]: 'mesh' },
+      spec: { ...onKwokNode(env, node.name), containers: [{ name: 'app', image: PAUSE_IMAGE }] },
+    });
     await admin.post(`/apis/apps/v1/namespaces/${ns}/deployments`, dep);
     const [first] = await waitForDeploymentPods(admin, ns, 'edit', 1);
     expect(first.spec.initContainers[0].image).toBe('registry.example.com/mesh/proxy:1.0.0');

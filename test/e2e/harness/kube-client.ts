@@ -11,7 +11,9 @@ export class KubeApiError extends Error {
     readonly status: number,
     readonly body: any,
   ) {
-    super(`${method} ${path}: HTTP ${status}${body?.reason ? ` ${body.reason}` : ''}: ${body?.message ?? (typeof body === 'string' ? body.slice(0, 300) : JSON.stringify(body))}`);
+    super(
+      `${method} ${path}: HTTP ${status}${body?.reason ? ` ${body.reason}` : ''}: ${body?.message ?? (typeof body === 'string' ? body.slice(0, 300) : JSON.stringify(body))}`,
+    );
     this.name = 'KubeApiError';
   }
 }
@@ -57,8 +59,7 @@ export class KubeClient {
   async raw(method: string, path: string, options: RequestOptions = {}): Promise<{ status: number; body: any; text: string }> {
     const url = new URL(path, this.server);
     for (const [key, value] of Object.entries(options.query ?? {})) if (value !== undefined) url.searchParams.set(key, String(value));
-    const payload =
-      options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+    const payload = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
     return new Promise((resolve, reject) => {
       const req = https.request(
         url,
@@ -147,7 +148,13 @@ export function adminClient(env: E2eEnv): KubeClient {
  * User-Agent, so its writes land in managedFields under the manager `kubelet`, as a kubelet's do.
  */
 export function nodeClient(env: E2eEnv, name: string): KubeClient {
-  return new KubeClient(env.apiserverUrl, `node-${name}`, readFileSync(env.caFile), `system:node:${name}`, `kubelet/${env.k8sVersion} (linux/amd64) kubernetes/e2e`);
+  return new KubeClient(
+    env.apiserverUrl,
+    `node-${name}`,
+    readFileSync(env.caFile),
+    `system:node:${name}`,
+    `kubelet/${env.k8sVersion} (linux/amd64) kubernetes/e2e`,
+  );
 }
 
 /** A client with any bearer token (e.g. a ServiceAccount token from `kubectl create token`). */

@@ -51,7 +51,8 @@ export function countPods(pods: any[]): PodCounts {
       counts.byNode[node] = (counts.byNode[node] ?? 0) + 1;
     }
     if (pod.status?.phase === 'Running') counts.running++;
-    if ((pod.status?.conditions ?? []).some((c: any) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable')) counts.unschedulable++;
+    if ((pod.status?.conditions ?? []).some((c: any) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable'))
+      counts.unschedulable++;
   }
   return counts;
 }

@@ -15,9 +15,24 @@ export async function createCa(dir: string, commonName: string): Promise<Certifi
   const certFile = join(dir, 'ca.crt');
   const keyFile = join(dir, 'ca.key');
   await run('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '30',
-    '-keyout', keyFile, '-out', certFile, '-subj', `/CN=${commonName}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-sha256',
+    '-days',
+    '30',
+    '-keyout',
+    keyFile,
+    '-out',
+    certFile,
+    '-subj',
+    `/CN=${commonName}`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
   ]);
   return { certFile, keyFile };
 }
@@ -45,11 +60,37 @@ export async function issueServingCertificate(
       `subjectAltName=${sans.join(',')}`,
     ].join('\n') + '\n',
   );
-  await run('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-keyout', `${base}.key`, '-out', `${base}.csr`, '-subj', `/CN=${options.commonName ?? 'kube-overcommit-e2e'}`]);
   await run('openssl', [
-    'x509', '-req', '-sha256', '-days', String(options.days ?? 7), '-in', `${base}.csr`,
-    '-CA', ca.certFile, '-CAkey', ca.keyFile, '-set_serial', `0x${Date.now().toString(16)}${(serial % 4096).toString(16).padStart(3, '0')}`,
-    '-extfile', `${base}.ext`, '-out', `${base}.crt`,
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-sha256',
+    '-keyout',
+    `${base}.key`,
+    '-out',
+    `${base}.csr`,
+    '-subj',
+    `/CN=${options.commonName ?? 'kube-overcommit-e2e'}`,
+  ]);
+  await run('openssl', [
+    'x509',
+    '-req',
+    '-sha256',
+    '-days',
+    String(options.days ?? 7),
+    '-in',
+    `${base}.csr`,
+    '-CA',
+    ca.certFile,
+    '-CAkey',
+    ca.keyFile,
+    '-set_serial',
+    `0x${Date.now().toString(16)}${(serial % 4096).toString(16).padStart(3, '0')}`,
+    '-extfile',
+    `${base}.ext`,
+    '-out',
+    `${base}.crt`,
   ]);
   const cert = readFileSync(`${base}.crt`, 'utf8');
   const key = readFileSync(`${base}.key`, 'utf8');

@@ -25,11 +25,7 @@ export const PAUSE_IMAGE = 'registry.k8s.io/pause:3.10';
  * inflates it and writes its raw/ratios annotations — whose pods kwok moves to Running.
  * Resolves once kwok holds its Lease and the Node is Ready.
  */
-export async function startKwokNode(
-  env: E2eEnv,
-  admin: KubeClient,
-  options: Omit<SimKubeletOptions, 'kwok'>,
-): Promise<SimKubelet> {
+export async function startKwokNode(env: E2eEnv, admin: KubeClient, options: Omit<SimKubeletOptions, 'kwok'>): Promise<SimKubelet> {
   const kubelet = await SimKubelet.start(env, { updateFrequencyMs: 2_000, reportFrequencyMs: 10_000, ...options, kwok: true });
   try {
     await waitUntil(`kwok's Lease for ${options.name}`, () => admin.get(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${options.name}`), {
@@ -85,12 +81,15 @@ export async function waitForDeploymentPods(
       const all = (await pods()).filter((p) => !p.metadata.deletionTimestamp);
       if (all.length !== count || !all.every(ready)) return undefined;
       if (!all.every((p) => p.metadata.ownerReferences?.some((o: any) => o.kind === 'ReplicaSet' && o.controller))) return undefined;
-      return all.sort((a, b) => String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)) || a.metadata.name.localeCompare(b.metadata.name));
+      return all.sort(
+        (a, b) => String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)) || a.metadata.name.localeCompare(b.metadata.name),
+      );
     },
     {
       timeoutMs: options.timeoutMs ?? 60_000,
       intervalMs: 300,
-      describe: async () => (await pods()).map((p) => ({ name: p.metadata.name, node: p.spec.nodeName, phase: p.status?.phase, conditions: p.status?.conditions })),
+      describe: async () =>
+        (await pods()).map((p) => ({ name: p.metadata.name, node: p.spec.nodeName, phase: p.status?.phase, conditions: p.status?.conditions })),
     },
   );
 }
@@ -190,7 +189,9 @@ export async function eventsFor(admin: KubeClient, namespace: string, name: stri
     fieldSelector: `involvedObject.name=${name}${reason ? `,reason=${reason}` : ''}`,
   });
   return (list.items ?? []).sort((a: any, b: any) =>
-    String(a.eventTime ?? a.firstTimestamp ?? a.metadata.creationTimestamp).localeCompare(String(b.eventTime ?? b.firstTimestamp ?? b.metadata.creationTimestamp)),
+    String(a.eventTime ?? a.firstTimestamp ?? a.metadata.creationTimestamp).localeCompare(
+      String(b.eventTime ?? b.firstTimestamp ?? b.metadata.creationTimestamp),
+    ),
   );
 }
 
