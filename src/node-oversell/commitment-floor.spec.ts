@@ -1,15 +1,13 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
-import { Counter, Gauge } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
-import { backgroundTasks } from '../../test/fixtures/background.js';
+import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import type { NodesConfig } from './node-oversell.config.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
 import { floorEnabled } from './commitment-floor.service.js';
 import { DISABLED_LABEL, FLOOR_ANNOTATION } from './node-oversell.rules.js';
 import { type ResourceAmounts } from '../domain/resources.js';
-import { NodeOversellStrategy } from './node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 
 const { applyPatch } = fastJsonPatch;
@@ -71,17 +69,11 @@ function runScenario(m: { cores: number; memGi: number; maxPods: number }, k0: H
     memory: w.pods.reduce((sum, p) => sum + p.memory, 0n),
     pods: BigInt(w.pods.length),
   });
-  const strategy = new NodeOversellStrategy(
-    ...(['raw', 'overcommitted', 'ratio', 'reason'].map(
-      (name) => new Gauge({ name, help: name, labelNames: ['node', 'resource', 'pool', 'reason'], registers: [] }),
-    ) as [Gauge, Gauge, Gauge, Gauge]),
-    new Counter({ name: 'dropped', help: 'dropped', labelNames: ['reason'], registers: [] }),
-    backgroundTasks(),
-    {},
-    { committed: (): ResourceAmounts => committed() },
-    { record: (_, reason) => void (reason === 'CommitmentFloorApplied' ? (stats.floorDecided += 1) : (stats.floorLifted += 1)) },
-    { effective: (_name, policy) => ({ policy, decisions: {} }) },
-  );
+  const strategy = nodeOversellStrategy({
+    committed: (): ResourceAmounts => committed(),
+    record: (_, reason) => void (reason === 'CommitmentFloorApplied' ? (stats.floorDecided += 1) : (stats.floorLifted += 1)),
+  });
+
   const config = (): OvercommitConfig =>
     ({
       nodes: { defaultRatios: Object.fromEntries(Object.entries(w.k).map(([r, v]) => [r, v! / 100])), pools: [], commitmentFloor: floor },

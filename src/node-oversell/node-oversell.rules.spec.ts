@@ -1,8 +1,7 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
-import { Counter, Gauge } from 'prom-client';
 import { afterAll, describe, expect, it } from 'vitest';
-import { backgroundTasks } from '../../test/fixtures/background.js';
+import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import { type NodesConfig } from './node-oversell.config.js';
 import { type OvercommitConfig } from '../overcommit.config.js';
@@ -678,19 +677,7 @@ const stats = {
 };
 
 function newStrategy(committed: (node: string) => ResourceAmounts | undefined = () => undefined) {
-  const gauge = (name: string, labelNames: string[]) => new Gauge({ name, help: name, labelNames, registers: [] });
-  return new NodeOversellStrategy(
-    gauge('raw', ['node', 'resource']),
-    gauge('overcommitted', ['node', 'resource']),
-    gauge('ratio', ['node', 'resource', 'pool']),
-    gauge('reason', ['node', 'resource', 'reason']),
-    new Counter({ name: 'dropped', help: 'dropped', labelNames: ['reason'], registers: [] }),
-    backgroundTasks(),
-    {},
-    { committed },
-    { record: () => undefined },
-    { effective: (_name, policy) => ({ policy, decisions: {} }) },
-  );
+  return nodeOversellStrategy({ committed });
 }
 
 function runScenario(truth0: Truth, webhookUp0: boolean, ratios0: { defaults: Hundredths; pool: Hundredths; poolLabel: boolean }, steps: Step[]): void {

@@ -3,7 +3,7 @@ import { getToken } from '@willsoto/nestjs-prometheus';
 import fastJsonPatch from 'fast-json-patch';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { describe, expect, it, vi } from 'vitest';
-import { backgroundTasks } from '../../test/fixtures/background.js';
+import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import { TestConfigModule } from '../../test/fixtures/config-module.js';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, StrategyResult } from '../admission/admission.types.js';
@@ -18,9 +18,9 @@ import {
   NODE_RATIO_METRIC,
   NodeOversellModule,
 } from './node-oversell.module.js';
-import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, readRecord, USAGE_ANNOTATION } from './node-oversell.rules.js';
+import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, USAGE_ANNOTATION } from './node-oversell.rules.js';
 import { type ResourceAmounts } from '../domain/resources.js';
-import { effectivePolicy, type NodeUsageEntry } from './usage-aware.rules.js';
+import { type NodeUsageEntry } from './usage-aware.rules.js';
 import { KubeModule } from '../kube/kube.module.js';
 import { DEFAULT_NODE_METRICS_MAX_NODES, NODE_METRICS_TTL_MS, NodeOversellStrategy, isNodeName, nodeMetricsMaxNodes } from './node-oversell.strategy.js';
 
@@ -197,24 +197,19 @@ const CONFIG = config({
 
 function harness(env: NodeJS.ProcessEnv = {}) {
   const registry = new Registry();
-  const gauge = (name: string, labelNames: string[]) => new Gauge({ name, help: name, labelNames, registers: [registry] });
   /** The requests bound to each node, as the pod cache would report them; absent = unknown. */
   const committed = new Map<string, ResourceAmounts>();
   const events: Array<{ node: { name: string; uid?: string }; reason: string; message: string }> = [];
   /** What the usage-aware leader published, per node. */
   const published = new Map<string, NodeUsageEntry>();
-  const strategy = new NodeOversellStrategy(
-    gauge(NODE_ALLOCATABLE_RAW_METRIC, ['node', 'resource']),
-    gauge(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, ['node', 'resource']),
-    gauge(NODE_RATIO_METRIC, ['node', 'resource', 'pool']),
-    gauge(NODE_ALLOCATABLE_REASON_METRIC, ['node', 'resource', 'reason']),
-    new Counter({ name: NODE_METRICS_DROPPED_METRIC, help: 'h', labelNames: ['reason'], registers: [registry] }),
-    backgroundTasks(registry),
+  const strategy = nodeOversellStrategy({
+    registry,
     env,
-    { committed: (node) => committed.get(node) },
-    { record: (node, reason, message) => events.push({ node, reason, message }) },
-    { effective: (name, policy, stored) => effectivePolicy(policy, published.get(name), readRecord(stored?.metadata?.annotations)?.ratios) },
-  );
+    committed: (node) => committed.get(node),
+    record: (node, reason, message) => events.push({ node, reason, message }),
+    usage: (name) => published.get(name),
+  });
+
   const request = (object: Json, extra: Partial<AdmissionRequest> = {}): AdmissionRequest => ({
     uid: 'e911857d-c318-11e8-bbad-025000000001',
     kind: { group: '', version: 'v1', kind: 'Node' },

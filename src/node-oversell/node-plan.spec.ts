@@ -1,12 +1,10 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
-import { Counter, Gauge, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { backgroundTasks } from '../../test/fixtures/background.js';
+import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { type NodesConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES } from '../domain/resources.js';
-import { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_METRICS_DROPPED_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
 import { DISABLED_LABEL, type NodeLike, RAW_ANNOTATION, readAmounts } from './node-oversell.rules.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
@@ -37,20 +35,7 @@ const node = (name: string, labels: Record<string, string>, allocatable: Record<
 });
 
 function strategy(): NodeOversellStrategy {
-  const registry = new Registry();
-  const gauge = (name: string, labelNames: string[]) => new Gauge({ name, help: name, labelNames, registers: [registry] });
-  return new NodeOversellStrategy(
-    gauge(NODE_ALLOCATABLE_RAW_METRIC, ['node', 'resource']),
-    gauge(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, ['node', 'resource']),
-    gauge(NODE_RATIO_METRIC, ['node', 'resource', 'pool']),
-    gauge('kube_overcommit_node_allocatable_reason', ['node', 'resource', 'reason']),
-    new Counter({ name: NODE_METRICS_DROPPED_METRIC, help: 'h', labelNames: ['reason'], registers: [registry] }),
-    backgroundTasks(registry),
-    {},
-    { committed: () => undefined },
-    { record: () => undefined },
-    { effective: (_name, policy) => ({ policy, decisions: {} }) },
-  );
+  return nodeOversellStrategy();
 }
 
 /** A kubelet status write of `object` over `stored`, admitted and stored as the API server would. */

@@ -1,15 +1,13 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
-import { Counter, Gauge, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { backgroundTasks } from '../../test/fixtures/background.js';
+import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
-import { NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, NODE_ALLOCATABLE_RAW_METRIC, NODE_METRICS_DROPPED_METRIC, NODE_RATIO_METRIC } from './node-oversell.metrics.js';
-import { DISABLED_LABEL, type NodeLike, readRecord } from './node-oversell.rules.js';
+import { DISABLED_LABEL, type NodeLike } from './node-oversell.rules.js';
 import { type ResourceAmounts } from '../domain/resources.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
 import { fullBucket, isNudgeDue, type Nudged, planNudges, readNudge, takeToken } from './reconciler.rules.js';
-import { effectivePolicy, type NodeUsageEntry } from './usage-aware.rules.js';
+import { type NodeUsageEntry } from './usage-aware.rules.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
@@ -42,20 +40,7 @@ nodes:
 `;
 
 function webhook(committed: ResourceAmounts | undefined, usage?: NodeUsageEntry): NodeOversellStrategy {
-  const registry = new Registry();
-  const gauge = (name: string, labelNames: string[]) => new Gauge({ name, help: name, labelNames, registers: [registry] });
-  return new NodeOversellStrategy(
-    gauge(NODE_ALLOCATABLE_RAW_METRIC, ['node', 'resource']),
-    gauge(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC, ['node', 'resource']),
-    gauge(NODE_RATIO_METRIC, ['node', 'resource', 'pool']),
-    gauge('kube_overcommit_node_allocatable_reason', ['node', 'resource', 'reason']),
-    new Counter({ name: NODE_METRICS_DROPPED_METRIC, help: 'h', labelNames: ['reason'], registers: [registry] }),
-    backgroundTasks(registry),
-    {},
-    { committed: () => committed },
-    { record: () => undefined },
-    { effective: (_name, policy, stored) => effectivePolicy(policy, usage, readRecord(stored?.metadata?.annotations)?.ratios) },
-  );
+  return nodeOversellStrategy({ committed: () => committed, usage: () => usage });
 }
 
 /** The nudge as the API server runs it: the stored Node, unchanged, admitted as an update of itself. */
