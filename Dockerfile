@@ -12,10 +12,13 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json nest-cli.json ./
+COPY scripts/bundle.js ./scripts/
 COPY src ./src
+# tsc into dist/, then esbuild folds dist/main.js and its imports into one file (scripts/bundle.js).
 RUN npm run build
 
-# Production dependencies only, installed on the target platform (a native addon gets its binary).
+# Production dependencies only, installed on the target platform (a native addon gets its binary):
+# the packages the bundle leaves external (scripts/bundle.js), and those of dist/cli.js.
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
