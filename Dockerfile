@@ -31,6 +31,13 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
+COPY scripts/warm-compile-cache.js ./scripts/
+# Node's compile cache: V8's code for dist/main.js, written once here by starting the server and
+# stopping it, and read by every start (about a third off the time to the first answered review).
+# Written as the user the container runs as: Node keeps the cache per user, readable by it only.
+ENV NODE_COMPILE_CACHE=/app/.compile-cache
+RUN mkdir "$NODE_COMPILE_CACHE" && chown 65532:65532 "$NODE_COMPILE_CACHE"
 USER 65532:65532
+RUN node scripts/warm-compile-cache.js
 EXPOSE 8443 8080
 ENTRYPOINT ["node", "dist/main.js"]

@@ -1,6 +1,6 @@
 /** Helpers shared by the benchmarks: server processes, /proc sampling, HTTPS calls, statistics. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
@@ -129,13 +129,34 @@ export const DEPLOYMENT_MEMORY_LIMIT_MIB = (() => {
   return Number(baseUnits('memory', limit) / 2n ** 20n);
 })();
 
+let warmedCompileCache: string | undefined;
+
+/**
+ * Node's compile cache for dist/main.js, filled once per bench process by the script the
+ * Dockerfile runs (scripts/warm-compile-cache.js), so that ours starts as the image does.
+ */
+export function compileCache(): string {
+  if (warmedCompileCache) return warmedCompileCache;
+  const dir = join(RUN_DIR, 'compile-cache');
+  rmSync(dir, { recursive: true, force: true });
+  const result = spawnSync(process.execPath, [join(ROOT, 'scripts', 'warm-compile-cache.js')], {
+    cwd: ROOT,
+    stdio: 'inherit',
+    env: childEnv({ NODE_COMPILE_CACHE: dir }),
+  });
+  if (result.status !== 0) throw new Error('scripts/warm-compile-cache.js failed');
+  return (warmedCompileCache = dir);
+}
+
 /**
  * The environment of ours (`node dist/main.js`) as bench:admission and bench:profile run it:
- * the Deployment's NODE_OPTIONS, the run's config file and certificate, no drain delay, warn logs.
+ * the Deployment's NODE_OPTIONS, the image's compile cache, the run's config file and
+ * certificate, no drain delay, warn logs.
  */
 export function oursEnv(ports: { https: number; http: number }, configFile: string, tls: TlsFiles): NodeJS.ProcessEnv {
   return childEnv({
     NODE_OPTIONS: DEPLOYMENT_NODE_OPTIONS,
+    NODE_COMPILE_CACHE: compileCache(),
     OVERCOMMIT_HTTPS_PORT: String(ports.https),
     OVERCOMMIT_HTTP_PORT: String(ports.http),
     OVERCOMMIT_CONFIG_FILE: configFile,

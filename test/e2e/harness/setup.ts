@@ -30,6 +30,7 @@ import { adminClient, kubectl } from './kube-client.js';
 import { alive, freePort, run, type Log } from './process.js';
 import { createCa, issueServingCertificate, writeSecretVolume } from './tls.js';
 import { waitUntil } from './wait.js';
+import { compileCacheDir } from './webhook.js';
 
 /** The repository root (this file is test/e2e/harness/setup.ts, or its compiled copy under test/e2e/.run/build/). */
 export function repoRoot(): string {
@@ -362,7 +363,15 @@ export async function setUpE2e(options: SetUpOptions = {}): Promise<E2eEnv> {
   const appDeps = (process.env.E2E_APP_DEPS as SetUpOptions['appDeps']) ?? options.appDeps ?? 'production';
   // ... and node_modules: the production dependencies only (or the repository's).
   symlinkSync(appDeps === 'repo' ? join(root, 'node_modules') : await productionDependencies(root, log), join(appDir, 'node_modules'));
-  step(`product built (dependencies: ${appDeps})`);
+  // ... and the compile cache, filled as the Dockerfile fills it (WebhookProcess points at it).
+  const warmEnv = {
+    ...nodeEnv(),
+    NODE_COMPILE_CACHE: compileCacheDir(appDir),
+    WARM_HTTPS_PORT: String(await freePort()),
+    WARM_HTTP_PORT: String(await freePort()),
+  };
+  await run(process.execPath, [join(root, 'scripts', 'warm-compile-cache.js'), appDir], { env: warmEnv, log, prefix: '  ' });
+  step(`product built (dependencies: ${appDeps}; compile cache warmed)`);
 
   try {
     await run(join(controlPlane, 'cluster.sh'), ['up', runDir], { log, prefix: '  ' });
