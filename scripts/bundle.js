@@ -31,6 +31,15 @@ const external = [
   'pino',
   'pino-pretty',
   'thread-stream',
+  // The code every admission call runs through: Fastify and its JSON parser, the patch check and
+  // the metrics. Bundled, they cost up to a third more CPU per node review (measured, not
+  // explained: the CPU profiles of the two builds look alike); as Node's own modules they cost
+  // what they did before, and the rest of the bundle keeps most of the start-up and memory gain.
+  'fastify',
+  'secure-json-parse',
+  'fast-json-patch',
+  'prom-client',
+  '@willsoto/nestjs-prometheus',
 ];
 
 await build({
