@@ -5,15 +5,25 @@
  *
  * Each figure is µs per call: the median of 7 batches of ~200 ms, after a warm-up. Use it to see
  * what a change to one step saves; the HTTP figures come from bench:admission.
+ *
+ * The last rows time the app's own per-call work from an app started in this process (createApp,
+ * no request sent): the HTTP edge's metrics (AdmissionHttpMetrics.track on a real
+ * IncomingMessage/ServerResponse pair, then the response's 'close') and whole pipeline reviews,
+ * their metric calls included. They only use what every build exports, so the same script
+ * compares two builds: `node bench/.run/build/bench/hot-path.js --no-build` from a checkout with
+ * its own dist/.
  */
 import 'reflect-metadata';
+import { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import Fastify from 'fastify';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ensureBuilt, median, round, ROOT, table } from './lib.js';
+import { ensureBuilt, median, round, ROOT, RUN_DIR, table, writeTls } from './lib.js';
 import { benchReviews } from './reviews.js';
 
 const { values: flags } = parseArgs({ options: { 'no-build': { type: 'boolean' } } });
@@ -53,7 +63,7 @@ const dist = (path: string) => import(pathToFileURL(join(ROOT, 'dist', path)).hr
 async function main(): Promise<void> {
   if (!flags['no-build']) ensureBuilt(log);
   const { decodeAdmissionReview } = await dist('admission/admission-review.decoder.js');
-  const { parseConfig } = await dist('config/config.loader.js');
+  const { parseConfig } = await dist('overcommit.config.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
   const { patchError } = await dist('admission/patch-error.js');
@@ -111,6 +121,7 @@ async function main(): Promise<void> {
   const child = counter.labels('nodes/status', 'UPDATE', 'patched');
   const histogramChild = histogram.labels('nodes/status');
   const metric = (name: string, fn: () => unknown) => rows.push(['metrics', '', name, time(fn)]);
+  const plainCounts = new Map<string, number>();
   metric('Counter.inc({resource, operation, outcome})', () => counter.inc({ resource: 'nodes/status', operation: 'UPDATE', outcome: 'patched' }));
   metric('Counter.labels(...) child, cached: .inc()', () => child.inc());
   metric('Histogram.observe({resource}, s)', () => histogram.observe({ resource: 'nodes/status' }, 0.0003));
@@ -119,8 +130,58 @@ async function main(): Promise<void> {
     for (let i = 0; i < 12; i++) gauge.set({ node: 'worker-1', resource: 'cpu' }, 4);
   });
 
+  metric('plain count in a Map (counts drained into a Counter by its collect())', () => plainCounts.set('patched', (plainCounts.get('patched') ?? 0) + 1));
+
+  await appRows(rows);
+
   log(`hot path, µs per call (node ${process.version}; median of 7 batches)\n`);
   log(table(['review', 'bytes', 'step', 'µs'], rows));
+}
+
+/** The app's per-call work: the HTTP edge's metrics and whole reviews, from a started app. */
+async function appRows(rows: (string | number)[][]): Promise<void> {
+  const { createApp } = await dist('app.factory.js');
+  const { AdmissionPipeline } = await dist('admission/admission.pipeline.js');
+  const { AdmissionHttpMetrics } = await dist('admission/admission.metrics.js');
+  const dir = join(RUN_DIR, 'hot-path');
+  const tls = await writeTls(join(dir, 'tls'));
+  const configFile = join(dir, 'config.yaml');
+  writeFileSync(configFile, 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n');
+  const running = await createApp({
+    httpsPort: 0,
+    httpPort: 0,
+    host: '127.0.0.1',
+    env: { LOG_LEVEL: 'fatal', OVERCOMMIT_CONFIG_FILE: configFile, OVERCOMMIT_TLS_CERT_FILE: tls.certFile, OVERCOMMIT_TLS_KEY_FILE: tls.keyFile },
+  });
+  try {
+    const edge = running.app.get(AdmissionHttpMetrics);
+    // One request/response pair per case, reused: track() adds a once-listener that 'close' removes.
+    const pair = (answered: boolean) => {
+      const req = new IncomingMessage(new Socket());
+      req.url = '/mutate/nodes';
+      const res = new ServerResponse(req);
+      if (answered) res.writeHead(200);
+      return { req, res };
+    };
+    const answered = pair(true);
+    const unanswered = pair(false);
+    const step = (name: string, fn: () => unknown) => rows.push(['app', '', name, time(fn)]);
+    step('AdmissionHttpMetrics.track + close, answered (counted and timed)', () => {
+      edge.track(answered.req, answered.res);
+      answered.res.emit('close');
+    });
+    step('AdmissionHttpMetrics.track + close, closed without an answer', () => {
+      edge.track(unanswered.req, unanswered.res);
+      unanswered.res.emit('close');
+    });
+    const pipeline = running.app.get(AdmissionPipeline);
+    for (const review of benchReviews()) {
+      const body = JSON.parse(review.body.toString('utf8'));
+      rows.push([review.name, review.body.length, 'AdmissionPipeline.review (/mutate, its metric calls included)', time(() => pipeline.review(body))]);
+    }
+  } finally {
+    await running.close();
+  }
 }
 
 main().then(

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectMetric, makeCounterProvider, makeGaugeProvider, makeHistogramProvider } from '@willsoto/nestjs-prometheus';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Counter, Gauge, Histogram } from 'prom-client';
-import { readPathLabel } from './admission.routes.js';
+import { readPathLabel, type Route } from './admission.routes.js';
 
 export const ADMISSION_REQUESTS = 'kube_overcommit_admission_requests_total';
 export const ADMISSION_DURATION = 'kube_overcommit_admission_duration_seconds';
@@ -11,11 +11,62 @@ export const HTTP_REQUESTS = 'kube_overcommit_admission_http_requests_total';
 export const HTTP_DURATION = 'kube_overcommit_admission_http_request_duration_seconds';
 export const IN_FLIGHT = 'kube_overcommit_admission_in_flight_requests';
 
+/**
+ * A Counter's per-call counts kept as plain numbers, keyed by two bounded values, and added to
+ * the Counter when the registry collects it (its `collect()`, at every scrape): prom-client
+ * builds a key string from the label set and checks it on every `inc()`, its `labels()` children
+ * included, several times what a Map update costs. Counts are kept until that scrape, and every
+ * key ever counted keeps its entry: the key sets must be bounded (as the label values are).
+ * Histograms still observe per call: prom-client has no public way to add counts to their buckets.
+ */
+export class Tally<A, B> {
+  private readonly counts = new Map<A, Map<B, number>>();
+
+  constructor(private readonly labelsOf: (a: A, b: B) => Record<string, string>) {}
+
+  add(a: A, b: B): void {
+    let byB = this.counts.get(a);
+    if (!byB) this.counts.set(a, (byB = new Map()));
+    byB.set(b, (byB.get(b) ?? 0) + 1);
+  }
+
+  /** Adds to `counter` what was counted since the last call. */
+  flushInto(counter: Counter<string>): void {
+    for (const [a, byB] of this.counts) {
+      for (const [b, count] of byB) {
+        if (count === 0) continue;
+        counter.inc(this.labelsOf(a, b), count);
+        byB.set(b, 0);
+      }
+    }
+  }
+}
+
+/** Reviews answered, by route (its `resource` and `operation` labels) and outcome: ADMISSION_REQUESTS. */
+@Injectable()
+export class ReviewTally extends Tally<Pick<Route<unknown>, 'resource' | 'operation'>, string> {
+  constructor() {
+    super(({ resource, operation }, outcome) => ({ resource, operation, outcome }));
+  }
+}
+
+/** Answers on the webhook paths, by `path` label and status code: HTTP_REQUESTS. */
+@Injectable()
+export class HttpAnswerTally extends Tally<string, number> {
+  constructor() {
+    super((path, code) => ({ path, code: String(code) }));
+  }
+}
+
 export const admissionMetrics = [
   makeCounterProvider({
     name: ADMISSION_REQUESTS,
     help: 'Admission reviews answered, by resource (with subresource), operation and outcome (patched, unchanged, denied, error).',
     labelNames: ['resource', 'operation', 'outcome'],
+    inject: [ReviewTally],
+    collect(reviews: ReviewTally) {
+      reviews.flushInto(this);
+    },
   }),
   makeHistogramProvider({
     name: ADMISSION_DURATION,
@@ -32,6 +83,10 @@ export const admissionMetrics = [
     name: HTTP_REQUESTS,
     help: 'HTTPS answers on the webhook paths, by path (/mutate, /mutate/nodes, /mutate/pod-policy, /mutate/sidecars, or other) and status code, refusals (400, 401, 404, 413, 415, 503) included.',
     labelNames: ['path', 'code'],
+    inject: [HttpAnswerTally],
+    collect(answers: HttpAnswerTally) {
+      answers.flushInto(this);
+    },
   }),
   makeHistogramProvider({
     name: HTTP_DURATION,
@@ -43,6 +98,8 @@ export const admissionMetrics = [
     name: IN_FLIGHT,
     help: 'Calls on the webhook paths received and not yet answered or closed.',
   }),
+  ReviewTally,
+  HttpAnswerTally,
 ];
 
 /**
@@ -52,7 +109,7 @@ export const admissionMetrics = [
 @Injectable()
 export class AdmissionHttpMetrics {
   constructor(
-    @InjectMetric(HTTP_REQUESTS) private readonly requests: Counter<string>,
+    private readonly answers: HttpAnswerTally,
     @InjectMetric(HTTP_DURATION) private readonly duration: Histogram<string>,
     @InjectMetric(IN_FLIGHT) private readonly inFlight: Gauge<string>,
   ) {}
@@ -66,7 +123,7 @@ export class AdmissionHttpMetrics {
       this.inFlight.dec();
       // A connection that closed before any answer (client gone, request timeout) has no code.
       if (!res.headersSent) return;
-      this.requests.inc({ path, code: String(res.statusCode) });
+      this.answers.add(path, res.statusCode);
       this.duration.observe({ path }, Number(process.hrtime.bigint() - started) / 1e9);
     });
   }

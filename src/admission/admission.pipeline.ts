@@ -16,7 +16,7 @@ import {
   WEBHOOK_ENTRIES,
   type WebhookEntry,
 } from './admission.types.js';
-import { ADMISSION_DURATION, ADMISSION_REQUESTS, STRATEGY_ERRORS } from './admission.metrics.js';
+import { ADMISSION_DURATION, ReviewTally, STRATEGY_ERRORS } from './admission.metrics.js';
 import { planEntryRoutes, planRoutes, readRoute, type RouteTable } from './admission.routes.js';
 import { applyToCopy } from './patch-error.js';
 import { RequestLog } from './request-log.js';
@@ -27,6 +27,9 @@ interface RegisteredStrategy {
 }
 
 export type Outcome = 'patched' | 'unchanged' | 'denied' | 'error';
+
+/** The route a body that is not an AdmissionReview v1 is counted under. */
+const UNDECODED = { resource: 'unknown', operation: 'unknown' };
 
 // Only unit specs build the pipeline without nestjs-pino (whose root logger the app always has).
 const NO_ROOT_LOGGER = pino({ level: 'silent' });
@@ -47,7 +50,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly config: ConfigStore,
-    @InjectMetric(ADMISSION_REQUESTS) private readonly requests: Counter<string>,
+    private readonly reviews: ReviewTally,
     @InjectMetric(ADMISSION_DURATION) private readonly duration: Histogram<string>,
     @InjectMetric(STRATEGY_ERRORS) private readonly strategyErrors: Counter<string>,
   ) {}
@@ -78,15 +81,15 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
     try {
       request = decodeAdmissionReview(body);
     } catch (error) {
-      this.requests.inc({ resource: 'unknown', operation: 'unknown', outcome: 'error' });
+      this.reviews.add(UNDECODED, 'error');
       throw error;
     }
-    const { resource, operation, strategies } = readRoute((entry && this.entryRoutes.get(entry)) || this.routes, request);
+    const route = readRoute((entry && this.entryRoutes.get(entry)) || this.routes, request);
     const log = new RequestLog(PinoLogger.root ?? NO_ROOT_LOGGER, request);
-    const { response, outcome } = this.run(request, strategies, log);
+    const { response, outcome } = this.run(request, route.strategies, log);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    this.requests.inc({ resource, operation, outcome });
-    this.duration.observe({ resource }, seconds);
+    this.reviews.add(route, outcome);
+    this.duration.observe({ resource: route.resource }, seconds);
     if (log.isLevelEnabled('debug')) log.debug('admission decided', { outcome, patchOps: response.patchOps });
     return {
       apiVersion: 'admission.k8s.io/v1',
