@@ -41,6 +41,7 @@ import {
   freePort,
   machineInfo,
   median,
+  numberOption,
   oursEnv,
   resultsPath,
   ROOT,
@@ -71,21 +72,14 @@ const { values: flags } = parseArgs({
   },
 });
 
-function count(text: string | undefined, fallback: number, name: string): number {
-  if (text === undefined) return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name}: expected a whole number ≥ 0, got ${text}`);
-  return value;
-}
-
 const options = {
-  nodes: Math.max(1, count(flags.nodes, 5_000, 'nodes')),
-  pods: count(flags.pods, 150_000, 'pods'),
-  rate: Math.max(1, count(flags.rate, 500, 'rate')),
-  seconds: Math.max(1, count(flags.seconds, 10, 'seconds')),
-  rounds: Math.max(1, count(flags.rounds, 3, 'rounds')),
-  syncTimeoutS: Math.max(1, count(flags['sync-timeout'], 300, 'sync-timeout')),
-  memoryLimitMiB: count(flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, 'memory-limit'),
+  nodes: Math.max(1, numberOption('nodes', flags.nodes, 5_000, { integer: true })),
+  pods: numberOption('pods', flags.pods, 150_000, { integer: true }),
+  rate: Math.max(1, numberOption('rate', flags.rate, 500, { integer: true })),
+  seconds: Math.max(1, numberOption('seconds', flags.seconds, 10, { integer: true })),
+  rounds: Math.max(1, numberOption('rounds', flags.rounds, 3, { integer: true })),
+  syncTimeoutS: Math.max(1, numberOption('sync-timeout', flags['sync-timeout'], 300, { integer: true })),
+  memoryLimitMiB: numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, { integer: true }),
   namespaces: 100,
 };
 const outFile = flags.out ?? resultsPath('cache-scale.json');

@@ -34,22 +34,23 @@ import {
   table,
   waitReady,
   writeTls,
+  numberOption,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
-    resources: { type: 'string', default: '20000' },
-    nodes: { type: 'string', default: '12000' },
-    huge: { type: 'string', default: '10' },
+    resources: { type: 'string' },
+    nodes: { type: 'string' },
+    huge: { type: 'string' },
     'no-build': { type: 'boolean' },
     out: { type: 'string' },
   },
 });
 const log = (line: string) => process.stdout.write(`${line}\n`);
-const count = (name: 'resources' | 'nodes' | 'huge') => {
-  const value = Number(flags[name]);
-  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`--${name}: expected a count, got ${flags[name]}`);
-  return value;
+const counts = {
+  resources: numberOption('resources', flags.resources, 20_000, { integer: true }),
+  nodes: numberOption('nodes', flags.nodes, 12_000, { integer: true }),
+  huge: numberOption('huge', flags.huge, 10, { integer: true }),
 };
 
 interface Phase {
@@ -136,7 +137,7 @@ async function main(): Promise<void> {
     };
     await measure('started, one node review', 1, 0);
 
-    const resources = count('resources');
+    const resources = counts.resources;
     const operations = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'];
     await measure(
       'distinct resource names',
@@ -149,7 +150,7 @@ async function main(): Promise<void> {
         }),
       ),
     );
-    const nodes = count('nodes');
+    const nodes = counts.nodes;
     await measure(
       'distinct node names',
       nodes,
@@ -159,7 +160,7 @@ async function main(): Promise<void> {
         }),
       ),
     );
-    const huge = count('huge');
+    const huge = counts.huge;
     await measure(
       '1 MiB resource names',
       huge,

@@ -339,11 +339,3 @@ export async function nodeSizes(env: E2eEnv, name: string): Promise<{ json: numb
     });
   return { json: await get('application/json'), protobuf: await get('application/vnd.kubernetes.protobuf') };
 }
-
-/** A numeric command-line flag: the fallback when absent, else a number ≥ min (clear error otherwise). */
-export function num(text: string | undefined, fallback: number, min: number, name: string): number {
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isFinite(value) || value < min) throw new Error(`--${name}: expected a number ≥ ${min}, got ${text}`);
-  return value;
-}

@@ -32,6 +32,7 @@ import {
   ensureBuilt,
   freePort,
   machineInfo,
+  numberOption,
   oursEnv,
   resultsPath,
   ROOT,
@@ -59,19 +60,12 @@ const { values: flags } = parseArgs({
   },
 });
 
-function integer(flag: string | undefined, name: string, fallback: number, min: number): number {
-  if (flag === undefined) return fallback;
-  const value = Number(flag);
-  if (!Number.isInteger(value) || value < min) throw new Error(`--${name}: expected an integer ≥ ${min}, got ${flag}`);
-  return value;
-}
-
 const options = {
-  seed: integer(flags.seed, 'seed', Math.floor(Math.random() * 2 ** 31), -(2 ** 31)),
-  cases: integer(flags.cases, 'cases', 100_000, 1),
-  concurrency: integer(flags.concurrency, 'concurrency', 8, 1),
-  replay: flags.case === undefined ? undefined : integer(flags.case, 'case', 0, 0),
-  memoryLimitMiB: integer(flags['memory-limit'], 'memory-limit', DEPLOYMENT_MEMORY_LIMIT_MIB, 0),
+  seed: numberOption('seed', flags.seed, Math.floor(Math.random() * 2 ** 31), { min: -(2 ** 31), integer: true }),
+  cases: numberOption('cases', flags.cases, 100_000, { min: 1, integer: true }),
+  concurrency: numberOption('concurrency', flags.concurrency, 8, { min: 1, integer: true }),
+  replay: flags.case === undefined ? undefined : numberOption('case', flags.case, 0, { integer: true }),
+  memoryLimitMiB: numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, { integer: true }),
   logLevel: flags['log-level'] ?? 'fatal',
 };
 const RSS_EVERY = 10_000;

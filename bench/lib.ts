@@ -25,6 +25,35 @@ export const RUN_DIR = join(ROOT, 'bench', '.run');
 export const BUILD_DIR = join(RUN_DIR, 'build');
 
 // ---------------------------------------------------------------------------------------------
+// Options
+
+export interface NumberOptionRule {
+  /** The smallest value accepted (default 0). */
+  min?: number;
+  /** Only whole numbers. */
+  integer?: boolean;
+  /** The environment variable read when the flag is absent. */
+  env?: string;
+}
+
+/**
+ * A numeric option: the flag's text, else the variable `env` (when named), else `fallback`; a
+ * text that is not a number ≥ `min` (a whole one with `integer`) stops the run with an error
+ * naming the flag.
+ */
+export function numberOption(name: string, text: string | undefined, fallback: number, rule: NumberOptionRule = {}): number {
+  const given = text ?? (rule.env === undefined ? undefined : process.env[rule.env]);
+  if (given === undefined || given === '') return fallback;
+  const value = Number(given);
+  const min = rule.min ?? 0;
+  if (!(rule.integer ? Number.isSafeInteger(value) : Number.isFinite(value)) || value < min) {
+    const what = rule.integer ? 'a whole number' : 'a number';
+    throw new Error(`--${name}${rule.env ? ` (or ${rule.env})` : ''}: expected ${what} ≥ ${min}, got ${given}`);
+  }
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Build
 
 function newestMtime(dir: string, filter: (name: string) => boolean): number {

@@ -14,10 +14,10 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ensureBuilt, machineInfo, median, percentile, resultsPath, round, ROOT, table } from './lib.js';
+import { ensureBuilt, machineInfo, median, numberOption, percentile, resultsPath, round, ROOT, table } from './lib.js';
 
 const { values: flags } = parseArgs({
-  options: { 'no-build': { type: 'boolean' }, nodes: { type: 'string', default: '5000' }, runs: { type: 'string', default: '60' }, out: { type: 'string' } },
+  options: { 'no-build': { type: 'boolean' }, nodes: { type: 'string' }, runs: { type: 'string' }, out: { type: 'string' } },
 });
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const dist = (path: string) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -41,8 +41,8 @@ async function main(): Promise<void> {
   const parsed = parseConfig(CONFIG);
   if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
   const nodesConfig = parsed.value.nodes;
-  const count = Number(flags.nodes);
-  const runs = Number(flags.runs);
+  const count = numberOption('nodes', flags.nodes, 5000, { min: 1, integer: true });
+  const runs = numberOption('runs', flags.runs, 60, { min: 1, integer: true });
 
   const nodes: any[] = [];
   const pods = new PodsByNode();
