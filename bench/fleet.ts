@@ -3,10 +3,12 @@
  * and 3). The e2e harness's SimKubelet is made for a handful of nodes per test: one https.Agent
  * (and so one TLS connection pool) per kubelet, a quorum GET of its Node at every sync, a GET +
  * PUT per Lease renewal, and 500 recorded updates each. This fleet follows the same status
- * algorithm — the harness's registration Node, Lease bodies, `kubeletStatus`,
- * `nodeStatusHasChanged` and two-way strategic merge `diffObject` are reused as they are — but shares one keep-alive agent between all kubelets (each request still
- * carries its own node's token, so the API server sees `system:node:<name>`), keeps only counters
- * and latency samples, and reads and renews the way a v1.34 kubelet does
+ * algorithm — the harness's registration Node (`kubeletNode`), Lease bodies (`nodeLease`,
+ * `renewedLease`), `kubeletStatus`, `nodeStatusHasChanged` and two-way strategic merge
+ * `diffObject` are reused as they are — but shares one keep-alive agent between all kubelets
+ * (each request still carries its own node's token, so the API server sees
+ * `system:node:<name>`), keeps only counters and latency samples, and reads and renews the way
+ * a v1.34 kubelet does
  * (pkg/kubelet/kubelet_node_status.go, component-helpers/apimachinery/lease):
  *
  * - every `updateFrequencyMs` (wait.JitterUntil, jitter 0.04, sliding): read the Node — the
