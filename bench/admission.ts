@@ -371,7 +371,7 @@ async function main(): Promise<number> {
     `options: ${options.duration} s × ${options.rounds} rounds per size, ${options.connections} connections, pipelining ${options.pipelining}; ` +
       `fixed rate ${options.rate} req/s × ${options.rateDuration} s × ${options.rateRounds} rounds`,
   );
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
 
   const dir = join(RUN_DIR, 'admission');
   const tls = await writeTls(join(dir, 'tls'));

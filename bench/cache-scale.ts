@@ -370,7 +370,7 @@ async function main(): Promise<number> {
     `options: ${options.nodes} nodes, ${options.pods} pods; node reviews at ${options.rate} req/s × ${options.seconds} s × ${options.rounds} rounds; ` +
       `memory limit ${options.memoryLimitMiB || 'none'} MiB, NODE_OPTIONS=${DEPLOYMENT_NODE_OPTIONS}`,
   );
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
 
   const empty = await measure('no-pods', 0);
   const full = await measure('pods', options.pods);

@@ -101,7 +101,7 @@ function* reviews(n: number, shape: (review: Record<string, any>, i: number) => 
 }
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   const dir = join(RUN_DIR, 'cardinality');
   mkdirSync(dir, { recursive: true });
   const configFile = join(dir, 'config.yaml');

@@ -7,15 +7,13 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
-import { join } from 'node:path';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
 import { adminClient } from '../test/e2e/harness/kube-client.js';
 import { Metrics, type LabelMatch } from '../test/e2e/harness/metrics.js';
-import { setUpE2e, tearDownE2e } from '../test/e2e/harness/setup.js';
+import type { Log } from '../test/e2e/harness/process.js';
+import { readClusterEnv, setUpE2e, tearDownE2e } from '../test/e2e/harness/setup.js';
 import type { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { cpuSeconds, round, statusKiB } from './lib.js';
-
-export type Log = (line: string) => void;
 
 /** What cluster.sh wrote to runDir/env.json that E2eEnv does not carry (pids, etcd). */
 export interface ClusterProcesses {
@@ -24,7 +22,7 @@ export interface ClusterProcesses {
 }
 
 export function clusterProcesses(env: E2eEnv): ClusterProcesses {
-  const c = JSON.parse(readFileSync(join(env.runDir, 'env.json'), 'utf8'));
+  const c = readClusterEnv(env.runDir);
   return {
     etcdUrl: c.ETCD_URL,
     pids: { etcd: Number(c.ETCD_PID), apiserver: Number(c.APISERVER_PID), controllerManager: Number(c.KCM_PID), scheduler: Number(c.SCHEDULER_PID) },

@@ -120,7 +120,7 @@ function secondHalfGrowth(samples: { cases: number; rssMiB: number }[], cases: n
 
 async function main(): Promise<number> {
   const startedAt = new Date();
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   mkdirSync(dir, { recursive: true });
   const tls = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');

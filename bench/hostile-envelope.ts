@@ -239,7 +239,7 @@ async function inProcess(
 }
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   log(
     `kube-overcommit hostile-envelope bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
       .loadavg()

@@ -30,7 +30,7 @@ ${['a', 'b', 'c', 'd'].map((p, i) => `    - { name: pool-${p}, nodeSelector: { m
 `;
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   const { parseConfig } = await dist('config/config.loader.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');

@@ -333,7 +333,7 @@ async function main(): Promise<void> {
         .map((r) => r.name)
         .join(', ')}`,
     );
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   const dir = join(RUN_DIR, 'profiles');
   const tls = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');

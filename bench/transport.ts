@@ -251,7 +251,7 @@ async function main(): Promise<number> {
       .join(' ')}`,
   );
   log(`${durationS} s per scenario, memory limit ${memoryLimitMiB || 'none'} MiB, scenarios ${scenarios.join(', ')}`);
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   const dir = join(RUN_DIR, 'transport');
   const tlsFiles = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');
