@@ -53,7 +53,7 @@ const dist = (path: string) => import(pathToFileURL(join(ROOT, 'dist', path)).hr
 async function main(): Promise<void> {
   if (!flags['no-build']) await ensureBuilt(log);
   const { decodeAdmissionReview } = await dist('admission/admission-review.decoder.js');
-  const { parseConfig } = await dist('config/config.loader.js');
+  const { parseConfig } = await dist('overcommit.config.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
   const { patchError } = await dist('admission/patch-error.js');

@@ -31,11 +31,11 @@ ${['a', 'b', 'c', 'd'].map((p, i) => `    - { name: pool-${p}, nodeSelector: { m
 
 async function main(): Promise<void> {
   if (!flags['no-build']) await ensureBuilt(log);
-  const { parseConfig } = await dist('config/config.loader.js');
+  const { parseConfig } = await dist('overcommit.config.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
   const { planCluster } = await dist('node-oversell/node-plan.js');
-  const { PodsByNode } = await dist('pod-policy/pod-facts.js');
+  const { PodsByNode } = await dist('kube/pods-by-node.js');
   const { default: fastJsonPatch } = await import('fast-json-patch');
 
   const parsed = parseConfig(CONFIG);
