@@ -11,10 +11,10 @@
  */
 import 'reflect-metadata';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { httpGet } from '../test/e2e/harness/webhook.js';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
@@ -64,19 +64,6 @@ interface Phase {
   alive: boolean;
 }
 
-function scrape(port: number): Promise<string> {
-  return new Promise((resolveText, reject) => {
-    https
-      .get(`https://127.0.0.1:${port}/metrics`, { rejectUnauthorized: false }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolveText(Buffer.concat(chunks).toString('utf8')));
-        res.on('error', reject);
-      })
-      .on('error', reject);
-  });
-}
-
 /** Sends every body, 32 in flight; answers the count of replies that were not 200 (errors included). */
 async function sendAll(url: string, bodies: () => Iterable<Buffer>): Promise<number> {
   const iterator = bodies()[Symbol.iterator]();
@@ -119,7 +106,11 @@ async function main(): Promise<void> {
       let text = '';
       const started = performance.now();
       // A scrape can be what ends a server (heap limit): a failed one counts as a dead server.
-      if (alive) text = await scrape(ports.https).catch(() => ((alive = false), ''));
+      if (alive)
+        text = await httpGet(`https://127.0.0.1:${ports.https}/metrics`, 60_000).then(
+          (reply) => reply.body,
+          () => ((alive = false), ''),
+        );
       await sleep(100);
       alive &&= server.child.exitCode === null && server.child.signalCode === null;
       const row: Phase = {

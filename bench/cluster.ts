@@ -4,7 +4,6 @@
  * CPU and RSS, and Prometheus histograms read as deltas between two scrapes.
  */
 import { readFileSync } from 'node:fs';
-import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
@@ -12,7 +11,7 @@ import { adminClient } from '../test/e2e/harness/kube-client.js';
 import { Metrics, type LabelMatch } from '../test/e2e/harness/metrics.js';
 import type { Log } from '../test/e2e/harness/process.js';
 import { readClusterEnv, setUpE2e, tearDownE2e } from '../test/e2e/harness/setup.js';
-import type { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import { httpText, type WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { cpuSeconds, round, statusKiB } from './lib.js';
 
 /** What cluster.sh wrote to runDir/env.json that E2eEnv does not carry (pids, etcd). */
@@ -196,20 +195,6 @@ export function machineBusy(before: CpuReading, after: CpuReading) {
 
 // ---------------------------------------------------------------------------------------------
 // Metrics
-
-export function httpText(url: string, timeoutMs = 10_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const get = url.startsWith('https:') ? https.get : http.get;
-    const req = get(url, { timeout: timeoutMs }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`GET ${url}: HTTP ${res.statusCode}`))));
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error(`GET ${url}: timeout`)));
-    req.on('error', reject);
-  });
-}
 
 export interface Scrape {
   at: number;
