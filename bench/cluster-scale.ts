@@ -52,9 +52,9 @@ import { adminClient, adminKubeConfig, KubeApiError } from '../test/e2e/harness/
 import { not } from '../test/e2e/harness/metrics.js';
 import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
+import { runOnStage } from '../test/e2e/harness/stage.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import {
-  runOnStage,
   type ClusterProcesses,
   clusterProcesses,
   counterDelta,

@@ -1,7 +1,7 @@
 /**
  * Helpers of the benchmarks that run on the e2e harness's control plane (bench:cluster,
- * bench:config): bringing it up and down from a script, the control plane's processes and their
- * CPU and RSS, and Prometheus histograms read as deltas between two scrapes.
+ * bench:config, bench:usage; the stage itself is the harness's stage.ts): the control plane's
+ * processes and their CPU and RSS, and Prometheus histograms read as deltas between two scrapes.
  */
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
@@ -9,8 +9,7 @@ import os from 'node:os';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
 import { adminClient } from '../test/e2e/harness/kube-client.js';
 import { Metrics, type LabelMatch } from '../test/e2e/harness/metrics.js';
-import type { Log } from '../test/e2e/harness/process.js';
-import { readClusterEnv, setUpE2e, tearDownE2e } from '../test/e2e/harness/setup.js';
+import { readClusterEnv } from '../test/e2e/harness/setup.js';
 import { httpText, type WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { cpuSeconds, round, statusKiB } from './lib.js';
 
@@ -26,77 +25,6 @@ export function clusterProcesses(env: E2eEnv): ClusterProcesses {
     etcdUrl: c.ETCD_URL,
     pids: { etcd: Number(c.ETCD_PID), apiserver: Number(c.APISERVER_PID), controllerManager: Number(c.KCM_PID), scheduler: Number(c.SCHEDULER_PID) },
   };
-}
-
-/**
- * Brings up the e2e control plane (build if needed, cluster.sh up, kwok, k8s/base through the
- * overlay, webhook certificate and token) and registers a teardown for exit and signals.
- */
-export interface Stage {
-  env: E2eEnv;
-  /** Registers something to stop before the control plane goes (run in reverse order). */
-  onTearDown(cleanup: () => Promise<void> | void): void;
-  /**
-   * Stops what was registered, then the control plane (`cluster.sh down`); idempotent. Removes
-   * the run folder after a success (unless --keep), only its bulky parts (etcd data, the app
-   * copy) after a failure, so that its logs stay.
-   */
-  tearDown(success?: boolean): Promise<void>;
-}
-
-export async function bringUp(name: string, log: Log, keep: boolean): Promise<Stage> {
-  let runDir: string | undefined;
-  let done: Promise<void> | undefined;
-  const cleanups: Array<() => Promise<void> | void> = [];
-  const tearDown = (success = false) => {
-    done ??= (async () => {
-      for (const cleanup of cleanups.reverse())
-        await Promise.resolve()
-          .then(cleanup)
-          .catch((e) => log(`cleanup: ${e}`));
-      if (runDir) await tearDownE2e({ runDir }, { remove: keep ? 'nothing' : success ? 'all' : 'bulky', log });
-    })();
-    return done;
-  };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      log(`${signal}: stopping everything`);
-      void tearDown().finally(() => process.exit(130));
-    });
-  }
-  try {
-    const env = await setUpE2e({ name, build: 'if-needed', log: (l) => log(`  ${l}`), onRunDir: (dir) => (runDir = dir) });
-    return { env, tearDown, onTearDown: (cleanup) => void cleanups.push(cleanup) };
-  } catch (error) {
-    runDir = undefined; // setUpE2e cleans up after itself
-    throw error;
-  }
-}
-
-/**
- * A cluster benchmark's whole run: brings a stage up, runs `bench` on it (true: every check
- * passed; a throw is logged as a failure), tears the stage down and exits with 0 or 1.
- */
-export function runOnStage(name: string, log: Log, keep: boolean, bench: (stage: Stage) => Promise<boolean>): void {
-  const run = async () => {
-    const stage = await bringUp(name, log, keep);
-    let passed = false;
-    try {
-      passed = await bench(stage);
-    } catch (error) {
-      log(`FAILED: ${(error as Error).stack ?? error}`);
-    } finally {
-      await stage.tearDown(passed);
-    }
-    return passed ? 0 : 1;
-  };
-  run().then(
-    (code) => process.exit(code),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
 }
 
 // ---------------------------------------------------------------------------------------------

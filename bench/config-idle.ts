@@ -19,8 +19,8 @@ import type { E2eEnv } from '../test/e2e/harness/env.js';
 import { adminClient } from '../test/e2e/harness/kube-client.js';
 import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
+import type { Stage } from '../test/e2e/harness/stage.js';
 import type { WebhookProcess } from '../test/e2e/harness/webhook.js';
-import type { Stage } from './cluster.js';
 import { Fleet } from './fleet.js';
 import { percentile, round, sleep } from './lib.js';
 

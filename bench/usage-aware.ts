@@ -32,8 +32,8 @@ import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { createNamespace, deleteAllPods, listPods } from '../test/e2e/harness/pods.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
 import { SimKubelet } from '../test/e2e/harness/sim-kubelet.js';
+import { runOnStage } from '../test/e2e/harness/stage.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
-import { runOnStage } from './cluster.js';
 import { machineInfo, numberOption, percentile, resultsPath, round, sleep, table } from './lib.js';
 
 const { values: flags } = parseArgs({
