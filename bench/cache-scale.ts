@@ -32,6 +32,8 @@ import http from 'node:http';
 import os from 'node:os';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
+import { type LabelMatch, Metrics } from '../test/e2e/harness/metrics.js';
+import { httpText } from '../test/e2e/harness/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { runningPod } from '../test/fixtures/pods.js';
 import {
@@ -237,16 +239,16 @@ interface Round {
 }
 
 async function scrape(httpPort: number): Promise<{ heapUsed: number; rss: number; newSpace: number }> {
-  const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
-  const value = (name: string) => {
-    const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
-    if (!match) throw new Error(`/metrics has no ${name}`);
-    return Number(match[1]);
+  const metrics = Metrics.parse(await httpText(`http://127.0.0.1:${httpPort}/metrics`));
+  const value = (name: string, labels: LabelMatch = {}) => {
+    const found = metrics.value(name, labels);
+    if (found === undefined) throw new Error(`/metrics has no ${name} ${JSON.stringify(labels)}`);
+    return found;
   };
   return {
     heapUsed: value('nodejs_heap_size_used_bytes'),
     rss: value('process_resident_memory_bytes'),
-    newSpace: value('nodejs_heap_space_size_total_bytes\\{space="new"\\}'),
+    newSpace: value('nodejs_heap_space_size_total_bytes', { space: 'new' }),
   };
 }
 

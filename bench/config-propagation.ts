@@ -39,6 +39,7 @@ import { adminClient } from '../test/e2e/harness/kube-client.js';
 import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
 import { runOnStage, type Stage } from '../test/e2e/harness/stage.js';
+import { waitUntil } from '../test/e2e/harness/wait.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { nodeSizes } from './cluster.js';
@@ -136,8 +137,7 @@ function probe(env: E2eEnv, agent: https.Agent, body: Buffer): Promise<bigint | 
 
 /** The config origin /readyz reports (`configmap:ns/name@<resourceVersion>`). */
 async function readyOrigin(webhook: WebhookProcess): Promise<string> {
-  const { body } = await webhook.get('/readyz');
-  return String(JSON.parse(body)?.details?.config?.origin ?? '');
+  return String((await webhook.readyz())?.details?.config?.origin ?? '');
 }
 
 interface Round {
@@ -235,15 +235,20 @@ async function updatingPhase(stage: Stage, webhook: WebhookProcess) {
   if (fleet.counters.registered < options.nodes)
     throw new Error(`only ${fleet.counters.registered} of ${options.nodes} nodes registered:\n  ${fleet.errors.join('\n  ')}`);
   const startCpu = expectedMilli(CPU, START_RATIO);
-  const waitNodes = async (cpu: bigint, since: number, timeoutMs: number) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const times = names.map((n) => firstSeen.get(n)?.get(cpu)).filter((t): t is number => t !== undefined && t >= since);
-      if (times.length === names.length) return times;
-      if (Date.now() > deadline)
-        throw new Error(`${times.length}/${names.length} nodes stored cpu ${cpu}m within ${timeoutMs} ms; fleet errors: ${fleet.errors.slice(-5).join('; ')}`);
-      await sleep(20);
-    }
+  const waitNodes = (cpu: bigint, since: number, timeoutMs: number) => {
+    const seen = () => names.map((n) => firstSeen.get(n)?.get(cpu)).filter((t): t is number => t !== undefined && t >= since);
+    return waitUntil(
+      `every node to store cpu ${cpu}m`,
+      () => {
+        const times = seen();
+        return times.length === names.length ? times : undefined;
+      },
+      {
+        timeoutMs,
+        intervalMs: 20,
+        describe: () => `${seen().length}/${names.length} did; fleet errors: ${fleet.errors.slice(-5).join('; ')}`,
+      },
+    );
   };
   await waitNodes(startCpu, 0, 30_000);
   log(`${names.length} nodes registered, every one stores cpu ${startCpu}m (ratio ${START_RATIO})`);
