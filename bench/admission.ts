@@ -45,6 +45,7 @@ import {
   type LatencySummary,
   machineInfo,
   median,
+  numberOption,
   post,
   type ProcessWindow,
   resultsPath,
@@ -87,23 +88,15 @@ const { values: flags } = parseArgs({
   },
 });
 
-function numberOption(flag: string | undefined, env: string, fallback: number, min: number): number {
-  const text = flag ?? process.env[env];
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isFinite(value) || value < min) throw new Error(`--${env.toLowerCase()} / ${env}: expected a number ≥ ${min}, got ${text}`);
-  return value;
-}
-
 const options = {
-  duration: numberOption(flags.duration, 'BENCH_DURATION', 10, 1),
-  rounds: Math.round(numberOption(flags.rounds, 'BENCH_ROUNDS', 3, 1)),
-  connections: Math.round(numberOption(flags.connections, 'BENCH_CONNECTIONS', 24, 1)),
+  duration: numberOption('duration', flags.duration, 10, { min: 1, env: 'BENCH_DURATION' }),
+  rounds: Math.round(numberOption('rounds', flags.rounds, 3, { min: 1, env: 'BENCH_ROUNDS' })),
+  connections: Math.round(numberOption('connections', flags.connections, 24, { min: 1, env: 'BENCH_CONNECTIONS' })),
   pipelining: 1,
-  warmup: numberOption(flags.warmup, 'BENCH_WARMUP', 1, 0),
-  rate: Math.round(numberOption(flags.rate, 'BENCH_RATE', 1000, 1)),
-  rateDuration: numberOption(flags['rate-duration'], 'BENCH_RATE_DURATION', 8, 1),
-  rateRounds: Math.round(numberOption(flags['rate-rounds'], 'BENCH_RATE_ROUNDS', 2, 0)),
+  warmup: numberOption('warmup', flags.warmup, 1, { env: 'BENCH_WARMUP' }),
+  rate: Math.round(numberOption('rate', flags.rate, 1000, { min: 1, env: 'BENCH_RATE' })),
+  rateDuration: numberOption('rate-duration', flags['rate-duration'], 8, { min: 1, env: 'BENCH_RATE_DURATION' }),
+  rateRounds: Math.round(numberOption('rate-rounds', flags['rate-rounds'], 2, { env: 'BENCH_RATE_ROUNDS' })),
   rateReview: 'kubeadm-node' as const,
   sizes: (flags.sizes ?? process.env.BENCH_SIZES ?? 'bare-node,kubeadm-node,large-node,pod')
     .split(',')
@@ -112,9 +105,9 @@ const options = {
   /** Extra node flags for ours only (e.g. "--max-semi-space-size=8" to see what a V8 setting does to RSS). */
   oursNodeArgs: (flags['ours-node-args'] ?? process.env.BENCH_OURS_NODE_ARGS ?? '').split(' ').filter(Boolean),
   /** Each server in a memory cgroup at this limit (MiB; 0: none): the Deployment's by default. */
-  memoryLimitMiB: Math.round(numberOption(flags['memory-limit'], 'BENCH_MEMORY_LIMIT', DEPLOYMENT_MEMORY_LIMIT_MIB, 0)),
+  memoryLimitMiB: Math.round(numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, { env: 'BENCH_MEMORY_LIMIT' })),
   /** Start-up: each server spawned this many times, timed from spawn to its first answered review. */
-  spawns: Math.round(numberOption(flags.spawns, 'BENCH_SPAWNS', 7, 0)),
+  spawns: Math.round(numberOption('spawns', flags.spawns, 7, { env: 'BENCH_SPAWNS' })),
 };
 const outFile = flags.out ?? resultsPath('admission.json');
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -378,7 +371,7 @@ async function main(): Promise<number> {
     `options: ${options.duration} s × ${options.rounds} rounds per size, ${options.connections} connections, pipelining ${options.pipelining}; ` +
       `fixed rate ${options.rate} req/s × ${options.rateDuration} s × ${options.rateRounds} rounds`,
   );
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
 
   const dir = join(RUN_DIR, 'admission');
   const tls = await writeTls(join(dir, 'tls'));

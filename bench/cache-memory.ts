@@ -25,11 +25,11 @@ import type { PodLike } from '../src/domain/pod-resources.js';
 import { trimCachedNode } from '../src/pod-policy/pod-facts.service.js';
 import { kubeadmNode, kwokNode } from '../test/fixtures/nodes.js';
 import { runningPod } from '../test/fixtures/pods.js';
-import { median, round, table } from './lib.js';
+import { median, numberOption, round, table } from './lib.js';
 
 const { values: flags } = parseArgs({ options: { count: { type: 'string' }, runs: { type: 'string' }, json: { type: 'string' } } });
-const count = Number(flags.count ?? 2000);
-const runs = Number(flags.runs ?? 5);
+const count = numberOption('count', flags.count, 2000, { min: 1, integer: true });
+const runs = numberOption('runs', flags.runs, 5, { min: 1, integer: true });
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('run with node --expose-gc (npm run bench:cache-memory does)');
 

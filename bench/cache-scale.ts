@@ -32,6 +32,8 @@ import http from 'node:http';
 import os from 'node:os';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
+import { type LabelMatch, Metrics } from '../test/e2e/harness/metrics.js';
+import { httpText } from '../test/e2e/harness/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { runningPod } from '../test/fixtures/pods.js';
 import {
@@ -41,6 +43,7 @@ import {
   freePort,
   machineInfo,
   median,
+  numberOption,
   oursEnv,
   resultsPath,
   ROOT,
@@ -71,21 +74,14 @@ const { values: flags } = parseArgs({
   },
 });
 
-function count(text: string | undefined, fallback: number, name: string): number {
-  if (text === undefined) return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name}: expected a whole number ≥ 0, got ${text}`);
-  return value;
-}
-
 const options = {
-  nodes: Math.max(1, count(flags.nodes, 5_000, 'nodes')),
-  pods: count(flags.pods, 150_000, 'pods'),
-  rate: Math.max(1, count(flags.rate, 500, 'rate')),
-  seconds: Math.max(1, count(flags.seconds, 10, 'seconds')),
-  rounds: Math.max(1, count(flags.rounds, 3, 'rounds')),
-  syncTimeoutS: Math.max(1, count(flags['sync-timeout'], 300, 'sync-timeout')),
-  memoryLimitMiB: count(flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, 'memory-limit'),
+  nodes: Math.max(1, numberOption('nodes', flags.nodes, 5_000, { integer: true })),
+  pods: numberOption('pods', flags.pods, 150_000, { integer: true }),
+  rate: Math.max(1, numberOption('rate', flags.rate, 500, { integer: true })),
+  seconds: Math.max(1, numberOption('seconds', flags.seconds, 10, { integer: true })),
+  rounds: Math.max(1, numberOption('rounds', flags.rounds, 3, { integer: true })),
+  syncTimeoutS: Math.max(1, numberOption('sync-timeout', flags['sync-timeout'], 300, { integer: true })),
+  memoryLimitMiB: numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, { integer: true }),
   namespaces: 100,
 };
 const outFile = flags.out ?? resultsPath('cache-scale.json');
@@ -243,16 +239,16 @@ interface Round {
 }
 
 async function scrape(httpPort: number): Promise<{ heapUsed: number; rss: number; newSpace: number }> {
-  const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
-  const value = (name: string) => {
-    const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
-    if (!match) throw new Error(`/metrics has no ${name}`);
-    return Number(match[1]);
+  const metrics = Metrics.parse(await httpText(`http://127.0.0.1:${httpPort}/metrics`));
+  const value = (name: string, labels: LabelMatch = {}) => {
+    const found = metrics.value(name, labels);
+    if (found === undefined) throw new Error(`/metrics has no ${name} ${JSON.stringify(labels)}`);
+    return found;
   };
   return {
     heapUsed: value('nodejs_heap_size_used_bytes'),
     rss: value('process_resident_memory_bytes'),
-    newSpace: value('nodejs_heap_space_size_total_bytes\\{space="new"\\}'),
+    newSpace: value('nodejs_heap_space_size_total_bytes', { space: 'new' }),
   };
 }
 
@@ -376,7 +372,7 @@ async function main(): Promise<number> {
     `options: ${options.nodes} nodes, ${options.pods} pods; node reviews at ${options.rate} req/s × ${options.seconds} s × ${options.rounds} rounds; ` +
       `memory limit ${options.memoryLimitMiB || 'none'} MiB, NODE_OPTIONS=${DEPLOYMENT_NODE_OPTIONS}`,
   );
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
 
   const empty = await measure('no-pods', 0);
   const full = await measure('pods', options.pods);

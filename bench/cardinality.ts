@@ -11,10 +11,10 @@
  */
 import 'reflect-metadata';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { httpGet } from '../test/e2e/harness/webhook.js';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
@@ -34,22 +34,23 @@ import {
   table,
   waitReady,
   writeTls,
+  numberOption,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
-    resources: { type: 'string', default: '20000' },
-    nodes: { type: 'string', default: '12000' },
-    huge: { type: 'string', default: '10' },
+    resources: { type: 'string' },
+    nodes: { type: 'string' },
+    huge: { type: 'string' },
     'no-build': { type: 'boolean' },
     out: { type: 'string' },
   },
 });
 const log = (line: string) => process.stdout.write(`${line}\n`);
-const count = (name: 'resources' | 'nodes' | 'huge') => {
-  const value = Number(flags[name]);
-  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`--${name}: expected a count, got ${flags[name]}`);
-  return value;
+const counts = {
+  resources: numberOption('resources', flags.resources, 20_000, { integer: true }),
+  nodes: numberOption('nodes', flags.nodes, 12_000, { integer: true }),
+  huge: numberOption('huge', flags.huge, 10, { integer: true }),
 };
 
 interface Phase {
@@ -61,19 +62,6 @@ interface Phase {
   series: number;
   rssMiB: number;
   alive: boolean;
-}
-
-function scrape(port: number): Promise<string> {
-  return new Promise((resolveText, reject) => {
-    https
-      .get(`https://127.0.0.1:${port}/metrics`, { rejectUnauthorized: false }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolveText(Buffer.concat(chunks).toString('utf8')));
-        res.on('error', reject);
-      })
-      .on('error', reject);
-  });
 }
 
 /** Sends every body, 32 in flight; answers the count of replies that were not 200 (errors included). */
@@ -100,7 +88,7 @@ function* reviews(n: number, shape: (review: Record<string, any>, i: number) => 
 }
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   const dir = join(RUN_DIR, 'cardinality');
   mkdirSync(dir, { recursive: true });
   const configFile = join(dir, 'config.yaml');
@@ -118,7 +106,11 @@ async function main(): Promise<void> {
       let text = '';
       const started = performance.now();
       // A scrape can be what ends a server (heap limit): a failed one counts as a dead server.
-      if (alive) text = await scrape(ports.https).catch(() => ((alive = false), ''));
+      if (alive)
+        text = await httpGet(`https://127.0.0.1:${ports.https}/metrics`, 60_000).then(
+          (reply) => reply.body,
+          () => ((alive = false), ''),
+        );
       await sleep(100);
       alive &&= server.child.exitCode === null && server.child.signalCode === null;
       const row: Phase = {
@@ -136,7 +128,7 @@ async function main(): Promise<void> {
     };
     await measure('started, one node review', 1, 0);
 
-    const resources = count('resources');
+    const resources = counts.resources;
     const operations = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'];
     await measure(
       'distinct resource names',
@@ -149,7 +141,7 @@ async function main(): Promise<void> {
         }),
       ),
     );
-    const nodes = count('nodes');
+    const nodes = counts.nodes;
     await measure(
       'distinct node names',
       nodes,
@@ -159,7 +151,7 @@ async function main(): Promise<void> {
         }),
       ),
     );
-    const huge = count('huge');
+    const huge = counts.huge;
     await measure(
       '1 MiB resource names',
       huge,

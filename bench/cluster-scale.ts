@@ -52,9 +52,9 @@ import { adminClient, adminKubeConfig, KubeApiError } from '../test/e2e/harness/
 import { not } from '../test/e2e/harness/metrics.js';
 import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
+import { runOnStage } from '../test/e2e/harness/stage.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import {
-  runOnStage,
   type ClusterProcesses,
   clusterProcesses,
   counterDelta,
@@ -65,10 +65,9 @@ import {
   ProcessWatch,
   scrape,
   type Scrape,
-  num,
 } from './cluster.js';
 import { Fleet, type FleetCounters, subtractCounters } from './fleet.js';
-import { DEPLOYMENT_MEMORY_LIMIT_MIB, DEPLOYMENT_NODE_OPTIONS, machineInfo, resultsPath, round, sleep, table } from './lib.js';
+import { DEPLOYMENT_MEMORY_LIMIT_MIB, DEPLOYMENT_NODE_OPTIONS, machineInfo, numberOption, resultsPath, round, sleep, table } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -92,27 +91,27 @@ const { values: flags } = parseArgs({
 });
 
 const options = {
-  nodes: Math.round(num(flags.nodes, 1000, 1, 'nodes')),
-  minutes: num(flags.minutes, 10, 0.1, 'minutes'),
-  ratio: num(flags.ratio, 1.5, 1, 'ratio'),
+  nodes: Math.round(numberOption('nodes', flags.nodes, 1000, { min: 1 })),
+  minutes: numberOption('minutes', flags.minutes, 10, { min: 0.1 }),
+  ratio: numberOption('ratio', flags.ratio, 1.5, { min: 1 }),
   baseline: (flags.baseline ?? 'ratio-1') as 'ratio-1' | 'no-webhook',
-  warmupSeconds: num(flags.warmup, 30, 0, 'warmup'),
-  settleSeconds: num(flags.settle, 180, 0, 'settle'),
-  images: Math.round(num(flags.images, 0, 0, 'images')),
-  updateSeconds: num(flags['update-seconds'], 10, 0.1, 'update-seconds'),
-  reportSeconds: num(flags['report-seconds'], 300, 1, 'report-seconds'),
-  startSpreadSeconds: num(flags['start-spread'], 10, 0, 'start-spread'),
+  warmupSeconds: numberOption('warmup', flags.warmup, 30),
+  settleSeconds: numberOption('settle', flags.settle, 180),
+  images: Math.round(numberOption('images', flags.images, 0)),
+  updateSeconds: numberOption('update-seconds', flags['update-seconds'], 10, { min: 0.1 }),
+  reportSeconds: numberOption('report-seconds', flags['report-seconds'], 300, { min: 1 }),
+  startSpreadSeconds: numberOption('start-spread', flags['start-spread'], 10),
   /** Default: one per kubelet, as each real kubelet holds its own connection (only as many open as requests are concurrent). */
   maxSockets: 0,
   /** How a kubelet's sync reads its Node: `lister` (its last answer from the API server) or `get` (GET ?resourceVersion=0). */
   read: (flags.read ?? 'lister') as 'lister' | 'get',
   /** MiB; the webhook container's limit in k8s/base/deployment.yaml unless given (0: none). */
-  memoryLimitMiB: Math.round(num(flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, 0, 'memory-limit')),
+  memoryLimitMiB: Math.round(numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB)),
   keep: flags.keep ?? false,
   coalesce: flags.coalesce ?? false,
 };
 if (!['lister', 'get'].includes(options.read)) throw new Error('--read: lister or get');
-options.maxSockets = Math.round(num(flags['max-sockets'], options.nodes, 1, 'max-sockets'));
+options.maxSockets = Math.round(numberOption('max-sockets', flags['max-sockets'], options.nodes, { min: 1 }));
 if (!['ratio-1', 'no-webhook'].includes(options.baseline)) throw new Error('--baseline: ratio-1 or no-webhook');
 const outFile = flags.out ?? resultsPath('cluster-scale.json');
 const t0 = Date.now();

@@ -1,21 +1,17 @@
 /**
  * Helpers of the benchmarks that run on the e2e harness's control plane (bench:cluster,
- * bench:config): bringing it up and down from a script, the control plane's processes and their
- * CPU and RSS, and Prometheus histograms read as deltas between two scrapes.
+ * bench:config, bench:usage; the stage itself is the harness's stage.ts): the control plane's
+ * processes and their CPU and RSS, and Prometheus histograms read as deltas between two scrapes.
  */
 import { readFileSync } from 'node:fs';
-import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
-import { join } from 'node:path';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
 import { adminClient } from '../test/e2e/harness/kube-client.js';
 import { Metrics, type LabelMatch } from '../test/e2e/harness/metrics.js';
-import { setUpE2e, tearDownE2e } from '../test/e2e/harness/setup.js';
-import type { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import { readClusterEnv } from '../test/e2e/harness/setup.js';
+import { httpText, type WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { cpuSeconds, round, statusKiB } from './lib.js';
-
-export type Log = (line: string) => void;
 
 /** What cluster.sh wrote to runDir/env.json that E2eEnv does not carry (pids, etcd). */
 export interface ClusterProcesses {
@@ -24,82 +20,11 @@ export interface ClusterProcesses {
 }
 
 export function clusterProcesses(env: E2eEnv): ClusterProcesses {
-  const c = JSON.parse(readFileSync(join(env.runDir, 'env.json'), 'utf8'));
+  const c = readClusterEnv(env.runDir);
   return {
     etcdUrl: c.ETCD_URL,
     pids: { etcd: Number(c.ETCD_PID), apiserver: Number(c.APISERVER_PID), controllerManager: Number(c.KCM_PID), scheduler: Number(c.SCHEDULER_PID) },
   };
-}
-
-/**
- * Brings up the e2e control plane (build if needed, cluster.sh up, kwok, k8s/base through the
- * overlay, webhook certificate and token) and registers a teardown for exit and signals.
- */
-export interface Stage {
-  env: E2eEnv;
-  /** Registers something to stop before the control plane goes (run in reverse order). */
-  onTearDown(cleanup: () => Promise<void> | void): void;
-  /**
-   * Stops what was registered, then the control plane (`cluster.sh down`); idempotent. Removes
-   * the run folder after a success (unless --keep), only its bulky parts (etcd data, the app
-   * copy) after a failure, so that its logs stay.
-   */
-  tearDown(success?: boolean): Promise<void>;
-}
-
-export async function bringUp(name: string, log: Log, keep: boolean): Promise<Stage> {
-  let runDir: string | undefined;
-  let done: Promise<void> | undefined;
-  const cleanups: Array<() => Promise<void> | void> = [];
-  const tearDown = (success = false) => {
-    done ??= (async () => {
-      for (const cleanup of cleanups.reverse())
-        await Promise.resolve()
-          .then(cleanup)
-          .catch((e) => log(`cleanup: ${e}`));
-      if (runDir) await tearDownE2e({ runDir }, { remove: keep ? 'nothing' : success ? 'all' : 'bulky', log });
-    })();
-    return done;
-  };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
-      log(`${signal}: stopping everything`);
-      void tearDown().finally(() => process.exit(130));
-    });
-  }
-  try {
-    const env = await setUpE2e({ name, build: 'if-needed', log: (l) => log(`  ${l}`), onRunDir: (dir) => (runDir = dir) });
-    return { env, tearDown, onTearDown: (cleanup) => void cleanups.push(cleanup) };
-  } catch (error) {
-    runDir = undefined; // setUpE2e cleans up after itself
-    throw error;
-  }
-}
-
-/**
- * A cluster benchmark's whole run: brings a stage up, runs `bench` on it (true: every check
- * passed; a throw is logged as a failure), tears the stage down and exits with 0 or 1.
- */
-export function runOnStage(name: string, log: Log, keep: boolean, bench: (stage: Stage) => Promise<boolean>): void {
-  const run = async () => {
-    const stage = await bringUp(name, log, keep);
-    let passed = false;
-    try {
-      passed = await bench(stage);
-    } catch (error) {
-      log(`FAILED: ${(error as Error).stack ?? error}`);
-    } finally {
-      await stage.tearDown(passed);
-    }
-    return passed ? 0 : 1;
-  };
-  run().then(
-    (code) => process.exit(code),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -198,20 +123,6 @@ export function machineBusy(before: CpuReading, after: CpuReading) {
 
 // ---------------------------------------------------------------------------------------------
 // Metrics
-
-export function httpText(url: string, timeoutMs = 10_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const get = url.startsWith('https:') ? https.get : http.get;
-    const req = get(url, { timeout: timeoutMs }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`GET ${url}: HTTP ${res.statusCode}`))));
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error(`GET ${url}: timeout`)));
-    req.on('error', reject);
-  });
-}
 
 export interface Scrape {
   at: number;
@@ -338,12 +249,4 @@ export async function nodeSizes(env: E2eEnv, name: string): Promise<{ json: numb
       req.on('error', reject);
     });
   return { json: await get('application/json'), protobuf: await get('application/vnd.kubernetes.protobuf') };
-}
-
-/** A numeric command-line flag: the fallback when absent, else a number ≥ min (clear error otherwise). */
-export function num(text: string | undefined, fallback: number, min: number, name: string): number {
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isFinite(value) || value < min) throw new Error(`--${name}: expected a number ≥ ${min}, got ${text}`);
-  return value;
 }

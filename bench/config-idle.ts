@@ -19,8 +19,9 @@ import type { E2eEnv } from '../test/e2e/harness/env.js';
 import { adminClient } from '../test/e2e/harness/kube-client.js';
 import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
+import type { Stage } from '../test/e2e/harness/stage.js';
+import { waitUntil } from '../test/e2e/harness/wait.js';
 import type { WebhookProcess } from '../test/e2e/harness/webhook.js';
-import type { Stage } from './cluster.js';
 import { Fleet } from './fleet.js';
 import { percentile, round, sleep } from './lib.js';
 
@@ -136,15 +137,15 @@ export async function runIdlePhase(stage: Stage, webhook: WebhookProcess, option
   if (fleet.counters.registered < names.length)
     throw new Error(`only ${fleet.counters.registered} of ${names.length} idle nodes registered: ${fleet.errors.slice(-5).join('; ')}`);
 
-  const everyNode = async (cpu: bigint, timeoutMs: number) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const at = names.map((name) => stored.get(name)).filter((s) => s?.cpu === cpu);
-      if (at.length === names.length) return at.map((s) => s!.since);
-      if (Date.now() > deadline) throw new Error(`${at.length}/${names.length} idle nodes store cpu ${cpu}m after ${timeoutMs} ms`);
-      await sleep(50);
-    }
-  };
+  const everyNode = (cpu: bigint, timeoutMs: number) =>
+    waitUntil(
+      `every idle node to store cpu ${cpu}m`,
+      () => {
+        const at = names.map((name) => stored.get(name)).filter((s) => s?.cpu === cpu);
+        return at.length === names.length ? at.map((s) => s!.since) : undefined;
+      },
+      { timeoutMs, intervalMs: 50, describe: () => `${names.filter((name) => stored.get(name)?.cpu === cpu).length}/${names.length} do` },
+    );
   await everyNode(milli(1), 60_000);
   await sleep(15_000); // every kubelet's first syncs: nothing to write
   log(`idle phase: ${names.length} nodes store cpu ${milli(1)}m; kubelet status PATCHes so far ${fleet.counters.patchAttempts}`);

@@ -38,12 +38,14 @@ import type { E2eEnv } from '../test/e2e/harness/env.js';
 import { adminClient } from '../test/e2e/harness/kube-client.js';
 import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
+import { runOnStage, type Stage } from '../test/e2e/harness/stage.js';
+import { waitUntil } from '../test/e2e/harness/wait.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
-import { nodeSizes, num, runOnStage, type Stage } from './cluster.js';
+import { nodeSizes } from './cluster.js';
 import { ALL_NODES_TARGET_SECONDS, runIdlePhase } from './config-idle.js';
 import { Fleet } from './fleet.js';
-import { DEPLOYMENT_MEMORY_LIMIT_MIB, machineInfo, median, percentile, resultsPath, round, sleep, table } from './lib.js';
+import { DEPLOYMENT_MEMORY_LIMIT_MIB, machineInfo, median, numberOption, percentile, resultsPath, round, sleep, table } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -64,20 +66,20 @@ const { values: flags } = parseArgs({
 });
 
 const options = {
-  nodes: Math.round(num(flags.nodes, 50, 1, 'nodes')),
-  rounds: Math.round(num(flags.rounds, 10, 0, 'rounds')),
-  updateSeconds: num(flags['update-seconds'], 2, 0.1, 'update-seconds'),
+  nodes: Math.round(numberOption('nodes', flags.nodes, 50, { min: 1 })),
+  rounds: Math.round(numberOption('rounds', flags.rounds, 10)),
+  updateSeconds: numberOption('update-seconds', flags['update-seconds'], 2, { min: 0.1 }),
   reportSeconds: 300,
-  images: Math.round(num(flags.images, 50, 0, 'images')),
+  images: Math.round(numberOption('images', flags.images, 50)),
   edit: (flags.edit ?? 'put') as 'put' | 'apply',
-  pauseSeconds: num(flags.pause, 1, 0, 'pause'),
-  quietSeconds: num(flags.quiet, 70, 0, 'quiet'),
+  pauseSeconds: numberOption('pause', flags.pause, 1),
+  quietSeconds: numberOption('quiet', flags.quiet, 70),
   /** How a kubelet's sync reads its Node: `lister` (its last answer from the API server) or `get` (GET ?resourceVersion=0). */
   read: (flags.read ?? 'lister') as 'lister' | 'get',
   keep: flags.keep ?? false,
-  idleNodes: Math.round(num(flags['idle-nodes'], 1000, 0, 'idle-nodes')),
-  idleRounds: Math.round(num(flags['idle-rounds'], 3, 1, 'idle-rounds')),
-  maxNodesPerSecond: Math.round(num(flags['max-nodes-per-second'], 100, 1, 'max-nodes-per-second')),
+  idleNodes: Math.round(numberOption('idle-nodes', flags['idle-nodes'], 1000)),
+  idleRounds: Math.round(numberOption('idle-rounds', flags['idle-rounds'], 3, { min: 1 })),
+  maxNodesPerSecond: Math.round(numberOption('max-nodes-per-second', flags['max-nodes-per-second'], 100, { min: 1 })),
 };
 if (!['lister', 'get'].includes(options.read)) throw new Error('--read: lister or get');
 if (!['put', 'apply'].includes(options.edit)) throw new Error('--edit: put or apply');
@@ -135,8 +137,7 @@ function probe(env: E2eEnv, agent: https.Agent, body: Buffer): Promise<bigint | 
 
 /** The config origin /readyz reports (`configmap:ns/name@<resourceVersion>`). */
 async function readyOrigin(webhook: WebhookProcess): Promise<string> {
-  const { body } = await webhook.get('/readyz');
-  return String(JSON.parse(body)?.details?.config?.origin ?? '');
+  return String((await webhook.readyz())?.details?.config?.origin ?? '');
 }
 
 interface Round {
@@ -234,15 +235,20 @@ async function updatingPhase(stage: Stage, webhook: WebhookProcess) {
   if (fleet.counters.registered < options.nodes)
     throw new Error(`only ${fleet.counters.registered} of ${options.nodes} nodes registered:\n  ${fleet.errors.join('\n  ')}`);
   const startCpu = expectedMilli(CPU, START_RATIO);
-  const waitNodes = async (cpu: bigint, since: number, timeoutMs: number) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const times = names.map((n) => firstSeen.get(n)?.get(cpu)).filter((t): t is number => t !== undefined && t >= since);
-      if (times.length === names.length) return times;
-      if (Date.now() > deadline)
-        throw new Error(`${times.length}/${names.length} nodes stored cpu ${cpu}m within ${timeoutMs} ms; fleet errors: ${fleet.errors.slice(-5).join('; ')}`);
-      await sleep(20);
-    }
+  const waitNodes = (cpu: bigint, since: number, timeoutMs: number) => {
+    const seen = () => names.map((n) => firstSeen.get(n)?.get(cpu)).filter((t): t is number => t !== undefined && t >= since);
+    return waitUntil(
+      `every node to store cpu ${cpu}m`,
+      () => {
+        const times = seen();
+        return times.length === names.length ? times : undefined;
+      },
+      {
+        timeoutMs,
+        intervalMs: 20,
+        describe: () => `${seen().length}/${names.length} did; fleet errors: ${fleet.errors.slice(-5).join('; ')}`,
+      },
+    );
   };
   await waitNodes(startCpu, 0, 30_000);
   log(`${names.length} nodes registered, every one stores cpu ${startCpu}m (ratio ${START_RATIO})`);

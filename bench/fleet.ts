@@ -3,10 +3,12 @@
  * and 3). The e2e harness's SimKubelet is made for a handful of nodes per test: one https.Agent
  * (and so one TLS connection pool) per kubelet, a quorum GET of its Node at every sync, a GET +
  * PUT per Lease renewal, and 500 recorded updates each. This fleet follows the same status
- * algorithm — the harness's `nodeStatusHasChanged` and two-way strategic merge `diffObject` are
- * reused as they are — but shares one keep-alive agent between all kubelets (each request still
- * carries its own node's token, so the API server sees `system:node:<name>`), keeps only counters
- * and latency samples, and reads and renews the way a v1.34 kubelet does
+ * algorithm — the harness's registration Node (`kubeletNode`), Lease bodies (`nodeLease`,
+ * `renewedLease`), `kubeletStatus`, `nodeStatusHasChanged` and two-way strategic merge
+ * `diffObject` are reused as they are — but shares one keep-alive agent between all kubelets
+ * (each request still carries its own node's token, so the API server sees
+ * `system:node:<name>`), keeps only counters and latency samples, and reads and renews the way
+ * a v1.34 kubelet does
  * (pkg/kubelet/kubelet_node_status.go, component-helpers/apimachinery/lease):
  *
  * - every `updateFrequencyMs` (wait.JitterUntil, jitter 0.04, sliding): read the Node — the
@@ -32,7 +34,7 @@
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { kubeletStatus, nodeStatusHasChanged } from '../test/e2e/harness/sim-kubelet.js';
+import { kubeletNode, kubeletStatus, NO_KUBELET_TAINT, nodeLease, nodeStatusHasChanged, renewedLease } from '../test/e2e/harness/sim-kubelet.js';
 import { diffObject } from '../test/e2e/harness/strategic-merge.js';
 import { kubeadmNode } from '../test/fixtures/nodes.js';
 import { Samples, type LatencySummary } from './lib.js';
@@ -138,9 +140,6 @@ interface Reply {
   text: string;
   bytes: number;
 }
-
-/** metav1.MicroTime. */
-const microTime = (date = new Date()) => date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 
 class Sim {
   readonly auth: string;
@@ -321,25 +320,12 @@ export class Fleet {
   }
 
   private async register(sim: Sim): Promise<boolean> {
-    const node = {
-      apiVersion: 'v1',
-      kind: 'Node',
-      metadata: {
-        name: sim.name,
-        labels: {
-          'beta.kubernetes.io/arch': 'amd64',
-          'beta.kubernetes.io/os': 'linux',
-          'kubernetes.io/arch': 'amd64',
-          'kubernetes.io/hostname': sim.name,
-          'kubernetes.io/os': 'linux',
-          'bench.kube-overcommit.io/fleet': 'true',
-        },
-        annotations: { 'node.alpha.kubernetes.io/ttl': '0', 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
-      },
-      // Nothing runs pods here: the Deployment of k8s/base stays Pending, as in the e2e tests.
-      spec: { taints: [{ key: 'e2e.kube-overcommit.io/no-kubelet', value: 'true', effect: 'NoSchedule' }] },
+    // Nothing runs pods here: the Deployment of k8s/base stays Pending, as in the e2e tests.
+    const node = kubeletNode(sim.name, {
+      labels: { 'bench.kube-overcommit.io/fleet': 'true' },
+      taints: [NO_KUBELET_TAINT],
       status: this.desiredStatus({}, sim.name),
-    };
+    });
     const body = JSON.stringify(node);
     this.sizes.registerBodyBytes = Buffer.byteLength(body);
     try {
@@ -440,21 +426,6 @@ export class Fleet {
     }
   }
 
-  private leaseBody(sim: Sim, base?: any): any {
-    const spec = { holderIdentity: sim.name, leaseDurationSeconds: this.options.leaseDurationSeconds, renewTime: microTime() };
-    if (base) return { ...base, spec: { ...base.spec, ...spec } };
-    return {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: {
-        name: sim.name,
-        namespace: 'kube-node-lease',
-        ...(sim.uid ? { ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: sim.name, uid: sim.uid }] } : {}),
-      },
-      spec,
-    };
-  }
-
   /** GET the Lease, or create it. */
   private async ensureLease(sim: Sim): Promise<void> {
     const got = await this.request('GET', sim.leasePath, sim.auth);
@@ -463,7 +434,12 @@ export class Fleet {
       return;
     }
     if (got.status !== 404) throw new Error(`GET lease: HTTP ${got.status}: ${got.text.slice(0, 300)}`);
-    const created = await this.request('POST', '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', sim.auth, JSON.stringify(this.leaseBody(sim)));
+    const created = await this.request(
+      'POST',
+      '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases',
+      sim.auth,
+      JSON.stringify(nodeLease(sim.name, this.options.leaseDurationSeconds, sim.uid)),
+    );
     if (created.status !== 201 && created.status !== 200) throw new Error(`POST lease: HTTP ${created.status}: ${created.text.slice(0, 300)}`);
     sim.lease = JSON.parse(created.text);
   }
@@ -473,7 +449,7 @@ export class Fleet {
     try {
       if (!sim.lease) await this.ensureLease(sim);
       const t0 = performance.now();
-      const reply = await this.request('PUT', sim.leasePath, sim.auth, JSON.stringify(this.leaseBody(sim, sim.lease)));
+      const reply = await this.request('PUT', sim.leasePath, sim.auth, JSON.stringify(renewedLease(sim.lease, sim.name, this.options.leaseDurationSeconds)));
       if (reply.status !== 200) {
         sim.lease = undefined; // GET it again next time (conflict, deleted, ...)
         throw new Error(`PUT lease: HTTP ${reply.status}: ${reply.text.slice(0, 300)}`);

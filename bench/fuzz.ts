@@ -24,14 +24,15 @@ import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { FINDING_KINDS, httpsPoster, runCampaign, runCase, type Post } from '../test/fuzz/campaign.js';
 import { buildCase, caseAt, FUZZ_CONFIG, planArbitrary } from '../test/fuzz/cases.js';
-import { httpText } from './cluster.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
+import { httpText } from '../test/e2e/harness/webhook.js';
 import {
   cpuSeconds,
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   ensureBuilt,
   freePort,
   machineInfo,
+  numberOption,
   oursEnv,
   resultsPath,
   ROOT,
@@ -59,19 +60,12 @@ const { values: flags } = parseArgs({
   },
 });
 
-function integer(flag: string | undefined, name: string, fallback: number, min: number): number {
-  if (flag === undefined) return fallback;
-  const value = Number(flag);
-  if (!Number.isInteger(value) || value < min) throw new Error(`--${name}: expected an integer ≥ ${min}, got ${flag}`);
-  return value;
-}
-
 const options = {
-  seed: integer(flags.seed, 'seed', Math.floor(Math.random() * 2 ** 31), -(2 ** 31)),
-  cases: integer(flags.cases, 'cases', 100_000, 1),
-  concurrency: integer(flags.concurrency, 'concurrency', 8, 1),
-  replay: flags.case === undefined ? undefined : integer(flags.case, 'case', 0, 0),
-  memoryLimitMiB: integer(flags['memory-limit'], 'memory-limit', DEPLOYMENT_MEMORY_LIMIT_MIB, 0),
+  seed: numberOption('seed', flags.seed, Math.floor(Math.random() * 2 ** 31), { min: -(2 ** 31), integer: true }),
+  cases: numberOption('cases', flags.cases, 100_000, { min: 1, integer: true }),
+  concurrency: numberOption('concurrency', flags.concurrency, 8, { min: 1, integer: true }),
+  replay: flags.case === undefined ? undefined : numberOption('case', flags.case, 0, { integer: true }),
+  memoryLimitMiB: numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, { integer: true }),
   logLevel: flags['log-level'] ?? 'fatal',
 };
 const RSS_EVERY = 10_000;
@@ -126,7 +120,7 @@ function secondHalfGrowth(samples: { cases: number; rssMiB: number }[], cases: n
 
 async function main(): Promise<number> {
   const startedAt = new Date();
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   mkdirSync(dir, { recursive: true });
   const tls = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');

@@ -20,11 +20,26 @@ import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
-import { ensureBuilt, freePort, machineInfo, median, oursEnv, resultsPath, round, ROOT, RUN_DIR, startProcess, table, waitReady, writeTls } from './lib.js';
+import {
+  ensureBuilt,
+  freePort,
+  machineInfo,
+  median,
+  numberOption,
+  oursEnv,
+  resultsPath,
+  round,
+  ROOT,
+  RUN_DIR,
+  startProcess,
+  table,
+  waitReady,
+  writeTls,
+} from './lib.js';
 import { deploymentPodReview } from './reviews.js';
 
-const { values: flags } = parseArgs({ options: { 'no-build': { type: 'boolean' }, rounds: { type: 'string', default: '7' } } });
-const ROUNDS = Number(flags.rounds);
+const { values: flags } = parseArgs({ options: { 'no-build': { type: 'boolean' }, rounds: { type: 'string' } } });
+const ROUNDS = numberOption('rounds', flags.rounds, 7, { min: 1, integer: true });
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
 const LIMIT = 3 * 1024 * 1024 - 4_096;
@@ -224,7 +239,7 @@ async function inProcess(
 }
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   log(
     `kube-overcommit hostile-envelope bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
       .loadavg()

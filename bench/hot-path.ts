@@ -61,7 +61,7 @@ function time(fn: () => unknown, batchMs = 200, batches = 7): number {
 const dist = (path: string) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   const { decodeAdmissionReview } = await dist('admission/admission-review.decoder.js');
   const { parseConfig } = await dist('overcommit.config.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');

@@ -1,54 +1,55 @@
 /** Helpers shared by the benchmarks: server processes, /proc sampling, HTTPS calls, statistics. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
-import net from 'node:net';
 import os from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { generate } from 'selfsigned';
-import { createMemoryCgroup, inCgroup, type MemoryCgroup } from '../test/e2e/harness/process.js';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { generateSelfSigned } from '../src/tls/tls-material.js';
+import { createMemoryCgroup, inCgroup, type Log, type MemoryCgroup } from '../test/e2e/harness/process.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
+import { buildDist, repoRoot } from '../test/e2e/harness/setup.js';
 import { deploymentNodeOptions, deploymentWebhookContainer } from '../test/e2e/harness/webhook.js';
 
 /** The project root (this file runs from bench/.run/build/bench/). */
-export const ROOT = (() => {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json')) || !existsSync(join(dir, 'src'))) {
-    const up = dirname(dir);
-    if (up === dir) throw new Error('project root not found');
-    dir = up;
-  }
-  return dir;
-})();
+export const ROOT = repoRoot();
 export const RUN_DIR = join(ROOT, 'bench', '.run');
 export const BUILD_DIR = join(RUN_DIR, 'build');
 
 // ---------------------------------------------------------------------------------------------
+// Options
+
+export interface NumberOptionRule {
+  /** The smallest value accepted (default 0). */
+  min?: number;
+  /** Only whole numbers. */
+  integer?: boolean;
+  /** The environment variable read when the flag is absent. */
+  env?: string;
+}
+
+/**
+ * A numeric option: the flag's text, else the variable `env` (when named), else `fallback`; a
+ * text that is not a number ≥ `min` (a whole one with `integer`) stops the run with an error
+ * naming the flag.
+ */
+export function numberOption(name: string, text: string | undefined, fallback: number, rule: NumberOptionRule = {}): number {
+  const given = text ?? (rule.env === undefined ? undefined : process.env[rule.env]);
+  if (given === undefined || given === '') return fallback;
+  const value = Number(given);
+  const min = rule.min ?? 0;
+  if (!(rule.integer ? Number.isSafeInteger(value) : Number.isFinite(value)) || value < min) {
+    const what = rule.integer ? 'a whole number' : 'a number';
+    throw new Error(`--${name}${rule.env ? ` (or ${rule.env})` : ''}: expected ${what} ≥ ${min}, got ${given}`);
+  }
+  return value;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Build
 
-function newestMtime(dir: string, filter: (name: string) => boolean): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(path, filter));
-    else if (filter(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs);
-  }
-  return newest;
-}
-
-/** Runs `npm run build` when dist/main.js is missing or older than any non-spec file under src/. */
-export function ensureBuilt(log: (line: string) => void): void {
-  const main = join(ROOT, 'dist', 'main.js');
-  const srcNewest = newestMtime(join(ROOT, 'src'), (name) => name.endsWith('.ts') && !name.endsWith('.spec.ts'));
-  if (existsSync(main) && statSync(main).mtimeMs >= srcNewest) {
-    log('dist/ is up to date');
-    return;
-  }
-  log('dist/ is stale or missing: npm run build');
-  const result = spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' });
-  if (result.status !== 0) throw new Error('npm run build failed (pass --no-build to bench the dist/ there is)');
-}
+/** `npm run build` when dist/ is missing or older than src/, under the e2e runs' build lock (--no-build skips it). */
+export const ensureBuilt = (log: Log): Promise<void> => buildDist('if-needed', log);
 
 // ---------------------------------------------------------------------------------------------
 // TLS
@@ -58,49 +59,22 @@ export interface TlsFiles {
   keyFile: string;
 }
 
-/** One self-signed localhost certificate (EC P-256, as the app generates) shared by every server of a run. */
+/** The app's own self-signed localhost certificate (EC P-256), one shared by every server of a run. */
 export async function writeTls(dir: string): Promise<TlsFiles> {
   mkdirSync(dir, { recursive: true });
-  const now = new Date();
-  const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
-    keyType: 'ec',
-    curve: 'P-256',
-    algorithm: 'sha256',
-    notBeforeDate: now,
-    notAfterDate: new Date(now.getTime() + 24 * 3600 * 1000),
-    extensions: [
-      { name: 'basicConstraints', cA: false },
-      { name: 'keyUsage', digitalSignature: true, critical: true },
-      { name: 'extKeyUsage', serverAuth: true },
-      {
-        name: 'subjectAltName',
-        altNames: [
-          { type: 2, value: 'localhost' },
-          { type: 7, ip: '127.0.0.1' },
-        ],
-      },
-    ],
-  });
+  const { cert, key } = await generateSelfSigned();
   const certFile = join(dir, 'tls.crt');
   const keyFile = join(dir, 'tls.key');
-  writeFileSync(certFile, pems.cert);
-  writeFileSync(keyFile, pems.private, { mode: 0o600 });
+  writeFileSync(certFile, cert);
+  writeFileSync(keyFile, key, { mode: 0o600 });
   return { certFile, keyFile };
 }
 
 // ---------------------------------------------------------------------------------------------
 // Server processes
 
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolvePort(port));
-    });
-  });
-}
+/** A TCP port free now (the harness's: below the ephemeral range, so no outgoing connection takes it). */
+export { freePort } from '../test/e2e/harness/process.js';
 
 export interface ServerProcess {
   name: string;
@@ -266,7 +240,7 @@ export function destroyAgent(): void {
   agent.destroy();
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolveSleep) => setTimeout(resolveSleep, ms));
+export { sleep };
 
 // ---------------------------------------------------------------------------------------------
 // /proc sampling

@@ -14,10 +14,10 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ensureBuilt, machineInfo, median, percentile, resultsPath, round, ROOT, table } from './lib.js';
+import { ensureBuilt, machineInfo, median, numberOption, percentile, resultsPath, round, ROOT, table } from './lib.js';
 
 const { values: flags } = parseArgs({
-  options: { 'no-build': { type: 'boolean' }, nodes: { type: 'string', default: '5000' }, runs: { type: 'string', default: '60' }, out: { type: 'string' } },
+  options: { 'no-build': { type: 'boolean' }, nodes: { type: 'string' }, runs: { type: 'string' }, out: { type: 'string' } },
 });
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const dist = (path: string) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
@@ -30,19 +30,19 @@ ${['a', 'b', 'c', 'd'].map((p, i) => `    - { name: pool-${p}, nodeSelector: { m
 `;
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   const { parseConfig } = await dist('overcommit.config.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
   const { planCluster } = await dist('node-oversell/node-plan.js');
-  const { PodsByNode } = await dist('pod-policy/pod-facts.js');
+  const { PodsByNode } = await dist('kube/pods-by-node.js');
   const { default: fastJsonPatch } = await import('fast-json-patch');
 
   const parsed = parseConfig(CONFIG);
   if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
   const nodesConfig = parsed.value.nodes;
-  const count = Number(flags.nodes);
-  const runs = Number(flags.runs);
+  const count = numberOption('nodes', flags.nodes, 5000, { min: 1, integer: true });
+  const runs = numberOption('runs', flags.runs, 60, { min: 1, integer: true });
 
   const nodes: any[] = [];
   const pods = new PodsByNode();

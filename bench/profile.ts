@@ -36,6 +36,7 @@ import {
   table,
   waitReady,
   writeTls,
+  numberOption,
 } from './lib.js';
 import { type BenchReview, benchReviews } from './reviews.js';
 
@@ -53,10 +54,10 @@ const { values: flags } = parseArgs({
 const serverNames = (flags.servers ?? 'ours').split(',').map((s) => s.trim()) as ServerName[];
 if (serverNames.some((s) => s !== 'ours' && s !== 'baseline')) throw new Error('--servers: ours, baseline or ours,baseline');
 const sizes = (flags.sizes ?? 'kubeadm-node,large-node').split(',').map((s) => s.trim());
-const duration = Number(flags.duration ?? 15);
-const connections = Number(flags.connections ?? 24);
-const top = Number(flags.top ?? 30);
-const memoryLimitMiB = Number(flags['memory-limit'] ?? DEPLOYMENT_MEMORY_LIMIT_MIB);
+const duration = numberOption('duration', flags.duration, 15, { min: 1 });
+const connections = numberOption('connections', flags.connections, 24, { min: 1, integer: true });
+const top = numberOption('top', flags.top, 30, { min: 1, integer: true });
+const memoryLimitMiB = numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB);
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
 // ---------------------------------------------------------------------------------------------
@@ -332,7 +333,7 @@ async function main(): Promise<void> {
         .map((r) => r.name)
         .join(', ')}`,
     );
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   const dir = join(RUN_DIR, 'profiles');
   const tls = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');

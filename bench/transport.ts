@@ -48,6 +48,7 @@ import {
   waitReady,
   watchProcess,
   writeTls,
+  numberOption,
 } from './lib.js';
 import { benchReviews } from './reviews.js';
 
@@ -60,8 +61,8 @@ const { values: flags } = parseArgs({
     out: { type: 'string' },
   },
 });
-const durationS = Number(flags.duration ?? 15);
-const memoryLimitMiB = Number(flags['memory-limit'] ?? DEPLOYMENT_MEMORY_LIMIT_MIB);
+const durationS = numberOption('duration', flags.duration, 15, { min: 1 });
+const memoryLimitMiB = numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB);
 const outFile = flags.out ?? resultsPath('transport.json');
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
@@ -250,7 +251,7 @@ async function main(): Promise<number> {
       .join(' ')}`,
   );
   log(`${durationS} s per scenario, memory limit ${memoryLimitMiB || 'none'} MiB, scenarios ${scenarios.join(', ')}`);
-  if (!flags['no-build']) ensureBuilt(log);
+  if (!flags['no-build']) await ensureBuilt(log);
   const dir = join(RUN_DIR, 'transport');
   const tlsFiles = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');

@@ -32,9 +32,9 @@ import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { createNamespace, deleteAllPods, listPods } from '../test/e2e/harness/pods.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
 import { SimKubelet } from '../test/e2e/harness/sim-kubelet.js';
+import { runOnStage } from '../test/e2e/harness/stage.js';
 import { WebhookProcess } from '../test/e2e/harness/webhook.js';
-import { num, runOnStage } from './cluster.js';
-import { machineInfo, percentile, resultsPath, round, sleep, table } from './lib.js';
+import { machineInfo, numberOption, percentile, resultsPath, round, sleep, table } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -45,9 +45,9 @@ const { values: flags } = parseArgs({
     out: { type: 'string' },
   },
 });
-const NODES = Math.round(num(flags.nodes, 50, 11, 'nodes'));
-const PODS = Math.round(num(flags.pods, NODES * 18, 1, 'pods'));
-const SETTLE_MS = num(flags['settle-seconds'], 180, 30, 'settle-seconds') * 1000;
+const NODES = Math.round(numberOption('nodes', flags.nodes, 50, { min: 11 }));
+const PODS = Math.round(numberOption('pods', flags.pods, NODES * 18, { min: 1 }));
+const SETTLE_MS = numberOption('settle-seconds', flags['settle-seconds'], 180, { min: 30 }) * 1000;
 const outFile = flags.out ?? resultsPath('usage-aware.json');
 const NAMESPACE = 'bench-usage';
 const MACHINE = { cpu: '4', memory: '16Gi', pods: '110', 'ephemeral-storage': '100Gi' };

@@ -10,8 +10,8 @@ import { adminClient, type KubeClient } from './harness/kube-client.js';
 import { claimNodeNames, getNode } from './harness/nodes.js';
 import { countPods, createNamespace, deleteAllPods, listPods } from './harness/pods.js';
 import { baseUnits, formatBaseUnits } from './harness/quantity.js';
-import { setUpE2e, tearDownE2e } from './harness/setup.js';
 import { SimKubelet } from './harness/sim-kubelet.js';
+import { runOnStage } from './harness/stage.js';
 import { waitUntil } from './harness/wait.js';
 import { WebhookProcess } from './harness/webhook.js';
 
@@ -24,30 +24,9 @@ const REPORT_MS = 3_000;
 const t0 = Date.now();
 const say = (message: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(3)}s] ${message}`);
 
-let runDir: string | undefined;
 let webhook: WebhookProcess | undefined;
 let admin: KubeClient | undefined;
 const kubelets: SimKubelet[] = [];
-let cleaning: Promise<void> | undefined;
-
-function cleanUp(ok: boolean): Promise<void> {
-  cleaning ??= (async () => {
-    await Promise.all(kubelets.map((k) => k.stop().catch(() => undefined)));
-    const stopping = Date.now();
-    await webhook?.stop().catch((error) => say(`stopping the webhook: ${error}`));
-    if (webhook) say(`webhook stopped in ${((Date.now() - stopping) / 1000).toFixed(1)}s`);
-    admin?.close();
-    if (runDir) await tearDownE2e({ runDir }, { remove: ok ? 'all' : 'bulky', log: say });
-  })();
-  return cleaning;
-}
-
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    say(`${signal}: stopping everything`);
-    void cleanUp(false).finally(() => process.exit(130));
-  });
-}
 
 interface Phase {
   ratio: number;
@@ -123,16 +102,22 @@ function table(phases: Phase[]): string {
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
-async function main(): Promise<void> {
-  say('setting up: control plane (test/e2e/control-plane/build.sh, cluster.sh), kube-overcommit (dist/), k8s/base');
-  const env = await setUpE2e({ name: 'demo', build: 'if-needed', log: (m) => say(`  ${m}`), onRunDir: (dir) => (runDir = dir) });
+say('setting up: control plane (test/e2e/control-plane/build.sh, cluster.sh), kube-overcommit (dist/), k8s/base');
+runOnStage('demo', say, false, async ({ env, onTearDown }) => {
   admin = adminClient(env);
+  onTearDown(() => admin!.close());
   webhook = new WebhookProcess(env);
+  onTearDown(async () => {
+    const stopping = Date.now();
+    await webhook!.stop().catch((error) => say(`stopping the webhook: ${error}`));
+    say(`webhook stopped in ${((Date.now() - stopping) / 1000).toFixed(1)}s`);
+  });
   await webhook.start();
   say(`kube-overcommit running (node dist/main.js, pid ${webhook.pid}) on ${env.webhook.url}, Kubernetes ${env.k8sVersion}`);
 
   // Start on ratio 1: nothing inflated.
   await webhook.useConfig({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } });
+  onTearDown(() => Promise.all(kubelets.map((k) => k.stop().catch(() => undefined))).then(() => undefined));
   for (const name of claimNodeNames(env, 'kwok-node', NODES)) {
     kubelets.push(await SimKubelet.start(env, { name, kwok: true, capacity: CAPACITY, updateFrequencyMs: 2_000, reportFrequencyMs: REPORT_MS }));
   }
@@ -147,16 +132,5 @@ async function main(): Promise<void> {
   say(
     `cpu ratio 1.5: ${after.running} pods instead of ${before.running} on the same ${NODES} nodes (×${(after.running / before.running).toFixed(2)}); capacity unchanged`,
   );
-}
-
-main().then(
-  async () => {
-    await cleanUp(true);
-    say('done; nothing left running');
-  },
-  async (error) => {
-    console.error(error instanceof Error ? (error.stack ?? error.message) : error);
-    await cleanUp(false);
-    process.exitCode = 1;
-  },
-);
+  return true;
+});

@@ -118,8 +118,8 @@ function newestMtime(path: string): number {
 }
 
 /**
- * Runs `task` holding a lock folder (atomic mkdir) shared by every e2e run and demo of this
- * checkout: two runs must not rebuild dist/ (nest build empties it first) under each other.
+ * Runs `task` holding a lock folder (atomic mkdir) shared by every e2e run, demo and benchmark
+ * of this checkout: two runs must not rebuild dist/ (nest build empties it first) under each other.
  * A lock whose owner process is gone is taken over.
  */
 async function withLock<T>(lockDir: string, log: Log, task: () => Promise<T>): Promise<T> {
@@ -176,6 +176,17 @@ async function buildProduct(root: string, mode: 'always' | 'if-needed', log: Log
   const t0 = Date.now();
   await run('npm', ['run', 'build'], { cwd: root, env: nodeEnv() });
   log(`npm run build: ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+}
+
+/**
+ * `npm run build` under the build lock (a benchmark's build); `if-needed` builds only when src/
+ * or a build input is newer than dist/main.js.
+ */
+export async function buildDist(mode: 'always' | 'if-needed', log: Log): Promise<void> {
+  const root = repoRoot();
+  const runsDir = join(root, 'test', 'e2e', '.run');
+  mkdirSync(runsDir, { recursive: true });
+  await withLock(join(runsDir, '.build.lock'), log, () => buildProduct(root, mode, log));
 }
 
 /**
@@ -241,7 +252,8 @@ function copyBuild(root: string, appDir: string): void {
   cpSync(join(root, 'package.json'), join(appDir, 'package.json'));
 }
 
-function readClusterEnv(runDir: string): Record<string, string> {
+/** What cluster.sh wrote to runDir/env.json: its ports, pids and files. */
+export function readClusterEnv(runDir: string): Record<string, string> {
   return JSON.parse(readFileSync(join(runDir, 'env.json'), 'utf8'));
 }
 

@@ -111,6 +111,53 @@ function microTime(date = new Date()): string {
   return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
+/** The taint of nodes nothing runs pods on (see SimKubeletOptions.taints). */
+export const NO_KUBELET_TAINT: Taint = { key: 'e2e.kube-overcommit.io/no-kubelet', value: 'true', effect: 'NoSchedule' };
+
+/**
+ * The Node a kubelet registers (POST /api/v1/nodes): the labels (hostname, os, arch) and
+ * annotations every kubelet sets, then `node`'s own, its taints and its first status.
+ */
+export function kubeletNode(name: string, node: { labels?: Record<string, string>; annotations?: Record<string, string>; taints: Taint[]; status: any }): any {
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name,
+      labels: {
+        'beta.kubernetes.io/arch': 'amd64',
+        'beta.kubernetes.io/os': 'linux',
+        'kubernetes.io/arch': 'amd64',
+        'kubernetes.io/hostname': name,
+        'kubernetes.io/os': 'linux',
+        ...node.labels,
+      },
+      annotations: { 'node.alpha.kubernetes.io/ttl': '0', 'volumes.kubernetes.io/controller-managed-attach-detach': 'true', ...node.annotations },
+    },
+    spec: { taints: node.taints },
+    status: node.status,
+  };
+}
+
+/** A node's Lease in kube-node-lease as the kubelet creates it, owned by the Node when its uid is known. */
+export function nodeLease(name: string, leaseDurationSeconds: number, nodeUid?: string): any {
+  return {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: {
+      name,
+      namespace: 'kube-node-lease',
+      ...(nodeUid ? { ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name, uid: nodeUid }] } : {}),
+    },
+    spec: { holderIdentity: name, leaseDurationSeconds, renewTime: microTime() },
+  };
+}
+
+/** `lease` as the kubelet renews it (PUT): held by `name`, renewed now. */
+export function renewedLease(lease: any, name: string, leaseDurationSeconds: number): any {
+  return { ...lease, spec: { ...lease.spec, holderIdentity: name, leaseDurationSeconds, renewTime: microTime() } };
+}
+
 /** RFC 3339 without fractions (metav1.Time). */
 function time(date = new Date()): string {
   return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -358,21 +405,10 @@ export class SimKubelet {
     if (this.stats.errors.length > 50) this.stats.errors.shift();
   }
 
-  private nodeLabels(): Record<string, string> {
-    return {
-      'beta.kubernetes.io/arch': 'amd64',
-      'beta.kubernetes.io/os': 'linux',
-      'kubernetes.io/arch': 'amd64',
-      'kubernetes.io/hostname': this.name,
-      'kubernetes.io/os': 'linux',
-      ...this.options.labels,
-    };
-  }
-
   private defaultTaints(): Taint[] {
     if (this.options.taints) return this.options.taints;
     if (this.options.kwok) return [this.env.kwok.taint as Taint];
-    return [{ key: 'e2e.kube-overcommit.io/no-kubelet', value: 'true', effect: 'NoSchedule' }];
+    return [NO_KUBELET_TAINT];
   }
 
   private desiredStatus(original: any): any {
@@ -399,18 +435,10 @@ export class SimKubelet {
 
   private async register(): Promise<void> {
     const annotations: Record<string, string> = {
-      'node.alpha.kubernetes.io/ttl': '0',
-      'volumes.kubernetes.io/controller-managed-attach-detach': 'true',
       ...(this.options.kwok ? { [this.env.kwok.annotation.split('=')[0]!]: this.env.kwok.annotation.split('=')[1]! } : {}),
       ...this.options.annotations,
     };
-    const node = {
-      apiVersion: 'v1',
-      kind: 'Node',
-      metadata: { name: this.name, labels: this.nodeLabels(), annotations },
-      spec: { taints: this.defaultTaints() },
-      status: this.desiredStatus({}),
-    };
+    const node = kubeletNode(this.name, { labels: this.options.labels, annotations, taints: this.defaultTaints(), status: this.desiredStatus({}) });
     try {
       this.registered = await this.client.post('/api/v1/nodes', node);
     } catch (error) {
@@ -491,20 +519,12 @@ export class SimKubelet {
         if (!(error instanceof KubeApiError && error.status === 404)) throw error;
       }
       if (lease === undefined) {
-        const uid = this.registered?.metadata?.uid;
-        await this.client.post('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', {
-          apiVersion: 'coordination.k8s.io/v1',
-          kind: 'Lease',
-          metadata: {
-            name: this.name,
-            namespace: 'kube-node-lease',
-            ...(uid ? { ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: this.name, uid }] } : {}),
-          },
-          spec: { holderIdentity: this.name, leaseDurationSeconds: this.leaseDurationSeconds, renewTime: microTime() },
-        });
+        await this.client.post(
+          '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases',
+          nodeLease(this.name, this.leaseDurationSeconds, this.registered?.metadata?.uid),
+        );
       } else {
-        lease.spec = { ...lease.spec, holderIdentity: this.name, leaseDurationSeconds: this.leaseDurationSeconds, renewTime: microTime() };
-        await this.client.put(path, lease);
+        await this.client.put(path, renewedLease(lease, this.name, this.leaseDurationSeconds));
       }
       this.stats.leaseRenewals++;
     } catch (error) {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { applyConfig, configYaml } from './config.js';
@@ -43,18 +44,29 @@ export function deploymentNodeOptions(repoRoot: string): string {
   return deploymentWebhookContainer(repoRoot).env?.find((e) => e.name === 'NODE_OPTIONS')?.value ?? '';
 }
 
-/** GET on the webhook's plain-HTTP ops port. */
-function httpGet(port: number, path: string, timeoutMs = 5_000): Promise<{ status: number; body: string }> {
+/**
+ * GET on a local server: http, or https without checking the certificate (a server of this run,
+ * e.g. the webhook's /metrics or etcd's); any status.
+ */
+export function httpGet(url: string, timeoutMs = 5_000): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path, timeout: timeoutMs }, (res) => {
+    const options = { timeout: timeoutMs, rejectUnauthorized: false };
+    const req = (url.startsWith('https:') ? https : http).get(url, options, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
       res.on('error', reject);
     });
-    req.on('timeout', () => req.destroy(new Error(`GET ${path}: timeout`)));
+    req.on('timeout', () => req.destroy(new Error(`GET ${url}: timeout`)));
     req.on('error', reject);
   });
+}
+
+/** httpGet's body; any status but 200 is an error. */
+export async function httpText(url: string, timeoutMs = 10_000): Promise<string> {
+  const { status, body } = await httpGet(url, timeoutMs);
+  if (status !== 200) throw new Error(`GET ${url}: HTTP ${status}`);
+  return body;
 }
 
 let instances = 0;
@@ -149,7 +161,7 @@ export class WebhookProcess {
         `the webhook (pid ${child.pid}) to be ready on :${webhook.httpPort}/readyz`,
         async () => {
           if (!this.running) throw new Error(`the webhook exited (${child.exitCode ?? child.signalCode}); see ${logFile}:\n${this.logTail()}`);
-          const { status } = await httpGet(webhook.httpPort, '/readyz');
+          const { status } = await this.get('/readyz');
           return status === 200;
         },
         { timeoutMs: options.readyTimeoutMs ?? 30_000, intervalMs: 100, describe: () => this.logTail(15) },
@@ -182,7 +194,7 @@ export class WebhookProcess {
 
   /** GET on the ops port (plain HTTP). */
   get(path: string): Promise<{ status: number; body: string }> {
-    return httpGet(this.env.webhook.httpPort, path);
+    return httpGet(`http://127.0.0.1:${this.env.webhook.httpPort}${path}`);
   }
 
   /** /readyz's JSON (terminus): `details.config.origin` is `configmap:ns/name@<resourceVersion>`. */
