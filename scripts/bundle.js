@@ -31,7 +31,6 @@ const external = [
   // beside its own code, which a bundle does not have.
   'pino',
   'pino-pretty',
-  'thread-stream',
   // The code every admission call runs through: Fastify and its JSON parser, the patch check and
   // the metrics. Bundled, they cost up to a third more CPU per node review (measured, not
   // explained: the CPU profiles of the two builds look alike); as Node's own modules they cost
