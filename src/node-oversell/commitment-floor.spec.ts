@@ -63,7 +63,18 @@ const listOf = (amounts: Amounts): Record<string, string> => Object.fromEntries(
  */
 function runScenario(m: { cores: number; memGi: number; maxPods: number }, k0: Hundredths, steps: Step[], floor: boolean): number {
   const cap: Amounts = { cpu: BigInt(m.cores) * 1000n, memory: BigInt(m.memGi) * GiB, pods: BigInt(m.maxPods) };
-  const w = { raw: { ...cap }, k: k0, optOut: false, pods: [] as Array<{ cpu: bigint; memory: bigint }>, stored: null as Node | null, below: 0 };
+  // `recorded`: the raw the webhook's record holds. It lags `raw` only in the equal-value case
+  // (node-oversell.rules.ts): the kubelet's new raw equals the value stored, so its patch leaves the
+  // resource out and nothing in the object tells the webhook that raw changed.
+  const w = {
+    raw: { ...cap },
+    recorded: { ...cap },
+    k: k0,
+    optOut: false,
+    pods: [] as Array<{ cpu: bigint; memory: bigint }>,
+    stored: null as Node | null,
+    below: 0,
+  };
   const committed = (): Amounts => ({
     cpu: w.pods.reduce((sum, p) => sum + p.cpu, 0n),
     memory: w.pods.reduce((sum, p) => sum + p.memory, 0n),
@@ -103,13 +114,13 @@ function runScenario(m: { cores: number; memGi: number; maxPods: number }, k0: H
     const applied = w.optOut ? {} : w.k;
     const expected = Object.fromEntries(
       FLOORED.map((r) => {
-        const inflated = (w.raw[r] * BigInt(applied[r] ?? 100)) / 100n;
+        const inflated = (w.recorded[r] * BigInt(applied[r] ?? 100)) / 100n;
         const bound = committed()[r];
         return [r, bound > inflated ? bound : inflated];
       }),
     );
     expect(amountsOf(once.status.allocatable)).toEqual(expected);
-    const raised = FLOORED.some((r) => committed()[r] > (w.raw[r] * BigInt(applied[r] ?? 100)) / 100n);
+    const raised = FLOORED.some((r) => committed()[r] > (w.recorded[r] * BigInt(applied[r] ?? 100)) / 100n);
     expect(once.metadata.annotations?.[FLOOR_ANNOTATION] !== undefined).toBe(raised);
   };
   /** The kubelet's admission on restart: every bound pod, in creation order, within the stored allocatable. */
@@ -175,6 +186,9 @@ function runScenario(m: { cores: number; memGi: number; maxPods: number }, k0: H
         const sent = Object.fromEntries(
           FLOORED.map((r) => [r, parseResourceQuantity(r, stored[r]) === w.raw[r] ? stored[r] : formatResourceQuantity(r, w.raw[r])]),
         );
+        for (const r of FLOORED) {
+          if (parseResourceQuantity(r, stored[r]) !== w.raw[r]) w.recorded[r] = w.raw[r];
+        }
         write(nodeObject(sent));
         break;
       }
@@ -224,6 +238,28 @@ describe('the commitment floor under ratio edits, opt-outs, bindings and deletio
     ];
     expect(runScenario({ cores: 4, memGi: 16, maxPods: 110 }, { cpu: 200 }, steps, true)).toBe(0);
     expect(runScenario({ cores: 4, memGi: 16, maxPods: 110 }, { cpu: 200 }, steps, false)).toBe(1);
+  });
+
+  // Two cases fast-check found. Ratio 1: the floor raised cpu to 2697m, then the kubelet's raw
+  // became 2697m, equal to the stored value, so its patch leaves cpu out (the equal-value case).
+  // Ratio 1.5: the floor raised cpu to 830m over floor(553m × 1.5) = 829m, then the kubelet
+  // reported 829m, a real raw value that equals the inflated value the floor never wrote.
+  it('a kubelet raw equal to the stored floor value keeps the record; one equal to the inflated value is raw', () => {
+    const equalToStored: Step[] = [
+      { kind: 'bind', cpu: 2039, memoryMi: 16 },
+      { kind: 'bind', cpu: 349, memoryMi: 16 },
+      { kind: 'bind', cpu: 309, memoryMi: 16 },
+      { kind: 'kubelet', reserve: true, picks: [1304, 0] }, // raw 2696m
+      { kind: 'kubelet', reserve: true, picks: [1303, 0] }, // raw 2697m
+      { kind: 'kubelet', reserve: false, picks: [0, 0] },
+    ];
+    expect(runScenario({ cores: 4, memGi: 1, maxPods: 4 }, {}, equalToStored, true)).toBe(0);
+    const equalToInflated: Step[] = [
+      { kind: 'bind', cpu: 830, memoryMi: 16 },
+      { kind: 'kubelet', reserve: true, picks: [447, 0] }, // raw 553m: floor 830m over 829m
+      { kind: 'kubelet', reserve: true, picks: [171, 0] }, // raw 829m: 1243m, the floor lifted
+    ];
+    expect(runScenario({ cores: 1, memGi: 1, maxPods: 4 }, { cpu: 150 }, equalToInflated, true)).toBe(0);
   });
 
   it('floorEnabled: on unless the config turns it off', () => {

@@ -9,9 +9,9 @@
  *      ratios applied and the values the floor decided (annotations below). A record that is not exactly what we write counts as
  *      absent: bad JSON, unknown keys, quantities negative, unparsable or beyond int64, ratios
  *      not numbers or outside [1, 10], or a resource whose recorded raw exceeds its capacity.
- *   3. Per managed resource, the incoming value is our output iff it equals
- *      floor(recorded raw × recorded ratio) or the recorded floor value, and the resource's capacity equals its recorded
- *      capacity; then raw = recorded raw. The record read is the incoming object's; for an
+ *   3. Per managed resource, the incoming value is our output iff it equals the recorded floor
+ *      value when the floor decided the resource, else floor(recorded raw × recorded ratio), and
+ *      the resource's capacity equals its recorded capacity; then raw = recorded raw. The record read is the incoming object's; for an
  *      inflated node, when that one does not explain a resource, the stored Node's (oldObject),
  *      so a writer that drops our annotations but keeps the inflated value does not compound.
  *      Otherwise raw = the incoming allocatable, read as the capacity when above it on an
@@ -291,7 +291,10 @@ export function formatRatios(ratios: AppliedRatios): string {
 function recordedRaw(record: Readonly<RawRecord> | null, resource: ManagedResource, amount: bigint, capacity: bigint | undefined): bigint | undefined {
   const raw = record?.allocatable[resource];
   if (raw === undefined || capacity === undefined || record!.capacity[resource] !== capacity) return undefined;
-  if (record!.floor[resource] === amount) return raw;
+  // A resource the floor decided was written as its floor value, never as floor(raw × ratio), so
+  // only that value is ours: a kubelet raw that happens to equal the inflated value is raw.
+  const decided = record!.floor[resource];
+  if (decided !== undefined) return decided === amount ? raw : undefined;
   const ratio = record!.ratios[resource];
   const output = ratio === undefined || ratio === 1 ? raw : multiplyFloor(raw, ratio);
   return output === amount ? raw : undefined;
