@@ -8,7 +8,7 @@
  * selector), nodes, namespaces and LimitRanges, paged when the client sends `limit` (`continue`
  * is the next index, `remainingItemCount` the rest) and whole otherwise, every list at one
  * resourceVersion; WATCH of each, held open with no events (a quiet cluster); POST of Events
- * (201). Anything else gets 404 and is counted: the run fails if the webhook asked for
+ * (201); GET of a Lease, held by another replica (the reconciler stays a follower). Anything else gets 404 and is counted: the run fails if the webhook asked for
  * something the server does not serve. Pods are the Deployment fixture of bench:cache-memory
  * (`runningPod`: 3 containers, probes, managedFields), 30 per node by default, spread over 100
  * namespaces; Nodes are kwok nodes.
@@ -128,6 +128,22 @@ function namespaceSource(namespaces: number): ItemSource {
   };
 }
 
+const LEASE_PATH = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/]+)\/leases\/([^/]+)$/;
+
+/**
+ * A Lease held by the Deployment's other replica, renewed at every read so it never expires:
+ * this replica serves reviews and stays a follower, as one of two does, and nudges no node.
+ */
+function leaseHeldByPeer(namespace: string, name: string): object {
+  const now = new Date().toISOString().replace('Z', '000Z');
+  return {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: { name, namespace, resourceVersion: String(Date.now()) },
+    spec: { holderIdentity: 'kube-overcommit-peer', leaseDurationSeconds: 15, renewTime: now, acquireTime: now },
+  };
+}
+
 interface SyntheticServer {
   url: string;
   requests: Map<string, number>;
@@ -175,6 +191,12 @@ async function startSyntheticServer(sources: Record<string, ItemSource>): Promis
         res.writeHead(201, { 'content-type': 'application/json' });
         res.end(Buffer.concat(body));
       });
+      return;
+    }
+    const lease = req.method === 'GET' ? LEASE_PATH.exec(url.pathname) : null;
+    if (lease) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(leaseHeldByPeer(lease[1], lease[2])));
       return;
     }
     const source = req.method === 'GET' ? sources[url.pathname] : undefined;
