@@ -265,6 +265,26 @@ describe('planInjection', () => {
     expect(planInjection(out, ['logging', 'proxy-env'], [LOGGING, envOnly]).patch).toEqual([]);
   });
 
+  // Found by the idempotence property: the env of one template would have made the pod's own
+  // container a copy of the conflicting template's, which the next pass then took for its sidecar.
+  it("adds no env that would make an app container a copy of a conflicting template's container", () => {
+    const vault: TemplateLike = {
+      name: 'vault',
+      containers: [{ name: 'logs', image: 'img:2', env: [{ name: 'A', value: '1' }] }],
+      initContainers: [{ name: 'vault-init', image: 'img:1' }],
+    };
+    const envOnly: TemplateLike = { name: 'env', env: [{ name: 'A', value: '1' }] };
+    const pod = deploymentPod({ containers: [{ name: 'logs', image: 'img:2' }] });
+    const plan = planInjection(pod, ['vault', 'env'], [vault, envOnly]);
+    expect(plan.decisions.map((d) => d.outcome)).toEqual(['conflict', 'already_present']);
+    const out = apply(pod, plan) as any;
+    expect(out.spec.containers[0].env).toBeUndefined();
+    expect(planInjection(out, ['vault', 'env'], [vault, envOnly]).patch).toEqual([]);
+    // A value that differs from the template's container is still added.
+    const other = { ...envOnly, env: [{ name: 'A', value: '2' }] };
+    expect(names((apply(pod, planInjection(pod, ['vault', 'env'], [vault, other])) as any).spec.containers[0].env)).toEqual(['A']);
+  });
+
   it('does not mutate its inputs and never shares template objects with the patch', () => {
     const pod = deploymentPod();
     const before = structuredClone(pod);

@@ -6,7 +6,8 @@
  * - A template's `containers` are appended after the pod's containers; its `initContainers`
  *   (native sidecars and run-to-completion init containers) are inserted, in order, before
  *   the pod's own init containers — after those of templates injected earlier; its volumes
- *   are appended; its env is added to every app container that does not set that name.
+ *   are appended; its env is added to every app container that does not set that name, unless
+ *   that would make the container a copy of a conflicting template's container.
  * - An item already in the pod by name is "the same injected one" when the template is
  *   recorded in `kube-overcommit.io/injected`, or when the pod's item carries every field
  *   the template sets with the same value (API-server defaults on top are fine). Then it is
@@ -148,6 +149,7 @@ export function planInjection(pod: PodLike, requestedNames: readonly string[], t
     spec,
     choice.accepted,
     templateItemNames(templatesByName, finalRecorded, (t) => t.containers),
+    containersOf(templatesByName, conflicted),
   );
   // Decisions in the order asked.
   const allDecisions = [...choice.decisions, ...decisions].sort((a, b) => requested.indexOf(a.template) - requested.indexOf(b.template));
@@ -264,33 +266,56 @@ function compareTemplate(
   return { toAdd, problems };
 }
 
+/** The `containers` of the templates named in `among`, by container name. */
+function containersOf(templates: ReadonlyMap<string, TemplateLike>, among: Iterable<string>): Map<string, KubeObject[]> {
+  const byName = new Map<string, KubeObject[]>();
+  for (const name of among) {
+    for (const item of list(templates.get(name)?.containers)) {
+      const cname = nameOf(item);
+      if (cname !== undefined) byName.set(cname, [...(byName.get(cname) ?? []), item]);
+    }
+  }
+  return byName;
+}
+
 /**
  * Pass 2: env, on app containers: the pod's containers that no recorded or accepted template
  * injected (`injectedContainerNames`). Each accepted template is decided injected or already present.
+ * No env goes to a container that it would turn into a copy of a conflicting template's container
+ * (`conflictingContainers`): the next pass would take it for that sidecar, injected, and decide
+ * the template otherwise.
  */
 function planEnv(
   spec: NonNullable<PodLike['spec']>,
   accepted: readonly Accepted[],
   injectedContainerNames: ReadonlySet<string>,
+  conflictingContainers: ReadonlyMap<string, readonly KubeObject[]>,
 ): { envAdds: Map<number, KubeObject[]>; decisions: TemplateDecision[] } {
-  const podContainers = list(spec.containers);
   const envAdds = new Map<number, KubeObject[]>();
-  const decisions: TemplateDecision[] = [];
-  const envNames = podContainers.map((c) => new Set(list(c?.env as KubeObject[] | undefined).map(nameOf)));
-  for (const { template, addedItems } of accepted) {
-    let envAdded = 0;
-    podContainers.forEach((container, index) => {
-      const cname = nameOf(container);
-      if (!isRecord(container) || (cname !== undefined && injectedContainerNames.has(cname))) return;
+  const envAddedBy = new Map<string, number>();
+  list(spec.containers).forEach((container, index) => {
+    const cname = nameOf(container);
+    if (!isRecord(container) || (cname !== undefined && injectedContainerNames.has(cname))) return;
+    const own = list(container.env as KubeObject[] | undefined);
+    const names = new Set(own.map(nameOf));
+    const adds: Array<{ template: string; variable: KubeObject }> = [];
+    for (const { template } of accepted) {
       for (const variable of list(template.env)) {
-        if (envNames[index].has(nameOf(variable))) continue;
-        envNames[index].add(nameOf(variable));
-        envAdds.set(index, [...(envAdds.get(index) ?? []), variable]);
-        envAdded++;
+        if (names.has(nameOf(variable))) continue;
+        names.add(nameOf(variable));
+        adds.push({ template: template.name, variable });
       }
-    });
-    decisions.push({ template: template.name, outcome: addedItems + envAdded > 0 ? 'injected' : 'already_present' });
-  }
+    }
+    const variables = adds.map((a) => a.variable);
+    const withEnv = { ...container, env: [...own, ...variables] };
+    if (adds.length === 0 || (cname === undefined ? [] : (conflictingContainers.get(cname) ?? [])).some((wanted) => containsFields(withEnv, wanted))) return;
+    envAdds.set(index, variables);
+    for (const { template } of adds) envAddedBy.set(template, (envAddedBy.get(template) ?? 0) + 1);
+  });
+  const decisions = accepted.map(({ template, addedItems }): TemplateDecision => ({
+    template: template.name,
+    outcome: addedItems + (envAddedBy.get(template.name) ?? 0) > 0 ? 'injected' : 'already_present',
+  }));
   return { envAdds, decisions };
 }
 
