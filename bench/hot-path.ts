@@ -126,7 +126,7 @@ async function main(): Promise<void> {
   metric('Counter.labels(...) child, cached: .inc()', () => child.inc());
   metric('Histogram.observe({resource}, s)', () => histogram.observe({ resource: 'nodes/status' }, 0.0003));
   metric('Histogram.labels(...) child, cached: .observe(s)', () => histogramChild.observe(0.0003));
-  metric('Gauge.set({node, resource}, v) × 12 (node strategy export)', () => {
+  metric('Gauge.set({node, resource}, v) × 12 (node strategy export, only when a node’s values change)', () => {
     for (let i = 0; i < 12; i++) gauge.set({ node: 'worker-1', resource: 'cpu' }, 4);
   });
 
