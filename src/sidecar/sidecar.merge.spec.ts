@@ -283,6 +283,16 @@ describe('planInjection', () => {
     // A value that differs from the template's container is still added.
     const other = { ...envOnly, env: [{ name: 'A', value: '2' }] };
     expect(names((apply(pod, planInjection(pod, ['vault', 'env'], [vault, other])) as any).spec.containers[0].env)).toEqual(['A']);
+    // So is env on a container that was already a copy, of a template that conflicts elsewhere.
+    const onVolume: TemplateLike = {
+      name: 'vault',
+      containers: [{ name: 'logs', image: 'img:2' }],
+      volumes: [{ name: 'data', emptyDir: { medium: 'Memory' } }],
+    };
+    const withVolume = deploymentPod({ containers: [{ name: 'logs', image: 'img:2' }], volumes: [{ name: 'data', emptyDir: {} }] });
+    const out2 = apply(withVolume, planInjection(withVolume, ['vault', 'env'], [onVolume, envOnly])) as any;
+    expect(names(out2.spec.containers[0].env)).toEqual(['A']);
+    expect(planInjection(out2, ['vault', 'env'], [onVolume, envOnly]).patch).toEqual([]);
   });
 
   it('does not mutate its inputs and never shares template objects with the patch', () => {

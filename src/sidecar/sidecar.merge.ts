@@ -282,8 +282,8 @@ function containersOf(templates: ReadonlyMap<string, TemplateLike>, among: Itera
  * Pass 2: env, on app containers: the pod's containers that no recorded or accepted template
  * injected (`injectedContainerNames`). Each accepted template is decided injected or already present.
  * No env goes to a container that it would turn into a copy of a conflicting template's container
- * (`conflictingContainers`): the next pass would take it for that sidecar, injected, and decide
- * the template otherwise.
+ * (`conflictingContainers`) that it was not before: the next pass would take it for that sidecar,
+ * injected, and decide the template otherwise.
  */
 function planEnv(
   spec: NonNullable<PodLike['spec']>,
@@ -308,7 +308,8 @@ function planEnv(
     }
     const variables = adds.map((a) => a.variable);
     const withEnv = { ...container, env: [...own, ...variables] };
-    if (adds.length === 0 || (cname === undefined ? [] : (conflictingContainers.get(cname) ?? [])).some((wanted) => containsFields(withEnv, wanted))) return;
+    const copies = (wanted: KubeObject) => !containsFields(container, wanted) && containsFields(withEnv, wanted);
+    if (adds.length === 0 || (cname === undefined ? [] : (conflictingContainers.get(cname) ?? [])).some(copies)) return;
     envAdds.set(index, variables);
     for (const { template } of adds) envAddedBy.set(template, (envAddedBy.get(template) ?? 0) + 1);
   });
