@@ -71,11 +71,11 @@ export function isSidecar(container: ContainerLike): boolean {
 /** Resources counted per container (everything managed except `pods`, which counts the pod itself). */
 const CONTAINER_RESOURCES = MANAGED_RESOURCES.filter((r): r is Exclude<ManagedResource, 'pods'> => r !== 'pods');
 
-/** The managed resources of a ResourceList in base units; a missing key = not set. */
-export function readList(list: unknown): ResourceAmounts {
-  const out: ResourceAmounts = {};
+/** `resources` of a ResourceList in base units; a missing key = not set. */
+export function readList<R extends ManagedResource>(list: unknown, resources: readonly R[]): Partial<Record<R, bigint>> {
+  const out: Partial<Record<R, bigint>> = {};
   if (!isRecord(list)) return out;
-  for (const resource of CONTAINER_RESOURCES) {
+  for (const resource of resources) {
     const value = list[resource];
     if (typeof value === 'string' || typeof value === 'number') out[resource] = parseResourceQuantity(resource, value);
   }
@@ -98,7 +98,7 @@ function maxInto(into: ResourceAmounts, amounts: ResourceAmounts): void {
 
 /** A container's requests as stored: a resource with only a limit is requested at its limit. */
 function containerRequests(container: ContainerLike): ResourceAmounts {
-  return { ...readList(container.resources?.limits), ...readList(container.resources?.requests) };
+  return { ...readList(container.resources?.limits, CONTAINER_RESOURCES), ...readList(container.resources?.requests, CONTAINER_RESOURCES) };
 }
 
 /**
@@ -126,11 +126,11 @@ export function effectivePodRequests(pod: PodLike): ResourceAmounts {
   }
   maxInto(requests, initPeak);
 
-  const podLevel = readList(pod.spec?.resources?.requests);
+  const podLevel = readList(pod.spec?.resources?.requests, CONTAINER_RESOURCES);
   for (const resource of ['cpu', 'memory'] as const) {
     if (podLevel[resource] !== undefined) requests[resource] = podLevel[resource];
   }
-  add(requests, readList(pod.spec?.overhead));
+  add(requests, readList(pod.spec?.overhead, CONTAINER_RESOURCES));
   requests.pods = 1n;
   return requests;
 }

@@ -29,10 +29,10 @@
 import type { PatchOperation } from '../admission/admission.types.js';
 import { annotationPatch } from '../common/annotation-patch.js';
 import { jsonPointer } from '../domain/json-pointer.js';
-import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
+import { formatResourceQuantity } from '../domain/quantity.js';
 import { applyContainerPolicy, sameAmounts, settingsWithout, type ContainerAmounts, type PolicyAmounts, type PolicySettings } from './container-policy.js';
 import { POLICY_RESOURCES, type ContainerBounds, type PolicyResource } from './limit-range.js';
-import type { ContainerLike, PodLike, ResourceRequirements } from '../domain/pod-resources.js';
+import { readList, type ContainerLike, type PodLike, type ResourceRequirements } from '../domain/pod-resources.js';
 import { isRecord } from '../common/is-record.js';
 
 export const ORIGINAL_RESOURCES_ANNOTATION = 'kube-overcommit.io/original-resources';
@@ -60,18 +60,8 @@ export interface PodMutationPlan {
   changes: ResourceChange[];
 }
 
-function readPolicyList(list: unknown): PolicyAmounts {
-  const out: PolicyAmounts = {};
-  if (!isRecord(list)) return out;
-  for (const resource of POLICY_RESOURCES) {
-    const value = list[resource];
-    if (typeof value === 'string' || typeof value === 'number') out[resource] = parseResourceQuantity(resource, value);
-  }
-  return out;
-}
-
 export function readContainerAmounts(resources: ResourceRequirements | undefined): ContainerAmounts {
-  return { requests: readPolicyList(resources?.requests), limits: readPolicyList(resources?.limits) };
+  return { requests: readList(resources?.requests, POLICY_RESOURCES), limits: readList(resources?.limits, POLICY_RESOURCES) };
 }
 
 function recordList(list: unknown): RecordedList | undefined {
