@@ -306,10 +306,11 @@ function planEnv(
         adds.push({ template: template.name, variable });
       }
     }
+    if (adds.length === 0) return;
     const variables = adds.map((a) => a.variable);
     const withEnv = { ...container, env: [...own, ...variables] };
     const copies = (wanted: KubeObject) => !containsFields(container, wanted) && containsFields(withEnv, wanted);
-    if (adds.length === 0 || (cname === undefined ? [] : (conflictingContainers.get(cname) ?? [])).some(copies)) return;
+    if (cname !== undefined && (conflictingContainers.get(cname) ?? []).some(copies)) return;
     envAdds.set(index, variables);
     for (const { template } of adds) envAddedBy.set(template, (envAddedBy.get(template) ?? 0) + 1);
   });
