@@ -101,18 +101,27 @@ const list = <T>(value: readonly T[] | null | undefined): readonly T[] => (Array
 const nameOf = (item: unknown): string | undefined => (isRecord(item) && typeof item.name === 'string' ? item.name : undefined);
 const clone = <T>(value: T): T => structuredClone(value) as T;
 
+/** The named `pick(template)` items of the templates named in `among`. */
+function templateItems(
+  templates: ReadonlyMap<string, TemplateLike>,
+  among: Iterable<string>,
+  pick: (t: TemplateLike) => readonly KubeObject[] | null | undefined,
+): KubeObject[] {
+  const items: KubeObject[] = [];
+  for (const name of among) {
+    const template = templates.get(name);
+    if (template) for (const item of list(pick(template))) if (nameOf(item) !== undefined) items.push(item);
+  }
+  return items;
+}
+
 /** Names of `pick(template)` items over the templates named in `among`. */
 function templateItemNames(
   templates: ReadonlyMap<string, TemplateLike>,
   among: Iterable<string>,
   pick: (t: TemplateLike) => readonly KubeObject[] | null | undefined,
 ): Set<string> {
-  const names = new Set<string>();
-  for (const name of among) {
-    const template = templates.get(name);
-    if (template) for (const item of list(pick(template))) if (nameOf(item) !== undefined) names.add(nameOf(item)!);
-  }
-  return names;
+  return new Set(templateItems(templates, among, pick).map((item) => nameOf(item)!));
 }
 
 type ContainerIndex = Map<string, { list: ContainerList; entry: Entry }>;
@@ -149,7 +158,7 @@ export function planInjection(pod: PodLike, requestedNames: readonly string[], t
     spec,
     choice.accepted,
     templateItemNames(templatesByName, finalRecorded, (t) => t.containers),
-    containersOf(templatesByName, conflicted),
+    templateItems(templatesByName, conflicted, (t) => t.containers),
   );
   // Decisions in the order asked.
   const allDecisions = [...choice.decisions, ...decisions].sort((a, b) => requested.indexOf(a.template) - requested.indexOf(b.template));
@@ -266,18 +275,6 @@ function compareTemplate(
   return { toAdd, problems };
 }
 
-/** The `containers` of the templates named in `among`, by container name. */
-function containersOf(templates: ReadonlyMap<string, TemplateLike>, among: Iterable<string>): Map<string, KubeObject[]> {
-  const byName = new Map<string, KubeObject[]>();
-  for (const name of among) {
-    for (const item of list(templates.get(name)?.containers)) {
-      const cname = nameOf(item);
-      if (cname !== undefined) byName.set(cname, [...(byName.get(cname) ?? []), item]);
-    }
-  }
-  return byName;
-}
-
 /**
  * Pass 2: env, on app containers: the pod's containers that no recorded or accepted template
  * injected (`injectedContainerNames`). Each accepted template is decided injected or already present.
@@ -289,7 +286,7 @@ function planEnv(
   spec: NonNullable<PodLike['spec']>,
   accepted: readonly Accepted[],
   injectedContainerNames: ReadonlySet<string>,
-  conflictingContainers: ReadonlyMap<string, readonly KubeObject[]>,
+  conflictingContainers: readonly KubeObject[],
 ): { envAdds: Map<number, KubeObject[]>; decisions: TemplateDecision[] } {
   const envAdds = new Map<number, KubeObject[]>();
   const envAddedBy = new Map<string, number>();
@@ -310,7 +307,7 @@ function planEnv(
     const variables = adds.map((a) => a.variable);
     const withEnv = { ...container, env: [...own, ...variables] };
     const copies = (wanted: KubeObject) => !containsFields(container, wanted) && containsFields(withEnv, wanted);
-    if (cname !== undefined && (conflictingContainers.get(cname) ?? []).some(copies)) return;
+    if (conflictingContainers.some((wanted) => nameOf(wanted) === cname && copies(wanted))) return;
     envAdds.set(index, variables);
     for (const { template } of adds) envAddedBy.set(template, (envAddedBy.get(template) ?? 0) + 1);
   });
