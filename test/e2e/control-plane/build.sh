@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real control plane for the end-to-end tests into test/e2e/.bin/:
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kubemark (the
+#   kubelet's own code as kubemark's hollow node, over a fake runtime)
 # and promtool (the alert rules' checker), from the Go module proxy (pinned by go.mod/go.sum
 # here, in etcd/ and in promtool/; kwok by version).
 # Skips the build when test/e2e/.bin/.stamp matches a hash of the inputs.
@@ -15,7 +16,7 @@ BIN_DIR=${BIN_DIR:-$(cd "$HERE/.." && pwd)/.bin}
 GO_BUILD_P=${GO_BUILD_P:-2}
 KWOK_VERSION=v0.7.0
 PROGRESS_EVERY=${PROGRESS_EVERY:-30}
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok promtool)
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubemark kwok promtool)
 
 if [[ -z ${GO:-} ]]; then
   if command -v go >/dev/null 2>&1; then GO=go
@@ -94,9 +95,9 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean"
 done
 
-step "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $K8S_VERSION" \
+step "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubemark $K8S_VERSION" \
   "$HERE" "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" \
-  ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl
+  ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl ./cmd/kubemark
 
 step "etcd $(required_version go.etcd.io/etcd/server/v3 "$HERE/etcd/go.mod")" \
   "$HERE/etcd" "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" .
