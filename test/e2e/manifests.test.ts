@@ -3,7 +3,7 @@ import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseAllDocuments, parseDocument } from 'yaml';
+import { parse, parseAllDocuments, parseDocument } from 'yaml';
 import { e2eEnv } from './harness/context.js';
 
 type Doc = Record<string, any>;
@@ -79,7 +79,10 @@ describe('shipped manifests', () => {
     const container = pod.containers[0];
     expect(deployment.spec.replicas).toBeGreaterThanOrEqual(2);
     expect(pod.topologySpreadConstraints[0].topologyKey).toBe('kubernetes.io/hostname');
-    expect(find(docs, 'PodDisruptionBudget')?.spec.minAvailable).toBe(1);
+    // Drains: never blocked, even by an overlay scaled to one replica; scheduled ahead of workloads.
+    expect(find(docs, 'PodDisruptionBudget')?.spec).toMatchObject({ maxUnavailable: 1, unhealthyPodEvictionPolicy: 'AlwaysAllow' });
+    expect(find(docs, 'PodDisruptionBudget')?.spec.minAvailable).toBeUndefined();
+    expect(pod.priorityClassName).toBe('system-cluster-critical');
     expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     expect(container.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
     expect(container.resources.requests).toBeDefined();
@@ -93,15 +96,18 @@ describe('shipped manifests', () => {
     expect(() => execFileSync(process.execPath, ['-e', ''], { env: { NODE_OPTIONS: nodeOptions }, stdio: 'pipe' })).not.toThrow();
   });
 
-  it('k8s/ deploys the image `npm run image` builds; its `images:` entry switches it, as `kustomize edit set image` writes it', () => {
+  it('k8s/ deploys the image the release workflow publishes (and `npm run image` builds); its `images:` entry switches it, as `kustomize edit set image` writes it', () => {
     const image = (dir: string) => find(kustomize(dir), 'Deployment', 'kube-overcommit')!.spec.template.spec.containers[0].image;
     const { version } = JSON.parse(readFileSync('package.json', 'utf8'));
-    expect(image('k8s')).toBe(`kube-overcommit:${version}`);
+    const registry = parse(readFileSync(join('.github', 'workflows', 'release.yml'), 'utf8')).env.REGISTRY;
+    expect(image('k8s')).toBe(`${registry}/kube-overcommit:${version}`);
+    expect(image('k8s/base')).toBe(`${registry}/kube-overcommit:${version}`);
+    expect(readFileSync(join('scripts', 'image.sh'), 'utf8')).toContain('image=$registry/kube-overcommit:');
     // `kustomize edit set image kube-overcommit=ghcr.io/example/kube-overcommit:9.9.9` on a copy.
     const copy = join(mkdtempSync(join(tmpdir(), 'kube-overcommit-k8s-')), 'k8s');
     cpSync('k8s', copy, { recursive: true });
     const kustomization = parseDocument(readFileSync(join(copy, 'kustomization.yaml'), 'utf8'));
-    kustomization.set('images', [{ name: 'kube-overcommit', newName: 'ghcr.io/example/kube-overcommit', newTag: '9.9.9' }]);
+    kustomization.set('images', [{ name: `${registry}/kube-overcommit`, newName: 'ghcr.io/example/kube-overcommit', newTag: '9.9.9' }]);
     writeFileSync(join(copy, 'kustomization.yaml'), kustomization.toString());
     expect(image(copy)).toBe('ghcr.io/example/kube-overcommit:9.9.9');
   });
@@ -120,14 +126,25 @@ describe('shipped manifests', () => {
       'KubeOvercommitBackgroundErrors',
       'KubeOvercommitNodeMetricsDropped',
       'KubeOvercommitNodeOverCap',
+      'KubeOvercommitInflatedNodesUnprotected',
+      'KubeOvercommitCertificateExpiresSoon',
+      'KubeOvercommitCertificateExpiresVerySoon',
+      'KubeOvercommitReconcilerLeaderMissing',
+      'KubeOvercommitUsageLeaderMissing',
     ]);
+    // Every alert links its section of docs/runbook.md, which has one for each.
+    const runbook = readFileSync(join('docs', 'runbook.md'), 'utf8');
+    for (const r of rule.spec.groups.flatMap((g: Doc) => g.rules.filter((r: Doc) => r.alert))) {
+      expect(r.annotations.runbook_url, r.alert).toBe(`https://github.com/kube-overcommit/kube-overcommit/blob/main/docs/runbook.md#${r.alert.toLowerCase()}`);
+      expect(runbook.split('\n'), r.alert).toContain(`## ${r.alert}`);
+    }
     const dir = mkdtempSync(join(tmpdir(), 'kube-overcommit-rules-'));
     writeFileSync(join(dir, 'rules.yaml'), JSON.stringify({ groups: rule.spec.groups }));
     copyFileSync(join('test', 'e2e', 'prometheus', 'alerts.test.yaml'), join(dir, 'alerts.test.yaml'));
     // promtool, built from its Go module by control-plane/build.sh. Non-zero exit throws with its output.
     const promtool = join(e2eEnv().binDir, 'promtool');
     const check = execFileSync(promtool, ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
-    expect(check).toMatch(/SUCCESS: 20 rules found/); // 8 alerts, 12 recording rules (monitoring.test.ts)
+    expect(check).toMatch(/SUCCESS: 25 rules found/); // 13 alerts, 12 recording rules (monitoring.test.ts)
     const unit = execFileSync(promtool, ['test', 'rules', join(dir, 'alerts.test.yaml')], { encoding: 'utf8', cwd: dir });
     expect(unit).toMatch(/SUCCESS/);
   });
