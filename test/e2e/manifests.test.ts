@@ -18,6 +18,15 @@ const APP_LABELS = { 'app.kubernetes.io/name': 'kube-overcommit', 'app.kubernete
 
 const find = (docs: Doc[], kind: string, name?: string) => docs.find((d) => d.kind === kind && (!name || d.metadata?.name === name));
 
+/** A kustomization in the run folder over the repository's k8s/ folders. */
+function kustomizeOf(resources: string[], components: string[] = []): Doc[] {
+  const { repoRoot, runDir } = e2eEnv();
+  const dir = mkdtempSync(join(runDir, 'kustomization-'));
+  const rel = (path: string) => relative(dir, join(repoRoot, path));
+  writeFileSync(join(dir, 'kustomization.yaml'), JSON.stringify({ resources: resources.map(rel), components: components.map(rel) }));
+  return kustomize(dir);
+}
+
 describe('shipped manifests', () => {
   it('k8s/ renders the base with self-managed certificates: no cert-manager object, caBundle left to the webhook', () => {
     const docs = kustomize('k8s');
@@ -178,6 +187,43 @@ describe('shipped manifests', () => {
       'example.com/owner': 'platform-team',
       'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca',
     });
+  });
+
+  it('an overlay with another namespace moves every reference with the objects: RBAC subjects, webhook Service, exclusions, cert-manager names', () => {
+    const { repoRoot, runDir } = e2eEnv();
+    const overlay = (kustomization: { resources: string[]; components?: string[] }) => {
+      const dir = mkdtempSync(join(runDir, 'overlay-namespace-'));
+      const rel = (path: string) => relative(dir, join(repoRoot, path));
+      writeFileSync(
+        join(dir, 'kustomization.yaml'),
+        JSON.stringify({ namespace: 'platform', resources: kustomization.resources.map(rel), components: (kustomization.components ?? []).map(rel) }),
+      );
+      return kustomize(dir);
+    };
+    for (const docs of [overlay({ resources: ['k8s'] }), overlay({ resources: ['k8s/base'], components: ['k8s/cert-manager'] })]) {
+      const text = JSON.stringify(docs);
+      // Nothing names the base's namespace any more, in any form.
+      expect(text).not.toMatch(/"namespace":"kube-overcommit"|kube-overcommit\.kube-overcommit\.svc|"kube-overcommit\//);
+      expect(find(docs, 'Namespace')?.metadata.name).toBe('platform');
+      for (const doc of docs.filter((d) => d.metadata.namespace !== undefined))
+        expect(doc.metadata.namespace, `${doc.kind} ${doc.metadata.name}`).toBe('platform');
+      for (const binding of docs.filter((d) => d.kind === 'RoleBinding' || d.kind === 'ClusterRoleBinding'))
+        expect(binding.subjects, `${binding.kind} ${binding.metadata.name}`).toEqual([
+          { kind: 'ServiceAccount', name: 'kube-overcommit', namespace: 'platform' },
+        ]);
+      const webhook = find(docs, 'MutatingWebhookConfiguration')!;
+      for (const entry of webhook.webhooks) expect(entry.clientConfig.service.namespace, entry.name).toBe('platform');
+      for (const entry of webhook.webhooks.slice(1))
+        expect(entry.namespaceSelector.matchExpressions[0].values, entry.name).toEqual(['kube-system', 'kube-node-lease', 'kube-public', 'platform']);
+      const certificate = find(docs, 'Certificate', 'kube-overcommit');
+      if (certificate) {
+        expect(certificate.spec.dnsNames).toEqual(['kube-overcommit.platform.svc', 'kube-overcommit.platform.svc.cluster.local']);
+        expect(webhook.metadata.annotations['cert-manager.io/inject-ca-from']).toBe('platform/kube-overcommit-ca');
+      }
+    }
+    // Without an overlay, the base's own namespace everywhere.
+    const base = find(kustomizeOf(['k8s/base'], ['k8s/cert-manager']), 'Certificate', 'kube-overcommit')!;
+    expect(base.spec.dnsNames).toEqual(['kube-overcommit.kube-overcommit.svc', 'kube-overcommit.kube-overcommit.svc.cluster.local']);
   });
 
   it('k8s/monitoring: the one-line label for kube-prometheus-stack is there, commented, and valid once uncommented', () => {
