@@ -34,12 +34,12 @@ export const ROOT = process.cwd();
 export const CONFIG_SCHEMA_FILE = join(ROOT, 'config.schema.json');
 export const VALUES_SCHEMA_FILE = join(ROOT, 'charts', 'kube-overcommit', 'values.schema.json');
 
-/** What the webhook checks and this schema does not (invariant 3), as docs/configuration-schema.md lists them. */
+/** What the webhook checks and this schema does not (invariant 3), as docs/config-schema.md lists them. */
 export const WEBHOOK_ONLY = [
-  'pool and template names unique',
-  'usage durations within their ranges and in order (interval ≤ window, staleAfter ≥ interval, fallbackAfter > staleAfter), statusReportPeriod from 1s to 1h',
-  'quantities above zero (defaultRequests), integers within a quantity’s range',
-  "the Kubernetes fields inside sidecar templates' containers, initContainers, volumes and env",
+  'pool and template names unique;',
+  'usage durations within their ranges and in order (`interval` ≤ `window`, `staleAfter` ≥ `interval`, `fallbackAfter` > `staleAfter`), `statusReportPeriod` from 1s to 1h;',
+  'quantities above zero (`defaultRequests`);',
+  "the Kubernetes fields inside sidecar templates' `containers`, `initContainers`, `volumes` and `env` (the schema checks that each is a list of objects with a `name`).",
 ];
 
 // class-transformer keeps the targets of @Type in this store (src/common/validation.ts reads it too).

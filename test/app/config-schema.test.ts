@@ -3,7 +3,7 @@ import { Ajv } from 'ajv';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { CONFIG_SCHEMA_FILE, configSchema, render, VALUES_SCHEMA_FILE, valuesSchema } from '../../scripts/config-schema.js';
+import { CONFIG_SCHEMA_FILE, configSchema, render, VALUES_SCHEMA_FILE, valuesSchema, WEBHOOK_ONLY } from '../../scripts/config-schema.js';
 import { parseConfig } from '../../src/overcommit.config.js';
 
 const schema = configSchema();
@@ -68,7 +68,12 @@ describe('config.schema.json: generated from the classes the webhook validates w
     expect(verdicts(config)).toMatchObject({ webhook: ok, schema: ok });
   });
 
-  // What only the webhook checks (WEBHOOK_ONLY, docs/configuration-schema.md): the schema lets these through.
+  it('docs/config-schema.md lists every check only the webhook makes', () => {
+    const doc = readFileSync('docs/config-schema.md', 'utf8').split('\n');
+    for (const check of WEBHOOK_ONLY) expect(doc).toContain(`- ${check}`);
+  });
+
+  // What only the webhook checks (WEBHOOK_ONLY, docs/config-schema.md): the schema lets these through.
   const webhookOnly: Array<[string, unknown]> = [
     ['duplicate pool names', { nodes: { pools: [1, 2].map(() => ({ name: 'a', nodeSelector: {}, ratios: {} })) } }],
     ['a usage interval longer than its window', { nodes: { defaultUsage: { window: '1m', interval: '2m' } } }],
