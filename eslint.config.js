@@ -17,7 +17,7 @@ function importBoundaries(boundaries) {
 }
 
 export default tseslint.config(
-  { ignores: ['dist/', 'coverage/', 'node_modules/', '.tools/', 'test/e2e/.bin/', 'test/e2e/.run/', 'bench/.run/'] },
+  { ignores: ['dist/', 'coverage/', 'node_modules/', '.tools/', 'test/e2e/.bin/', 'test/e2e/.run/', 'bench/.run/', 'scripts/.run/'] },
   eslint.configs.recommended,
   ...tseslint.configs.recommended,
   {

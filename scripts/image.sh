@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# `npm run image`: builds the container image kube-overcommit:<package.json version> from the
-# Dockerfile with docker or podman, whichever is installed and answers (docker first).
+# `npm run image`: builds the container image $REGISTRY/kube-overcommit:<package.json version>
+# (REGISTRY of .github/workflows/release.yml: the name k8s/ and the chart deploy, so `kind load`
+# makes it available as is) from the Dockerfile with docker or podman, whichever is installed
+# and answers (docker first).
 # Arguments are passed to `build` (`npm run image -- --platform linux/arm64`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,8 +23,8 @@ if [[ -z $engine ]]; then
   exit 1
 fi
 
-# The Deployment's `kube-overcommit:<version>` means docker.io/library/kube-overcommit:<version>;
-# fully qualified here, since podman would name an unqualified tag localhost/kube-overcommit.
-image=docker.io/library/kube-overcommit:$(node -p 'require("./package.json").version')
+registry=$(awk '$1 == "REGISTRY:" { print $2; exit }' .github/workflows/release.yml)
+[[ -n $registry ]] || { echo "npm run image: no REGISTRY in .github/workflows/release.yml" >&2; exit 1; }
+image=$registry/kube-overcommit:$(node -p 'require("./package.json").version')
 "$engine" build --tag "$image" "$@" .
 echo "built $image with $engine"

@@ -1,4 +1,4 @@
-const DURATION = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
+export const DURATION = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
 
 /**
  * A duration in the Go/kubelet spelling restricted to whole hours, minutes and seconds

@@ -1,8 +1,8 @@
 import { Type } from 'class-transformer';
 import { ArrayNotEmpty, IsArray, IsIn, IsOptional, IsString, Matches, ValidateBy, ValidateIf, ValidateNested, type ValidationOptions } from 'class-validator';
 
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+export const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+export const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 
 /** A map of label keys to label values, as metav1.LabelSelector.matchLabels holds. */
 function IsLabelMap(options?: ValidationOptions) {

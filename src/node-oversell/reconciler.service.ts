@@ -18,6 +18,7 @@ import { fullBucket, isNudgeDue, type Nudged, planNudges, readNudge, type TokenB
 export const RECONCILER_LEASE = 'kube-overcommit-reconciler';
 export const RECONCILE_NUDGES_METRIC = 'kube_overcommit_reconcile_nudges_total';
 export const RECONCILER_LEADER_METRIC = 'kube_overcommit_reconciler_leader';
+export const RECONCILER_ENABLED_METRIC = 'kube_overcommit_reconciler_enabled';
 /** applied: the Node as stored after the nudge matches its plan; unchanged: it does not (the webhook did not write it); failed: the PATCH failed. */
 export const NUDGE_OUTCOMES = ['applied', 'unchanged', 'failed'] as const;
 type NudgeOutcome = (typeof NUDGE_OUTCOMES)[number];
@@ -38,6 +39,11 @@ export const reconcilerMetrics = [
   makeGaugeProvider({
     name: RECONCILER_LEADER_METRIC,
     help: `1 while this replica holds the Lease ${RECONCILER_LEASE} and reconciles nodes, else 0.`,
+  }),
+  // With the leader gauge: "enabled and nobody leads" (alert KubeOvercommitReconcilerLeaderMissing).
+  makeGaugeProvider({
+    name: RECONCILER_ENABLED_METRIC,
+    help: `1 while this replica runs for the Lease ${RECONCILER_LEASE} (nodes.reconcile.enabled, in a cluster), else 0.`,
   }),
 ];
 
@@ -79,11 +85,13 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     private readonly usage: UsageRatios,
     @InjectMetric(RECONCILE_NUDGES_METRIC) private readonly nudges: Counter<string>,
     @InjectMetric(RECONCILER_LEADER_METRIC) private readonly leaderGauge: Gauge<string>,
+    @InjectMetric(RECONCILER_ENABLED_METRIC) private readonly enabledGauge: Gauge<string>,
   ) {}
 
   onModuleInit(): void {
     for (const outcome of NUDGE_OUTCOMES) this.nudges.inc({ outcome }, 0);
     this.leaderGauge.set(0);
+    this.enabledGauge.set(0);
     if (!inCluster(this.env)) return;
     const guard = <A extends unknown[]>(fn: (...args: A) => unknown) => this.background.guard('reconcile', fn);
     this.core = this.kube.makeApiClient(CoreV1Api);
@@ -115,6 +123,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
   /** Runs for the Lease while the config enables the reconciler; a new config means new targets. */
   private follow(nodes: NodesConfig | undefined): void {
     const enabled = nodes?.reconcile?.enabled !== false;
+    this.enabledGauge.set(enabled ? 1 : 0);
     if (enabled && !this.running) {
       this.running = true;
       this.logger.log(

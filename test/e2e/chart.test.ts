@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -104,7 +104,7 @@ describe('Helm chart charts/kube-overcommit', () => {
       objects(kustomizeOf({ resources: ['k8s/base'], components: ['k8s/cert-manager'] })),
     );
     // values.schema.json: a clear error for a value the chart does not know.
-    expect(() => template('certificates.mode=vault')).toThrow(/at '\/certificates\/mode': value must be one of 'self-managed', 'cert-manager'/);
+    expect(() => template('certificates.mode=vault')).toThrow(/at '\/certificates\/mode': value must be one of 'auto', 'self-managed', 'cert-manager'/);
     expect(() => template('webhook.url=http://203.0.113.7/mutate')).toThrow(/at '\/webhook\/url'/);
   });
 
@@ -207,6 +207,105 @@ describe('Helm chart charts/kube-overcommit', () => {
     const dashboard = find(docs, 'ConfigMap', 'kube-overcommit-dashboard')!;
     expect(dashboard.metadata.labels.grafana_dashboard).toBe('1');
     expect(dashboard.metadata.annotations.grafana_folder).toBe('Platform');
+  });
+});
+
+describe('chart values platform teams set (ci/*-values.yaml)', () => {
+  const ciValues = readdirSync(join(CHART, 'ci')).filter((f) => f.endsWith('-values.yaml'));
+  const render = (...args: string[]) => docsOf(helm(['template', 'kube-overcommit', CHART, '--namespace', 'kube-overcommit', ...args]));
+
+  it('helm lint --strict and helm template pass for the default values and every ci/*-values.yaml', () => {
+    expect(ciValues).toEqual(
+      expect.arrayContaining(['openshift-values.yaml', 'single-replica-values.yaml', 'knobs-values.yaml', 'cert-manager-issuer-values.yaml']),
+    );
+    for (const file of ['', ...ciValues]) {
+      const values = file ? ['--values', join(CHART, 'ci', file)] : [];
+      expect(helm(['lint', '--strict', CHART, ...values]), file || 'defaults').toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/);
+      expect(find(render(...values), 'Deployment'), file || 'defaults').toBeDefined();
+    }
+  });
+
+  it('drains and priority: system-cluster-critical by default; a PDB that allows a drain, none at 1 replica', () => {
+    const docs = render();
+    expect(find(docs, 'Deployment')!.spec.template.spec.priorityClassName).toBe('system-cluster-critical');
+    expect(find(docs, 'PodDisruptionBudget')!.spec).toMatchObject({ maxUnavailable: 1, unhealthyPodEvictionPolicy: 'AlwaysAllow' });
+    expect(find(render('--values', join(CHART, 'ci', 'single-replica-values.yaml')), 'PodDisruptionBudget')).toBeUndefined();
+    expect(() => render('--set', 'podDisruptionBudget.minAvailable=1')).toThrow(/additional properties 'minAvailable' not allowed/);
+  });
+
+  it('a config the webhook would reject fails helm template: a ratio of 50, a misspelt key', () => {
+    expect(() => render('--set', 'config.nodes.defaultRatios.cpu=50')).toThrow(/at '\/config\/nodes\/defaultRatios\/cpu': maximum: got 50, want 10/);
+    expect(() => render('--set', 'config.nodes.defaultRatio.cpu=2')).toThrow(/at '\/config\/nodes': additional properties 'defaultRatio' not allowed/);
+    expect(() => render('--set', 'config.nodes.pools[0].name=Batch')).toThrow(/\/config\/nodes\/pools\/0/);
+    // And an unknown chart value.
+    expect(() => render('--set', 'replica=3')).toThrow(/additional properties 'replica' not allowed/);
+  });
+
+  it('OpenShift values render no fixed UID or GID, the rest of the restricted securityContext kept', () => {
+    const pod = find(render('--values', join(CHART, 'ci', 'openshift-values.yaml')), 'Deployment')!.spec.template.spec;
+    expect(pod.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(pod.containers[0].securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+  });
+
+  it('the knobs reach the objects: names, probes, ServiceAccount annotations, NetworkPolicy, ServiceMonitor, exclusions', () => {
+    const docs = render('--values', join(CHART, 'ci', 'knobs-values.yaml'));
+    const deployment = find(docs, 'Deployment')!;
+    expect(deployment.metadata.name).toBe('platform-overcommit');
+    expect(deployment.spec.selector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'overcommit' });
+    const pod = deployment.spec.template.spec;
+    expect(pod.priorityClassName).toBeUndefined();
+    expect(pod.serviceAccountName).toBe('platform-overcommit');
+    expect(pod.containers[0].readinessProbe).toMatchObject({ periodSeconds: 5, failureThreshold: 2 });
+    expect(pod.containers[0].livenessProbe).toMatchObject({ initialDelaySeconds: 10, periodSeconds: 20 });
+    expect(find(docs, 'ServiceAccount')!.metadata).toMatchObject({
+      name: 'platform-overcommit',
+      annotations: { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/kube-overcommit' },
+    });
+    for (const kind of ['RoleBinding', 'ClusterRoleBinding'])
+      for (const binding of docs.filter((d) => d.kind === kind)) expect(binding.subjects[0].name, binding.metadata.name).toBe('platform-overcommit');
+    // The names the webhook looks up stay.
+    expect(find(docs, 'Service')!.metadata.name).toBe('kube-overcommit');
+    expect(find(docs, 'Service')!.spec.selector).toEqual({ 'app.kubernetes.io/name': 'overcommit' });
+    expect(find(docs, 'MutatingWebhookConfiguration')!.metadata.name).toBe('kube-overcommit');
+    expect(find(docs, 'PodDisruptionBudget')!.spec.maxUnavailable).toBe('50%');
+    expect(find(docs, 'NetworkPolicy')!.spec).toEqual({
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'overcommit' } },
+      policyTypes: ['Ingress'],
+      ingress: [
+        { ports: [{ protocol: 'TCP', port: 8443 }], from: [{ ipBlock: { cidr: '10.0.0.0/16' } }] },
+        { ports: [{ protocol: 'TCP', port: 8080 }], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] },
+      ],
+    });
+    expect(find(docs, 'ServiceMonitor')!.spec.endpoints[0]).toMatchObject({
+      interval: '15s',
+      scrapeTimeout: '10s',
+      relabelings: [{ sourceLabels: ['__meta_kubernetes_pod_node_name'], targetLabel: 'node' }],
+      metricRelabelings: [{ sourceLabels: ['__name__'], regex: 'go_.*', action: 'drop' }],
+    });
+    for (const entry of find(docs, 'MutatingWebhookConfiguration')!.webhooks.slice(1))
+      expect(entry.namespaceSelector.matchExpressions[0].values).toEqual([
+        'kube-system',
+        'kube-node-lease',
+        'kube-public',
+        'kube-overcommit',
+        'gatekeeper-system',
+        'kyverno',
+      ]);
+    // Off by default.
+    expect(find(render(), 'NetworkPolicy')).toBeUndefined();
+  });
+
+  it('certificates.mode auto: cert-manager where cert-manager.io/v1 is served, self-managed elsewhere; issuerRef uses an issuer of yours', () => {
+    const mode = (docs: Doc[]) => find(docs, 'Deployment')!.spec.template.spec.containers[0].env.find((e: Doc) => e.name === 'OVERCOMMIT_CERT_MODE').value;
+    expect(mode(render())).toBe('self-managed');
+    const withCertManager = render('--api-versions', 'cert-manager.io/v1');
+    expect(mode(withCertManager)).toBe('files');
+    expect(find(withCertManager, 'Certificate', 'kube-overcommit')!.spec.issuerRef).toEqual({ kind: 'Issuer', name: 'kube-overcommit-ca' });
+    const own = render('--values', join(CHART, 'ci', 'cert-manager-issuer-values.yaml'));
+    expect(own.filter((d) => d.kind === 'Issuer' || (d.kind === 'Certificate' && d.metadata.name !== 'kube-overcommit'))).toEqual([]);
+    expect(find(own, 'Certificate', 'kube-overcommit')!.spec.issuerRef).toEqual({ kind: 'ClusterIssuer', name: 'corporate-ca' });
+    expect(find(own, 'MutatingWebhookConfiguration')!.metadata.annotations['cert-manager.io/inject-ca-from']).toBe('kube-overcommit/kube-overcommit');
+    expect(find(own, 'Secret', 'kube-overcommit-tls')).toBeUndefined();
   });
 });
 

@@ -3,7 +3,7 @@ import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseAllDocuments, parseDocument } from 'yaml';
+import { parse, parseAllDocuments, parseDocument } from 'yaml';
 import { e2eEnv } from './harness/context.js';
 
 type Doc = Record<string, any>;
@@ -17,6 +17,15 @@ function kustomize(dir: string): Doc[] {
 const APP_LABELS = { 'app.kubernetes.io/name': 'kube-overcommit', 'app.kubernetes.io/part-of': 'kube-overcommit' };
 
 const find = (docs: Doc[], kind: string, name?: string) => docs.find((d) => d.kind === kind && (!name || d.metadata?.name === name));
+
+/** A kustomization in the run folder over the repository's k8s/ folders. */
+function kustomizeOf(resources: string[], components: string[] = []): Doc[] {
+  const { repoRoot, runDir } = e2eEnv();
+  const dir = mkdtempSync(join(runDir, 'kustomization-'));
+  const rel = (path: string) => relative(dir, join(repoRoot, path));
+  writeFileSync(join(dir, 'kustomization.yaml'), JSON.stringify({ resources: resources.map(rel), components: components.map(rel) }));
+  return kustomize(dir);
+}
 
 describe('shipped manifests', () => {
   it('k8s/ renders the base with self-managed certificates: no cert-manager object, caBundle left to the webhook', () => {
@@ -79,7 +88,10 @@ describe('shipped manifests', () => {
     const container = pod.containers[0];
     expect(deployment.spec.replicas).toBeGreaterThanOrEqual(2);
     expect(pod.topologySpreadConstraints[0].topologyKey).toBe('kubernetes.io/hostname');
-    expect(find(docs, 'PodDisruptionBudget')?.spec.minAvailable).toBe(1);
+    // Drains: never blocked, even by an overlay scaled to one replica; scheduled ahead of workloads.
+    expect(find(docs, 'PodDisruptionBudget')?.spec).toMatchObject({ maxUnavailable: 1, unhealthyPodEvictionPolicy: 'AlwaysAllow' });
+    expect(find(docs, 'PodDisruptionBudget')?.spec.minAvailable).toBeUndefined();
+    expect(pod.priorityClassName).toBe('system-cluster-critical');
     expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     expect(container.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
     expect(container.resources.requests).toBeDefined();
@@ -93,15 +105,18 @@ describe('shipped manifests', () => {
     expect(() => execFileSync(process.execPath, ['-e', ''], { env: { NODE_OPTIONS: nodeOptions }, stdio: 'pipe' })).not.toThrow();
   });
 
-  it('k8s/ deploys the image `npm run image` builds; its `images:` entry switches it, as `kustomize edit set image` writes it', () => {
+  it('k8s/ deploys the image the release workflow publishes (and `npm run image` builds); its `images:` entry switches it, as `kustomize edit set image` writes it', () => {
     const image = (dir: string) => find(kustomize(dir), 'Deployment', 'kube-overcommit')!.spec.template.spec.containers[0].image;
     const { version } = JSON.parse(readFileSync('package.json', 'utf8'));
-    expect(image('k8s')).toBe(`kube-overcommit:${version}`);
+    const registry = parse(readFileSync(join('.github', 'workflows', 'release.yml'), 'utf8')).env.REGISTRY;
+    expect(image('k8s')).toBe(`${registry}/kube-overcommit:${version}`);
+    expect(image('k8s/base')).toBe(`${registry}/kube-overcommit:${version}`);
+    expect(readFileSync(join('scripts', 'image.sh'), 'utf8')).toContain('image=$registry/kube-overcommit:');
     // `kustomize edit set image kube-overcommit=ghcr.io/example/kube-overcommit:9.9.9` on a copy.
     const copy = join(mkdtempSync(join(tmpdir(), 'kube-overcommit-k8s-')), 'k8s');
     cpSync('k8s', copy, { recursive: true });
     const kustomization = parseDocument(readFileSync(join(copy, 'kustomization.yaml'), 'utf8'));
-    kustomization.set('images', [{ name: 'kube-overcommit', newName: 'ghcr.io/example/kube-overcommit', newTag: '9.9.9' }]);
+    kustomization.set('images', [{ name: `${registry}/kube-overcommit`, newName: 'ghcr.io/example/kube-overcommit', newTag: '9.9.9' }]);
     writeFileSync(join(copy, 'kustomization.yaml'), kustomization.toString());
     expect(image(copy)).toBe('ghcr.io/example/kube-overcommit:9.9.9');
   });
@@ -120,14 +135,25 @@ describe('shipped manifests', () => {
       'KubeOvercommitBackgroundErrors',
       'KubeOvercommitNodeMetricsDropped',
       'KubeOvercommitNodeOverCap',
+      'KubeOvercommitInflatedNodesUnprotected',
+      'KubeOvercommitCertificateExpiresSoon',
+      'KubeOvercommitCertificateExpiresVerySoon',
+      'KubeOvercommitReconcilerLeaderMissing',
+      'KubeOvercommitUsageLeaderMissing',
     ]);
+    // Every alert links its section of docs/runbook.md, which has one for each.
+    const runbook = readFileSync(join('docs', 'runbook.md'), 'utf8');
+    for (const r of rule.spec.groups.flatMap((g: Doc) => g.rules.filter((r: Doc) => r.alert))) {
+      expect(r.annotations.runbook_url, r.alert).toBe(`https://github.com/kube-overcommit/kube-overcommit/blob/main/docs/runbook.md#${r.alert.toLowerCase()}`);
+      expect(runbook.split('\n'), r.alert).toContain(`## ${r.alert}`);
+    }
     const dir = mkdtempSync(join(tmpdir(), 'kube-overcommit-rules-'));
     writeFileSync(join(dir, 'rules.yaml'), JSON.stringify({ groups: rule.spec.groups }));
     copyFileSync(join('test', 'e2e', 'prometheus', 'alerts.test.yaml'), join(dir, 'alerts.test.yaml'));
     // promtool, built from its Go module by control-plane/build.sh. Non-zero exit throws with its output.
     const promtool = join(e2eEnv().binDir, 'promtool');
     const check = execFileSync(promtool, ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
-    expect(check).toMatch(/SUCCESS: 20 rules found/); // 8 alerts, 12 recording rules (monitoring.test.ts)
+    expect(check).toMatch(/SUCCESS: 25 rules found/); // 13 alerts, 12 recording rules (monitoring.test.ts)
     const unit = execFileSync(promtool, ['test', 'rules', join(dir, 'alerts.test.yaml')], { encoding: 'utf8', cwd: dir });
     expect(unit).toMatch(/SUCCESS/);
   });
@@ -161,6 +187,43 @@ describe('shipped manifests', () => {
       'example.com/owner': 'platform-team',
       'cert-manager.io/inject-ca-from': 'kube-overcommit/kube-overcommit-ca',
     });
+  });
+
+  it('an overlay with another namespace moves every reference with the objects: RBAC subjects, webhook Service, exclusions, cert-manager names', () => {
+    const { repoRoot, runDir } = e2eEnv();
+    const overlay = (kustomization: { resources: string[]; components?: string[] }) => {
+      const dir = mkdtempSync(join(runDir, 'overlay-namespace-'));
+      const rel = (path: string) => relative(dir, join(repoRoot, path));
+      writeFileSync(
+        join(dir, 'kustomization.yaml'),
+        JSON.stringify({ namespace: 'platform', resources: kustomization.resources.map(rel), components: (kustomization.components ?? []).map(rel) }),
+      );
+      return kustomize(dir);
+    };
+    for (const docs of [overlay({ resources: ['k8s'] }), overlay({ resources: ['k8s/base'], components: ['k8s/cert-manager'] })]) {
+      const text = JSON.stringify(docs);
+      // Nothing names the base's namespace any more, in any form.
+      expect(text).not.toMatch(/"namespace":"kube-overcommit"|kube-overcommit\.kube-overcommit\.svc|"kube-overcommit\//);
+      expect(find(docs, 'Namespace')?.metadata.name).toBe('platform');
+      for (const doc of docs.filter((d) => d.metadata.namespace !== undefined))
+        expect(doc.metadata.namespace, `${doc.kind} ${doc.metadata.name}`).toBe('platform');
+      for (const binding of docs.filter((d) => d.kind === 'RoleBinding' || d.kind === 'ClusterRoleBinding'))
+        expect(binding.subjects, `${binding.kind} ${binding.metadata.name}`).toEqual([
+          { kind: 'ServiceAccount', name: 'kube-overcommit', namespace: 'platform' },
+        ]);
+      const webhook = find(docs, 'MutatingWebhookConfiguration')!;
+      for (const entry of webhook.webhooks) expect(entry.clientConfig.service.namespace, entry.name).toBe('platform');
+      for (const entry of webhook.webhooks.slice(1))
+        expect(entry.namespaceSelector.matchExpressions[0].values, entry.name).toEqual(['kube-system', 'kube-node-lease', 'kube-public', 'platform']);
+      const certificate = find(docs, 'Certificate', 'kube-overcommit');
+      if (certificate) {
+        expect(certificate.spec.dnsNames).toEqual(['kube-overcommit.platform.svc', 'kube-overcommit.platform.svc.cluster.local']);
+        expect(webhook.metadata.annotations['cert-manager.io/inject-ca-from']).toBe('platform/kube-overcommit-ca');
+      }
+    }
+    // Without an overlay, the base's own namespace everywhere.
+    const base = find(kustomizeOf(['k8s/base'], ['k8s/cert-manager']), 'Certificate', 'kube-overcommit')!;
+    expect(base.spec.dnsNames).toEqual(['kube-overcommit.kube-overcommit.svc', 'kube-overcommit.kube-overcommit.svc.cluster.local']);
   });
 
   it('k8s/monitoring: the one-line label for kube-prometheus-stack is there, commented, and valid once uncommented', () => {

@@ -10,8 +10,8 @@ type Doc = Record<string, any>;
 
 const env = e2eEnv();
 const DASHBOARD = join('k8s', 'monitoring', 'kube-overcommit-dashboard.json');
-/** kube-state-metrics' series the recording rules read (the e2e runs no kube-state-metrics). */
-const KUBE_STATE_METRICS = ['kube_pod_container_resource_requests', 'kube_pod_status_phase', 'kube_node_status_allocatable'];
+/** kube-state-metrics' series the rules read (the e2e runs no kube-state-metrics). */
+const KUBE_STATE_METRICS = ['kube_pod_container_resource_requests', 'kube_pod_status_phase', 'kube_node_status_allocatable', 'kube_node_status_capacity'];
 
 const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8'));
 const rendered = parseAllDocuments(execFileSync(join(env.binDir, 'kubectl'), ['kustomize', join('k8s', 'monitoring')], { encoding: 'utf8' })).map(
@@ -117,6 +117,17 @@ describe('Grafana dashboard k8s/monitoring/kube-overcommit-dashboard.json', () =
   it("the recording rules read only the app's metrics, kube-state-metrics' and each other", () => {
     const inputs = new Set(groups.flatMap((g) => g.rules.filter((r: Doc) => r.record).flatMap((r: Doc) => metricNames(r.expr))));
     expect([...inputs].filter((n) => !appMetrics.has(n) && !recorded.has(n) && !KUBE_STATE_METRICS.includes(n))).toEqual([]);
+  });
+
+  it("the alerts read only the app's metrics, the API server's, kube-state-metrics', the recorded ones and Prometheus' up", () => {
+    const inputs = new Set(groups.flatMap((g) => g.rules.filter((r: Doc) => r.alert).flatMap((r: Doc) => metricNames(r.expr))));
+    const known = (n: string) =>
+      n.startsWith('apiserver_') ? apiserverNames.has(n) : appMetrics.has(n) || recorded.has(n) || KUBE_STATE_METRICS.includes(n) || n === 'up';
+    expect([...inputs].filter((n) => !known(n))).toEqual([]);
+    // The leader alerts read the gauges the app exports for them.
+    expect([...inputs]).toEqual(
+      expect.arrayContaining(['kube_overcommit_reconciler_enabled', 'kube_overcommit_reconciler_leader', 'kube_overcommit_usage_publish_total']),
+    );
   });
 
   it("every expression parses (promtool check rules, Grafana's variables replaced)", () => {

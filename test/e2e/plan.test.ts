@@ -5,7 +5,8 @@
  * for node.
  */
 import { execFile } from 'node:child_process';
-import { join } from 'node:path';
+import { chmodSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -137,6 +138,20 @@ describe('plan and shadow mode against a real control plane', () => {
     );
     const fromCli = JSON.parse(cli.stdout);
     for (const name of [shadowed.name, plain.name]) expect(rowOf(fromCli, name)).toEqual(rowOf(before, name));
+
+    // As a kubectl plugin: the package's bin `kubectl-overcommit` on PATH (as `npm link` or
+    // `npm install -g` put it, executable), run by the built kubectl as `kubectl overcommit plan`.
+    const bin = JSON.parse(readFileSync(join(env.webhook.appDir, 'package.json'), 'utf8')).bin['kubectl-overcommit'];
+    const pathDir = mkdtempSync(join(env.runDir, 'kubectl-plugin-'));
+    chmodSync(join(env.webhook.appDir, bin), 0o755);
+    symlinkSync(join(env.webhook.appDir, bin), join(pathDir, 'kubectl-overcommit'));
+    const plugin = await promisify(execFile)(
+      join(env.binDir, 'kubectl'),
+      ['overcommit', 'plan', '-o', 'json', '--pod-size', 'cpu=500m,memory=1Gi', '--configmap', `${env.webhook.namespace}/${env.webhook.configMap}`],
+      { env: { ...process.env, KUBECONFIG: env.adminKubeconfig, PATH: [pathDir, dirname(process.execPath), process.env.PATH].join(':') } },
+    );
+    const fromPlugin = JSON.parse(plugin.stdout);
+    for (const name of [shadowed.name, plain.name]) expect(rowOf(fromPlugin, name)).toEqual(rowOf(before, name));
 
     // Enforce through the ConfigMap; the kubelets' next writes store the plan, node for node.
     await webhook.useConfig(config('enforce'));

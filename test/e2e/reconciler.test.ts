@@ -52,6 +52,8 @@ afterAll(async () => {
 const cpuOf = async (name: string) => (await getNode(admin, name)).allocatable.cpu;
 const nudges = async (outcome: string) => (await webhook.metrics()).sum('kube_overcommit_reconcile_nudges_total', { outcome });
 const leader = async (process: WebhookProcess) => (await process.metrics()).value('kube_overcommit_reconciler_leader');
+/** What KubeOvercommitReconcilerLeaderMissing reads beside the leader gauge. */
+const enabled = async (process: WebhookProcess) => (await process.metrics()).value('kube_overcommit_reconciler_enabled');
 
 describe('the reconciler against a real control plane', () => {
   it('off, idle nodes keep their value; on, a ratio raised from 1 reaches every one without a kubelet write', async () => {
@@ -77,6 +79,7 @@ describe('the reconciler against a real control plane', () => {
     }
     expect(await nudges('applied')).toBe(applied0);
     expect(await leader(webhook)).toBe(0);
+    expect(await enabled(webhook)).toBe(0);
 
     // On: every node stores floor(4 × 2) within seconds.
     await webhook.useConfig(config(2, true));
@@ -88,6 +91,7 @@ describe('the reconciler against a real control plane', () => {
     });
     const tookMs = Date.now() - onAt;
     expect(await leader(webhook)).toBe(1);
+    expect(await enabled(webhook)).toBe(1);
     expect(await nudges('applied')).toBeGreaterThanOrEqual(applied0 + NODES);
     for (const k of kubelets) {
       // A kubelet writes only once the stored value differs from what it computes: the node was

@@ -1,8 +1,22 @@
 {{/*
+app.kubernetes.io/name of every object and the selector of the pods: nameOverride or kube-overcommit.
+*/}}
+{{- define "kube-overcommit.name" -}}
+{{- .Values.nameOverride | default "kube-overcommit" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The name of the objects the webhook does not look up by name (values.yaml, fullnameOverride).
+*/}}
+{{- define "kube-overcommit.fullname" -}}
+{{- .Values.fullnameOverride | default (include "kube-overcommit.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
 Labels of every object: those k8s/ sets (name, part-of), Helm's own, and commonLabels.
 */}}
 {{- define "kube-overcommit.labels" -}}
-app.kubernetes.io/name: kube-overcommit
+app.kubernetes.io/name: {{ include "kube-overcommit.name" . }}
 app.kubernetes.io/part-of: kube-overcommit
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -36,11 +50,20 @@ metadata:
 {{- end }}
 
 {{/*
-"true" when cert-manager issues the serving certificate (values.schema.json admits only
-self-managed and cert-manager).
+"true" when cert-manager issues the serving certificate: certificates.mode cert-manager, or auto
+on a cluster that serves cert-manager.io/v1 (values.schema.json admits only auto, self-managed
+and cert-manager).
 */}}
 {{- define "kube-overcommit.certManager" -}}
-{{- if eq .Values.certificates.mode "cert-manager" }}true{{ end -}}
+{{- $mode := .Values.certificates.mode }}
+{{- if or (eq $mode "cert-manager") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "cert-manager.io/v1")) }}true{{ end -}}
+{{- end }}
+
+{{/*
+The pods' selector labels.
+*/}}
+{{- define "kube-overcommit.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kube-overcommit.name" . }}
 {{- end }}
 
 {{/*
