@@ -118,7 +118,8 @@ describe('planUsageDecision (rules 1–6)', () => {
 
   it('stale: no sample for staleAfter → never rises; for fallbackAfter → 1', () => {
     const old = (since: number) => ({ A, R: 4n * CORES, samples: [sample(0, 100n)], sinceLastSampleMs: since });
-    expect(planUsageDecision('cpu', old(120_000), 2, 1.3, usage())).toMatchObject({ ratio: 1.3, reason: 'stale' });
+    // a stale decision keeps A and R, never U: the samples in the window are no current measurement
+    expect(planUsageDecision('cpu', old(120_000), 2, 1.3, usage())).toEqual({ ratio: 1.3, reason: 'stale', A: '4', R: '4' });
     expect(planUsageDecision('cpu', old(599_000), 2, 1.3, usage())).toMatchObject({ ratio: 1.3, reason: 'stale' });
     expect(planUsageDecision('cpu', old(600_000), 2, 1.3, usage())).toMatchObject({ ratio: 1, reason: 'stale' });
     // no sample in the window at all

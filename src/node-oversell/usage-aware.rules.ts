@@ -16,7 +16,8 @@
  *   3. Hot: the node's usage (NodeMetrics, system included) ÷ A above hotThreshold → ratio 1,
  *      reason `hot`, at once.
  *   4. Stale: no sample for staleAfter → the ratio never rises (the one in force, capped at the
- *      ceiling), reason `stale`; none for fallbackAfter → ratio 1, reason `stale`.
+ *      ceiling), reason `stale`; none for fallbackAfter → ratio 1, reason `stale`. A stale
+ *      decision carries A and R, never U (no current measurement).
  *   5. Envelope on a `usage` ratio, against the one in force (previous; 1 when none): within
  *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp.
  *   6. Every effective ratio is in [1, ceiling] of the config in force, whatever was published:
@@ -128,7 +129,7 @@ export function planUsageDecision(
     usage.percentile,
   );
   if (U === undefined || nodeUsage === undefined || since >= parseDuration(usage.staleAfter))
-    return { ratio: inForce, reason: 'stale', A, R, ...(U === undefined ? {} : { U: formatResourceQuantity(resource, U) }) };
+    return { ratio: inForce, reason: 'stale', A, R };
   const measured = { A, R, U: formatResourceQuantity(resource, U) };
   const hot = usage.hotThreshold?.[resource];
   if (hot !== undefined && hot !== null && inputs.A > 0n && Number(nodeUsage) / Number(inputs.A) > hot) return { ratio: 1, reason: 'hot', ...measured };

@@ -54,8 +54,8 @@ export function usageSections(nodes: NodesConfig | undefined): UsageConfig[] {
  * - the leader (Lease `kube-overcommit-usage`) samples metrics.k8s.io every interval, plans each
  *   usage-aware node's ratio and publishes them there, written only when they change.
  *
- * RBAC: get/list nodes and pods in metrics.k8s.io; list/watch ConfigMaps, get/create/update the
- * ConfigMap and the Lease, in the platform's namespace.
+ * RBAC: get/list nodes and pods in metrics.k8s.io; get/list/watch/update the ConfigMap and
+ * get/update the Lease, in the platform's namespace (the manifests create both).
  */
 @Injectable()
 export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplicationShutdown {
