@@ -128,8 +128,7 @@ export function planUsageDecision(
     inputs.samples.map((s) => s.node[resource] ?? 0n),
     usage.percentile,
   );
-  if (U === undefined || nodeUsage === undefined || since >= parseDuration(usage.staleAfter))
-    return { ratio: inForce, reason: 'stale', A, R };
+  if (U === undefined || nodeUsage === undefined || since >= parseDuration(usage.staleAfter)) return { ratio: inForce, reason: 'stale', A, R };
   const measured = { A, R, U: formatResourceQuantity(resource, U) };
   const hot = usage.hotThreshold?.[resource];
   if (hot !== undefined && hot !== null && inputs.A > 0n && Number(nodeUsage) / Number(inputs.A) > hot) return { ratio: 1, reason: 'hot', ...measured };
