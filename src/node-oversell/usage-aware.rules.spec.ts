@@ -10,6 +10,7 @@ import {
   type NodeUsageEntry,
   percentile,
   planUsageDecision,
+  podLoads,
   readPublished,
   readUsage,
   samplesInWindow,
@@ -34,6 +35,22 @@ describe('usageRatio (rule 1)', () => {
   it('never below 1, and 1 for a node with no allocatable', () => {
     expect(usageRatio(4n * CORES, 1n * CORES, 3n * CORES, 0.6, 0.4)).toBe(1);
     expect(usageRatio(0n, 0n, 0n, 0.6, 0.4)).toBe(1);
+  });
+
+  it('P, the percentile of the per-pod usage ÷ request, sets e when above U/R and L', () => {
+    // four pods of 1 CPU: the node uses 1.6 (U/R 0.4) but one pod uses 0.7 per request: e = 0.7
+    expect(usageRatio(4n * CORES, 4n * CORES, 1600n, 0.6, 0.4, 0.7)).toBeCloseTo((0.8 / 0.7 + 4) / 4, 10);
+    // uniform pods: P = U/R, the worked example unchanged
+    expect(usageRatio(4n * CORES, 4n * CORES, 800n, 0.6, 0.4, 0.2)).toBeCloseTo(2, 10);
+    // P is read at most 1 (a pod above its request)
+    expect(usageRatio(4n * CORES, 2n * CORES, 200n, 0.6, 0.4, 3)).toBeCloseTo((2.2 + 2) / 4, 10);
+  });
+
+  it('podLoads: usage ÷ request per pod, leaving out the pods that request nothing', () => {
+    expect(podLoads([{ cpu: 300n }, { cpu: 100n, memory: 5n }, { cpu: 50n }], [{ cpu: 1000n, memory: 10n }, { cpu: 200n }, {}])).toEqual({
+      cpu: [0.3, 0.5],
+      memory: [0],
+    });
   });
 
   it('an empty node: e = L, ratio = T / L', () => {
@@ -88,6 +105,15 @@ describe('planUsageDecision (rules 1–6)', () => {
     // slow up: 1 → 1.1, then 1.2, ...
     expect(planUsageDecision('cpu', fresh(800n), 2, 1, usage())).toMatchObject({ ratio: 1.1, reason: 'usage' });
     expect(planUsageDecision('cpu', fresh(800n), 2, 1.1, usage({ maxStepUp: 0.5 }))).toMatchObject({ ratio: 1.6 });
+  });
+
+  it('e from the pods of the latest sample: a node whose pods mostly idle is not opened up for one that does not', () => {
+    // U 1.6 of R 4 (mean 0.4 per request), but one of the four 1-CPU pods uses 0.7: e = 0.7 (p95 of four is their maximum)
+    const mixed: UsageSample = { ...sample(0, 1600n), podLoads: { cpu: [0.3, 0.3, 0.3, 0.7] } };
+    expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples: [mixed], sinceLastSampleMs: 0 }, 2, 2, usage())).toMatchObject({ ratio: 1.28 });
+    // uniform pods: the same as U/R
+    const uniform: UsageSample = { ...sample(0, 1600n), podLoads: { cpu: [0.4, 0.4, 0.4, 0.4] } };
+    expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples: [uniform], sinceLastSampleMs: 0 }, 2, 2, usage())).toMatchObject({ ratio: 1.5 });
   });
 
   it('fast down: a decrease applies at once', () => {

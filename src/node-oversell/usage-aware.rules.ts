@@ -8,9 +8,12 @@
  *      of the node's bound pods that the latest sample measured (a pod not measured yet is
  *      left out, so its requests come out of the room, as if it used e of them), U = Σ usage
  *      of its pods (smoothed), T = target,
- *      L = estimatedLoad, e = max(min(U/R, 1), L) (U/R read as 1 when R = 0 and U > 0, as 0
- *      when both are 0): ratio = max(1, ((A·T − U)/e + R)/A), capped at the ceiling, rounded
- *      down to 0.01.
+ *      L = estimatedLoad, P = the configured percentile (nearest rank) of the per-pod usage ÷
+ *      request of the pods the latest sample measured (0 when none), e = max(min(U/R, 1),
+ *      min(P, 1), L) (U/R read as 1 when R = 0 and U > 0, as 0 when both are 0):
+ *      ratio = max(1, ((A·T − U)/e + R)/A), capped at the ceiling, rounded down to 0.01.
+ *      e estimates the pods still to come: not the node's mean (the pods that happen to use
+ *      little would make room for ones that use much), a high percentile of its pods.
  *   2. Smoothing: U and the node's usage are the configured percentile (nearest rank) of the
  *      samples within the window, never the last sample alone.
  *   3. Hot: the node's usage (NodeMetrics, system included) ÷ A above hotThreshold → ratio 1,
@@ -66,10 +69,12 @@ export interface UsageSample {
   requests: Partial<Record<UsageResource, bigint>>;
   /** The node's own usage (NodeMetrics): pods, system daemons and the kubelet. */
   node: Partial<Record<UsageResource, bigint>>;
+  /** Usage ÷ request of each measured pod that requests the resource (rule 1's P). */
+  podLoads?: Partial<Record<UsageResource, number[]>>;
 }
 
 /** Nearest-rank percentile `p` (0–100] of `values`; undefined when there are none. */
-export function percentile(values: readonly bigint[], p: number): bigint | undefined {
+export function percentile<T extends bigint | number>(values: readonly T[], p: number): T | undefined {
   if (values.length === 0) return undefined;
   const sorted = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1];
@@ -80,14 +85,14 @@ export function roundRatio(ratio: number): number {
   return Math.floor(ratio * 100 + 1e-9) / 100;
 }
 
-/** Rule 1, uncapped and unrounded: the ratio that brings the node's expected usage to T·A. */
-export function usageRatio(A: bigint, R: bigint, U: bigint, target: number, estimatedLoad: number): number {
+/** Rule 1, uncapped and unrounded: the ratio that brings the node's expected usage to T·A (`podLoad` = P). */
+export function usageRatio(A: bigint, R: bigint, U: bigint, target: number, estimatedLoad: number, podLoad = 0): number {
   if (A <= 0n) return 1;
   const a = Number(A);
   const r = Number(R);
   const u = Number(U);
   const measured = r > 0 ? Math.min(u / r, 1) : u > 0 ? 1 : 0;
-  const e = Math.max(measured, estimatedLoad);
+  const e = Math.max(measured, Math.min(podLoad, 1), estimatedLoad);
   return Math.max(1, ((a * target - u) / e + r) / a);
 }
 
@@ -132,7 +137,8 @@ export function planUsageDecision(
   const measured = { A, R, U: formatResourceQuantity(resource, U) };
   const hot = usage.hotThreshold?.[resource];
   if (hot !== undefined && hot !== null && inputs.A > 0n && Number(nodeUsage) / Number(inputs.A) > hot) return { ratio: 1, reason: 'hot', ...measured };
-  const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, usage.estimatedLoad?.[resource] ?? 0)));
+  const podLoad = percentile(inputs.samples.at(-1)?.podLoads?.[resource] ?? [], usage.percentile) ?? 0;
+  const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, usage.estimatedLoad?.[resource] ?? 0, podLoad)));
   let ratio = wanted;
   if (Math.abs(wanted - inForce) < usage.deadband) ratio = inForce;
   else if (wanted > inForce) ratio = roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
@@ -239,6 +245,23 @@ export function formatPublished(entries: ReadonlyMap<string, NodeUsageEntry>): s
 export function sumUsage(items: Iterable<Partial<Record<UsageResource, bigint>>>): Partial<Record<UsageResource, bigint>> {
   const out: Partial<Record<UsageResource, bigint>> = {};
   for (const item of items) for (const resource of USAGE_RESOURCES) if (item[resource] !== undefined) out[resource] = (out[resource] ?? 0n) + item[resource];
+  return out;
+}
+
+/** Usage ÷ request of each pod (`usage[i]`, `requests[i]`) that requests the resource: rule 1's P is a percentile of these. */
+export function podLoads(
+  usage: readonly Partial<Record<UsageResource, bigint>>[],
+  requests: readonly Partial<Record<UsageResource, bigint>>[],
+): Partial<Record<UsageResource, number[]>> {
+  const out: Partial<Record<UsageResource, number[]>> = {};
+  for (const resource of USAGE_RESOURCES) {
+    const loads: number[] = [];
+    usage.forEach((used, i) => {
+      const requested = requests[i]?.[resource] ?? 0n;
+      if (requested > 0n) loads.push(Number(used[resource] ?? 0n) / Number(requested));
+    });
+    out[resource] = loads;
+  }
   return out;
 }
 

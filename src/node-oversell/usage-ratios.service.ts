@@ -21,6 +21,7 @@ import {
   formatPublished,
   type NodeUsageEntry,
   planUsageDecision,
+  podLoads,
   readPublished,
   readUsage,
   samplesInWindow,
@@ -262,7 +263,13 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       this.lastTimestamp.set(name, item.timestamp);
       const samples = samplesInWindow(this.history.get(name) ?? [], now, longest);
       const pods = podsByNode.get(name);
-      samples.push({ at: now, pods: sumUsage(pods?.usage ?? []), requests: sumUsage(pods?.requests ?? []), node: readUsage(item.usage) });
+      samples.push({
+        at: now,
+        pods: sumUsage(pods?.usage ?? []),
+        requests: sumUsage(pods?.requests ?? []),
+        node: readUsage(item.usage),
+        podLoads: podLoads(pods?.usage ?? [], pods?.requests ?? []),
+      });
       this.history.set(name, samples);
     }
   }
