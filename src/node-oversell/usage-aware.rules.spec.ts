@@ -8,9 +8,13 @@ import {
   formatPublished,
   formatUsageEntry,
   type NodeUsageEntry,
+  formatInputs,
   percentile,
   planUsageDecision,
   podLoads,
+  readInputs,
+  seedSample,
+  smoothInputs,
   readPublished,
   readUsage,
   samplesInWindow,
@@ -298,5 +302,45 @@ describe('config', () => {
   ])('rejects %s', (section, message) => {
     const body = section.startsWith('{') ? section : `{${section}}`;
     expect(() => loadConfig(`nodes:\n  defaultRatios: {cpu: 2}\n  defaultUsage: ${body}\n`)).toThrow(message);
+  });
+});
+
+describe('restart-proof inputs (rule 8)', () => {
+  const spike: UsageSample = { at: 1000, pods: { cpu: 3000n }, requests: { cpu: 4000n }, node: { cpu: 3700n }, podLoads: { cpu: [0.7, 0.8] } };
+  const calm: UsageSample = { at: 2000, pods: { cpu: 800n }, requests: { cpu: 4000n }, node: { cpu: 900n }, podLoads: { cpu: [0.2, 0.2] } };
+
+  it('smooths the window as the plan does, and a new leader seeded with it plans the same (a spike stays remembered)', () => {
+    const inputs = smoothInputs([spike, calm], 95, 1_700_000_000_000)!;
+    expect(inputs).toEqual({
+      at: 1_700_000_000_000,
+      U: { cpu: '3', memory: '0' },
+      node: { cpu: '3700m', memory: '0' },
+      R: { cpu: '4', memory: '0' },
+      P: { cpu: 0.2 },
+    });
+    const round = readInputs(formatInputs(new Map([['n1', inputs]])));
+    expect(round.get('n1')).toEqual(inputs);
+    const seeded = seedSample(round.get('n1')!, 50_000, 5_000);
+    expect(seeded.at).toBe(45_000);
+    const inputsOf = (samples: UsageSample[]) => ({ A: 4000n, R: 4000n, samples, sinceLastSampleMs: 0 });
+    // the old leader: hot (node usage 3.7 of 4 in the window); the new one, from the seed alone: hot too
+    expect(planUsageDecision('cpu', inputsOf([spike, calm]), 2, 2, usage())).toMatchObject({ ratio: 1, reason: 'hot' });
+    expect(planUsageDecision('cpu', inputsOf([seeded]), 2, 2, usage())).toMatchObject({ ratio: 1, reason: 'hot' });
+    // without it, its first sample alone would have raised the ratio in force
+    expect(planUsageDecision('cpu', inputsOf([calm]), 2, 1, usage())).toMatchObject({ reason: 'usage', ratio: 1.1 });
+  });
+
+  it('reads defensively: an entry that is not what the leader writes is left out; not a JSON object throws', () => {
+    const good = { at: 1, U: { cpu: '1' }, node: { cpu: '1' }, R: { cpu: '2' }, P: { cpu: 0.5 } };
+    const text = JSON.stringify({
+      good,
+      noAt: { ...good, at: 'x' },
+      badQuantity: { ...good, U: { cpu: 'lots' } },
+      negative: { ...good, R: { cpu: '-1' } },
+      badLoad: { ...good, P: { cpu: -1 } },
+      missing: { at: 1, U: {} },
+    });
+    expect([...readInputs(text).keys()]).toEqual(['good']);
+    expect(() => readInputs('[]')).toThrow(/not a JSON object/);
   });
 });

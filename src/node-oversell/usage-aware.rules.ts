@@ -31,6 +31,11 @@
  *      published entry and the stored Node only, so every replica writes the same allocatable.
  *      A node without a published entry keeps the ratio recorded on the stored Node, capped at
  *      the ceiling (`stale`); a node without one, 1.
+ *   8. Restart-proof: with every publication the leader writes each node's smoothed inputs (U,
+ *      the node's usage, R, P, and when it was last sampled, wall clock) next to the ratios; a
+ *      new leader starts each node's history from them, as one sample taken then, so it
+ *      remembers what the window remembered (a spike) and plans from its first interval. An
+ *      entry older than the window, or not exactly what the leader writes, is ignored.
  *
  * The commitment floor (node-oversell.rules.ts, rule 6) still applies after the effective ratio.
  */
@@ -43,6 +48,8 @@ import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantit
 /** The ConfigMap (in the platform's namespace) the leader publishes the effective ratios to, and its key. */
 export const USAGE_CONFIGMAP = 'kube-overcommit-usage';
 export const USAGE_DATA_KEY = 'ratios.json';
+/** Its key for the leader's smoothed inputs per node, which a new leader starts from (rule 8). */
+export const USAGE_INPUTS_KEY = 'inputs.json';
 
 /** Why a resource has the ratio it has; `floor` is added by the webhook when the commitment floor decides. */
 export const USAGE_REASONS = ['static', 'usage', 'hot', 'stale'] as const;
@@ -280,4 +287,98 @@ export function readUsage(usage: unknown): Partial<Record<UsageResource, bigint>
     }
   }
   return out;
+}
+
+/** Rule 8: a node's smoothed inputs as published (Quantity strings; `at` = wall-clock ms of its last sample). */
+export interface NodeInputs {
+  at: number;
+  U: Partial<Record<UsageResource, string>>;
+  node: Partial<Record<UsageResource, string>>;
+  R: Partial<Record<UsageResource, string>>;
+  P: Partial<Record<UsageResource, number>>;
+}
+
+/** Rule 8: the inputs the window's samples smooth to (the latest sample's R and P); undefined without samples. */
+export function smoothInputs(samples: readonly UsageSample[], percentileOf: number, wallClockAt: number): NodeInputs | undefined {
+  const latest = samples.at(-1);
+  if (latest === undefined) return undefined;
+  const inputs: NodeInputs = { at: Math.round(wallClockAt), U: {}, node: {}, R: {}, P: {} };
+  for (const resource of USAGE_RESOURCES) {
+    const U = percentile(
+      samples.map((s) => s.pods[resource] ?? 0n),
+      percentileOf,
+    );
+    const node = percentile(
+      samples.map((s) => s.node[resource] ?? 0n),
+      percentileOf,
+    );
+    if (U !== undefined) inputs.U[resource] = formatResourceQuantity(resource, U);
+    if (node !== undefined) inputs.node[resource] = formatResourceQuantity(resource, node);
+    inputs.R[resource] = formatResourceQuantity(resource, latest.requests[resource] ?? 0n);
+    const P = percentile(latest.podLoads?.[resource] ?? [], percentileOf);
+    if (P !== undefined) inputs.P[resource] = P;
+  }
+  return inputs;
+}
+
+/** Rule 8: the one sample a new leader starts a node's history with, taken `ageMs` before `now` (its clock). */
+export function seedSample(inputs: NodeInputs, now: number, ageMs: number): UsageSample {
+  const read = (amounts: Partial<Record<UsageResource, string>>) => {
+    const out: Partial<Record<UsageResource, bigint>> = {};
+    for (const resource of USAGE_RESOURCES) if (amounts[resource] !== undefined) out[resource] = parseResourceQuantity(resource, amounts[resource]);
+    return out;
+  };
+  const podLoads: Partial<Record<UsageResource, number[]>> = {};
+  for (const resource of USAGE_RESOURCES) if (inputs.P[resource] !== undefined) podLoads[resource] = [inputs.P[resource]];
+  return { at: now - ageMs, pods: read(inputs.U), requests: read(inputs.R), node: read(inputs.node), podLoads };
+}
+
+function readAmountsOf(resource: UsageResource, value: unknown): string | null | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') return null;
+  try {
+    return parseResourceQuantity(resource, value) >= 0n ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Rule 8, read defensively: a node entry that is not exactly what the leader writes is left out. Throws on text that is not a JSON object. */
+export function readInputs(text: string): Map<string, NodeInputs> {
+  const json: unknown = JSON.parse(text);
+  if (!isRecord(json)) throw new Error('published usage inputs: not a JSON object');
+  const out = new Map<string, NodeInputs>();
+  for (const [name, value] of Object.entries(json)) {
+    if (!isRecord(value) || typeof value.at !== 'number' || !Number.isFinite(value.at)) continue;
+    const entry: NodeInputs = { at: value.at, U: {}, node: {}, R: {}, P: {} };
+    let valid = true;
+    for (const key of ['U', 'node', 'R'] as const) {
+      const amounts = value[key];
+      if (!isRecord(amounts)) valid = false;
+      else
+        for (const resource of USAGE_RESOURCES) {
+          const amount = readAmountsOf(resource, amounts[resource]);
+          if (amount === null) valid = false;
+          else if (amount !== undefined) entry[key][resource] = amount;
+        }
+    }
+    const P = value.P;
+    if (!isRecord(P)) valid = false;
+    else
+      for (const resource of USAGE_RESOURCES) {
+        const load = P[resource];
+        if (load === undefined) continue;
+        if (typeof load !== 'number' || !Number.isFinite(load) || load < 0) valid = false;
+        else entry.P[resource] = load;
+      }
+    if (valid) out.set(name, entry);
+  }
+  return out;
+}
+
+/** Rule 8: the ConfigMap's `inputs.json`, nodes sorted by name. */
+export function formatInputs(inputs: ReadonlyMap<string, NodeInputs>): string {
+  const out: Record<string, NodeInputs> = {};
+  for (const node of [...inputs.keys()].sort()) out[node] = inputs.get(node)!;
+  return JSON.stringify(out);
 }
