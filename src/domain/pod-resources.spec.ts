@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { container, deploymentPod, mirrorPod, nativeSidecar, runningPod } from '../../test/fixtures/pods.js';
-import { effectivePodRequests, isMirrorPod, isTerminal, type PodLike } from './pod-resources.js';
+import { effectivePodRequests, exclusiveCpus, isGuaranteed, isMirrorPod, isTerminal, type PodLike } from './pod-resources.js';
 
 const Mi = (n: number) => BigInt(n) * 1024n * 1024n;
 
@@ -114,5 +114,34 @@ describe('pod predicates', () => {
     expect(isTerminal(pod)).toBe(false);
     for (const phase of ['Succeeded', 'Failed']) expect(isTerminal({ ...pod, status: { phase } })).toBe(true);
     for (const phase of ['Pending', 'Running', 'Unknown']) expect(isTerminal({ ...pod, status: { phase } })).toBe(false);
+  });
+});
+
+describe('exclusiveCpus (the static CPU manager policy)', () => {
+  const fixed = (cpu: string, memory = '1Gi') => ({ requests: { cpu, memory }, limits: { cpu, memory } });
+  const pod = (containers: any[], initContainers: any[] = [], extra: Record<string, unknown> = {}): PodLike => ({
+    metadata: { name: 'p', namespace: 'shop' },
+    spec: { containers, initContainers, ...extra },
+  });
+
+  it('Guaranteed: cpu and memory limits on every container, every request equal to its limit (an absent request defaults to it)', () => {
+    expect(isGuaranteed(pod([container('a', fixed('2')), container('b', { limits: { cpu: '1', memory: '1Gi' } })]))).toBe(true);
+    expect(isGuaranteed(pod([container('a', { requests: { cpu: '1', memory: '1Gi' }, limits: { cpu: '2', memory: '1Gi' } })]))).toBe(false);
+    expect(isGuaranteed(pod([container('a', { limits: { cpu: '2' } })]))).toBe(false);
+    expect(isGuaranteed(pod([container('a', fixed('2'))], [container('init', { requests: { cpu: '1' } })]))).toBe(false);
+    expect(isGuaranteed(pod([container('a')]))).toBe(false);
+  });
+
+  it('counts the integer cpu of each container of a Guaranteed pod, as podGuaranteedCPUs does', () => {
+    expect(exclusiveCpus(pod([container('a', fixed('2')), container('b', fixed('1'))]))).toBe(3000n);
+    // a fractional container stays in the shared pool
+    expect(exclusiveCpus(pod([container('a', fixed('2')), container('b', fixed('500m'))]))).toBe(2000n);
+    // not Guaranteed: none
+    expect(exclusiveCpus(pod([container('a', { requests: { cpu: '2', memory: '1Gi' } })]))).toBe(0n);
+    // an init container runs before: the larger of it and the regular containers; a native sidecar adds to both
+    expect(exclusiveCpus(pod([container('a', fixed('1'))], [container('init', fixed('3'))]))).toBe(3000n);
+    expect(exclusiveCpus(pod([container('a', fixed('2'))], [nativeSidecar('mesh', fixed('1')), container('init', fixed('2'))]))).toBe(3000n);
+    // pod-level resources: the CPU manager leaves the pod in the shared pool
+    expect(exclusiveCpus(pod([container('a', fixed('2'))], [], { resources: fixed('2') }))).toBe(0n);
   });
 });

@@ -134,3 +134,55 @@ export function effectivePodRequests(pod: PodLike): ResourceAmounts {
   requests.pods = 1n;
   return requests;
 }
+
+const QOS_RESOURCES = ['cpu', 'memory'] as const;
+
+/**
+ * The pod's QoS class is Guaranteed (k8s.io/kubernetes pkg/apis/core/v1/helper/qos GetPodQOS):
+ * cpu and memory limits on every container (or at pod level, where set), and every request equal
+ * to its limit (a request not set defaults to its limit). Throws on an unparsable quantity.
+ */
+export function isGuaranteed(pod: PodLike): boolean {
+  const podLevel = pod.spec?.resources;
+  const containers = podLevel?.requests !== undefined || podLevel?.limits !== undefined ? [{ name: '', resources: podLevel }] : allContainers(pod);
+  const requests: Partial<Record<'cpu' | 'memory', bigint>> = {};
+  const limits: Partial<Record<'cpu' | 'memory', bigint>> = {};
+  for (const container of containers) {
+    const own = readList(container.resources?.limits, QOS_RESOURCES);
+    if (QOS_RESOURCES.some((resource) => own[resource] === undefined || own[resource] <= 0n)) return false;
+    const asked = { ...own, ...readList(container.resources?.requests, QOS_RESOURCES) };
+    for (const resource of QOS_RESOURCES) {
+      requests[resource] = (requests[resource] ?? 0n) + asked[resource]!;
+      limits[resource] = (limits[resource] ?? 0n) + own[resource]!;
+    }
+  }
+  return containers.length > 0 && QOS_RESOURCES.every((resource) => requests[resource] === limits[resource]);
+}
+
+function allContainers(pod: PodLike): ContainerLike[] {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
+}
+
+/**
+ * The CPUs the kubelet's static CPU manager policy gives the pod for itself (cpumanager
+ * policy_static.go podGuaranteedCPUs), in millicores: 0 unless the pod is Guaranteed; per
+ * container its cpu request if it is an integer; the larger of (regular containers + native
+ * sidecars) and (each init container + the sidecars declared before it). A pod with pod-level
+ * resources gets none (the CPU manager leaves such pods in the shared pool). Throws on an
+ * unparsable quantity.
+ */
+export function exclusiveCpus(pod: PodLike): bigint {
+  if (pod.spec?.resources !== undefined || !isGuaranteed(pod)) return 0n;
+  const whole = (container: ContainerLike): bigint => {
+    const cpu = containerRequests(container).cpu ?? 0n;
+    return cpu % 1000n === 0n ? cpu : 0n;
+  };
+  let sidecars = 0n;
+  let initPeak = 0n;
+  for (const container of pod.spec?.initContainers ?? []) {
+    if (isSidecar(container)) sidecars += whole(container);
+    else if (sidecars + whole(container) > initPeak) initPeak = sidecars + whole(container);
+  }
+  const running = (pod.spec?.containers ?? []).reduce((sum, container) => sum + whole(container), sidecars);
+  return running > initPeak ? running : initPeak;
+}

@@ -9,4 +9,6 @@ export type ResourceAmounts = Partial<Record<ManagedResource, bigint>>;
 export interface NodeUsage {
   /** Sum of the effective requests of the node's non-terminal pods; `pods` is their count. */
   requests: ResourceAmounts;
+  /** Sum of their exclusive CPUs (pod-resources.ts exclusiveCpus), millicores; absent = 0. */
+  exclusiveCpu?: bigint;
 }

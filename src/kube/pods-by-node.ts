@@ -6,7 +6,7 @@
 import { Logger } from '@nestjs/common';
 import { MANAGED_RESOURCES, type ResourceAmounts, type NodeUsage } from '../domain/resources.js';
 import { Memo } from '../domain/memo.js';
-import { effectivePodRequests, isMirrorPod, isTerminal, MIRROR_POD_ANNOTATION, type PodLike } from '../domain/pod-resources.js';
+import { effectivePodRequests, exclusiveCpus, isMirrorPod, isTerminal, MIRROR_POD_ANNOTATION, type PodLike } from '../domain/pod-resources.js';
 
 const logger = new Logger('PodCache');
 
@@ -22,6 +22,8 @@ export interface CachedPod extends PodLike {
   status: { phase?: string };
   /** effectivePodRequests, frozen (shared by the cache and the index). */
   requests: Readonly<ResourceAmounts>;
+  /** exclusiveCpus (millicores), where the pod has any. */
+  exclusiveCpu?: bigint;
 }
 
 // Namespaces, node names and phases repeat across pods: one string each instead of one per pod.
@@ -43,9 +45,18 @@ function requestsOf(pod: PodLike): Readonly<ResourceAmounts> {
   return sharedRequests.get(key, () => Object.freeze(requests));
 }
 
+function exclusiveCpuOf(pod: PodLike): bigint {
+  try {
+    return exclusiveCpus(pod);
+  } catch {
+    return 0n; // requestsOf has logged the quantity that does not parse
+  }
+}
+
 /** The pod cache's transform (ResilientInformer's `transform`): a CachedPod in place of the pod as received. */
 export function cachedPod(pod: PodLike): CachedPod {
   const { name, namespace, uid, resourceVersion } = (pod.metadata ?? {}) as CachedPod['metadata'];
+  const exclusiveCpu = exclusiveCpuOf(pod);
   return {
     metadata: {
       name,
@@ -57,6 +68,7 @@ export function cachedPod(pod: PodLike): CachedPod {
     spec: { nodeName: share(pod.spec?.nodeName) },
     status: { phase: share(pod.status?.phase) },
     requests: requestsOf(pod),
+    ...(exclusiveCpu > 0n ? { exclusiveCpu } : {}),
   };
 }
 
@@ -77,6 +89,8 @@ function keyOf(pod: PodLike): string | undefined {
  */
 export class PodsByNode {
   private readonly byNode = new Map<string, Map<string, Readonly<ResourceAmounts>>>();
+  /** The exclusive CPUs of the indexed pods that have any, by node: Map<node, Map<uid, millicores>>. */
+  private readonly exclusiveByNode = new Map<string, Map<string, bigint>>();
   /** The node each indexed pod is on. */
   private readonly nodeOf = new Map<string, string>();
 
@@ -90,12 +104,27 @@ export class PodsByNode {
       return;
     }
     const requests = isCached(pod) ? pod.requests : requestsOf(pod);
+    const exclusiveCpu = isCached(pod) ? (pod.exclusiveCpu ?? 0n) : exclusiveCpuOf(pod);
     const previous = this.nodeOf.get(key);
-    if (previous !== undefined && previous !== node) this.byNode.get(previous)?.delete(key);
+    if (previous !== undefined && previous !== node) {
+      this.byNode.get(previous)?.delete(key);
+      this.dropExclusive(previous, key);
+    }
     this.nodeOf.set(key, node);
     let pods = this.byNode.get(node);
     if (!pods) this.byNode.set(node, (pods = new Map()));
     pods.set(key, requests);
+    if (exclusiveCpu > 0n) {
+      let exclusive = this.exclusiveByNode.get(node);
+      if (!exclusive) this.exclusiveByNode.set(node, (exclusive = new Map()));
+      exclusive.set(key, exclusiveCpu);
+    } else this.dropExclusive(node, key);
+  }
+
+  private dropExclusive(node: string, key: string): void {
+    const exclusive = this.exclusiveByNode.get(node);
+    exclusive?.delete(key);
+    if (exclusive?.size === 0) this.exclusiveByNode.delete(node);
   }
 
   remove(pod: PodLike): void {
@@ -107,6 +136,7 @@ export class PodsByNode {
     const pods = this.byNode.get(previous);
     pods?.delete(key);
     if (pods?.size === 0) this.byNode.delete(previous);
+    this.dropExclusive(previous, key);
   }
 
   usage(node: string, exclude?: string): NodeUsage {
@@ -118,7 +148,9 @@ export class PodsByNode {
         if (amount !== undefined) requests[resource] = (requests[resource] ?? 0n) + amount;
       }
     }
-    return { requests };
+    let exclusiveCpu = 0n;
+    for (const [key, amount] of this.exclusiveByNode.get(node) ?? []) if (key !== exclude) exclusiveCpu += amount;
+    return exclusiveCpu > 0n ? { requests, exclusiveCpu } : { requests };
   }
 
   /** For tests and metrics: how many pods are indexed. */

@@ -105,6 +105,11 @@ export class NodePool {
   @IsOptional() @IsIn(NODE_MODES, { message: `mode must be one of ${NODE_MODES.join(', ')}` }) mode?: NodeMode;
   /** Usage-aware: `ratios` are ceilings (docs/usage-aware.md). Absent: static ratios. */
   @IsOptional() @ValidateNested() @Type(() => UsageConfig) usage?: UsageConfig;
+  /**
+   * The pool's kubelets run the static CPU manager policy: the pod cap keeps the exclusive CPUs
+   * requested on a node (Guaranteed pods, integer cpu) within its raw cpu allocatable (docs/pod-policy.md).
+   */
+  @IsOptional() @IsBoolean() exclusiveCpus?: boolean;
 }
 
 /** The reconciler (src/node-oversell/reconciler.rules.ts): nudges nodes whose stored allocatable differs from the plan. */

@@ -97,6 +97,8 @@ export interface NodePolicy {
   mode?: NodeMode;
   /** Usage-aware (usage-aware.rules.ts): `ratios` are ceilings. Absent: static ratios. */
   usage?: UsageConfig;
+  /** The pool's kubelets give Guaranteed pods exclusive CPUs (the pod cap keeps them within raw cpu). */
+  exclusiveCpus?: boolean;
 }
 
 /**
@@ -160,7 +162,13 @@ export function resolveNodePolicy(labels: Readonly<Record<string, string>> | und
   if (isOptedOut(labels)) return null;
   for (const pool of nodesConfig?.pools ?? []) {
     if (matchesLabelSelector(pool.nodeSelector, labels)) {
-      return { pool: pool.name, ratios: pool.ratios, mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce', ...(pool.usage ? { usage: pool.usage } : {}) };
+      return {
+        pool: pool.name,
+        ratios: pool.ratios,
+        mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce',
+        ...(pool.usage ? { usage: pool.usage } : {}),
+        ...(pool.exclusiveCpus ? { exclusiveCpus: true } : {}),
+      };
     }
   }
   const usage = nodesConfig?.defaultUsage;

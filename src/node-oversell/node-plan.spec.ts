@@ -103,9 +103,17 @@ describe('planNode', () => {
       stored: { cpu: '4', memory: '8Gi', pods: '110' },
       requests: { cpu: '3', memory: '1Gi', pods: '3' },
       headroom: { cpu: '5', memory: '11Gi', pods: '217' },
+      exclusiveCpus: null,
       fits: 5,
       matches: false,
     });
+  });
+
+  it('shows the exclusive CPUs requested beside raw cpu on a node of a pool with exclusiveCpus (rule 6)', () => {
+    const exclusive = config(POOLS('enforce').replace('mode: enforce', 'mode: enforce\n      exclusiveCpus: true'));
+    const b1 = node('b1', { 'node-pool': 'batch' }, { cpu: '4', memory: '8Gi', pods: '110' });
+    expect(planNode(b1, { pods: 1n }, exclusive.nodes, null, undefined, 3000n).exclusiveCpus).toEqual({ requested: '3', raw: '4' });
+    expect(planNode(b1, { pods: 1n }, cfg.nodes, null, undefined, 3000n).exclusiveCpus).toBeNull();
   });
 
   it('matches once the webhook has written the plan, and recovers raw from our record', () => {

@@ -18,10 +18,22 @@
  *   5. Usage-aware ratios: the ratio in force is the published one, capped at the ceiling, as the
  *      webhook applies it (effectivePolicy); `ratioReasons` says per resource what decided the
  *      planned value: `static`, `usage`, `hot`, `stale` or `floor`.
+ *   6. On a node of a pool with `exclusiveCpus`, `exclusiveCpus` shows the exclusive CPUs its
+ *      pods request (Guaranteed, integer cpu) beside the raw cpu allocatable that bounds them
+ *      (the pod cap, docs/pod-policy.md); null elsewhere.
  */
 import { type NodeMode, type NodesConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
-import { type AppliedRatios, type NodeLike, planNodeStatus, readAmounts, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
+import {
+  type AppliedRatios,
+  type NodeLike,
+  type NodePolicy,
+  type NodeStatusPlan,
+  planNodeStatus,
+  readAmounts,
+  readRecord,
+  resolveNodePolicy,
+} from './node-oversell.rules.js';
 import { floorEnabled } from './commitment-floor.service.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { effectivePolicy, type NodeUsageEntry, type UsageReason } from './usage-aware.rules.js';
@@ -48,6 +60,8 @@ export interface NodePlanRow {
   stored: Quantities;
   requests: Quantities;
   headroom: Quantities;
+  /** Rule 6: exclusive CPUs requested and the raw cpu that bounds them; null when the pool does not declare exclusiveCpus. */
+  exclusiveCpus: { requested: string; raw: string } | null;
   /** How many more pods of the requested size fit; null when no size was given. */
   fits: number | null;
   matches: boolean;
@@ -125,6 +139,13 @@ function ratioReasons(planned: ResourceAmounts, floor: ResourceAmounts, decision
   return reasons;
 }
 
+/** Rule 6: the exclusive CPUs requested beside the raw cpu that bounds them, where the pool declares exclusiveCpus. */
+function exclusiveCpusOf(policy: NodePolicy | null, plan: NodeStatusPlan | null, requested = 0n): NodePlanRow['exclusiveCpus'] {
+  const raw = plan?.raw.cpu;
+  if (!policy?.exclusiveCpus || raw === undefined) return null;
+  return { requested: formatResourceQuantity('cpu', requested), raw: formatResourceQuantity('cpu', raw) };
+}
+
 /** The plan for one stored Node, with the requests of its bound pods and its published usage-aware entry (rules 1–5). */
 export function planNode(
   node: NodeLike,
@@ -132,6 +153,7 @@ export function planNode(
   nodesConfig: NodesConfig | undefined,
   podSize: ResourceAmounts | null,
   usage?: NodeUsageEntry,
+  exclusiveCpu?: bigint,
 ): NodePlanRow {
   const { policy, decisions } = effectivePolicy(resolveNodePolicy(node.metadata?.labels, nodesConfig), usage, readRecord(node.metadata?.annotations)?.ratios);
   const row: NodePlanRow = {
@@ -146,6 +168,7 @@ export function planNode(
     stored: {},
     requests: format(requests),
     headroom: {},
+    exclusiveCpus: null,
     fits: null,
     matches: true,
   };
@@ -161,6 +184,7 @@ export function planNode(
     row.stored = format(stored);
     row.headroom = format(headroom);
     row.fits = podSize === null ? null : podsThatFit(headroom, podSize);
+    row.exclusiveCpus = exclusiveCpusOf(policy, plan, exclusiveCpu);
     row.matches = MANAGED_RESOURCES.every((resource) => planned[resource] === stored[resource]);
   } catch (error) {
     row.error = (error as Error).message;
@@ -171,7 +195,7 @@ export function planNode(
 
 /**
  * The plan of every node, sorted by name; `requestsOf` gives the Σ requests of a node's bound
- * pods, `usageOf` its published usage-aware entry.
+ * pods, `usageOf` its published usage-aware entry, `exclusiveOf` the Σ of their exclusive CPUs.
  */
 export function planCluster(
   nodes: Iterable<NodeLike>,
@@ -179,11 +203,12 @@ export function planCluster(
   nodesConfig: NodesConfig | undefined,
   podSize: ResourceAmounts | null = null,
   usageOf: (node: string) => NodeUsageEntry | undefined = () => undefined,
+  exclusiveOf: (node: string) => bigint = () => 0n,
 ): ClusterPlan {
   const rows: NodePlanRow[] = [];
   for (const node of nodes) {
     const name = node.metadata?.name ?? '';
-    rows.push(planNode(node, requestsOf(name), nodesConfig, podSize, usageOf(name)));
+    rows.push(planNode(node, requestsOf(name), nodesConfig, podSize, usageOf(name), exclusiveOf(name)));
   }
   rows.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
   return { nodes: rows, podSize: podSize === null ? null : format(podSize) };

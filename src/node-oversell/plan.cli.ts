@@ -114,6 +114,7 @@ export async function planFromCluster(args: PlanArgs, kube: KubeConfig, chosen?:
       config.nodes,
       args.podSize,
       (node) => usage.get(node),
+      (node) => index.usage(node).exclusiveCpu ?? 0n,
     ),
   };
 }

@@ -46,6 +46,7 @@ export class PlanController {
         config.nodes,
         size,
         (node) => this.usage.published(node),
+        (node) => this.facts.nodeUsage(node).exclusiveCpu ?? 0n,
       ),
     };
   }

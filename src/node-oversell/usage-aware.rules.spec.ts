@@ -8,8 +8,13 @@ import {
   formatPublished,
   formatUsageEntry,
   type NodeUsageEntry,
+  formatInputs,
   percentile,
   planUsageDecision,
+  podLoads,
+  readInputs,
+  seedSample,
+  smoothInputs,
   readPublished,
   readUsage,
   samplesInWindow,
@@ -34,6 +39,22 @@ describe('usageRatio (rule 1)', () => {
   it('never below 1, and 1 for a node with no allocatable', () => {
     expect(usageRatio(4n * CORES, 1n * CORES, 3n * CORES, 0.6, 0.4)).toBe(1);
     expect(usageRatio(0n, 0n, 0n, 0.6, 0.4)).toBe(1);
+  });
+
+  it('P, the percentile of the per-pod usage ÷ request, sets e when above U/R and L', () => {
+    // four pods of 1 CPU: the node uses 1.6 (U/R 0.4) but one pod uses 0.7 per request: e = 0.7
+    expect(usageRatio(4n * CORES, 4n * CORES, 1600n, 0.6, 0.4, 0.7)).toBeCloseTo((0.8 / 0.7 + 4) / 4, 10);
+    // uniform pods: P = U/R, the worked example unchanged
+    expect(usageRatio(4n * CORES, 4n * CORES, 800n, 0.6, 0.4, 0.2)).toBeCloseTo(2, 10);
+    // P is read at most 1 (a pod above its request)
+    expect(usageRatio(4n * CORES, 2n * CORES, 200n, 0.6, 0.4, 3)).toBeCloseTo((2.2 + 2) / 4, 10);
+  });
+
+  it('podLoads: usage ÷ request per pod, leaving out the pods that request nothing', () => {
+    expect(podLoads([{ cpu: 300n }, { cpu: 100n, memory: 5n }, { cpu: 50n }], [{ cpu: 1000n, memory: 10n }, { cpu: 200n }, {}])).toEqual({
+      cpu: [0.3, 0.5],
+      memory: [0],
+    });
   });
 
   it('an empty node: e = L, ratio = T / L', () => {
@@ -90,6 +111,15 @@ describe('planUsageDecision (rules 1–6)', () => {
     expect(planUsageDecision('cpu', fresh(800n), 2, 1.1, usage({ maxStepUp: 0.5 }))).toMatchObject({ ratio: 1.6 });
   });
 
+  it('e from the pods of the latest sample: a node whose pods mostly idle is not opened up for one that does not', () => {
+    // U 1.6 of R 4 (mean 0.4 per request), but one of the four 1-CPU pods uses 0.7: e = 0.7 (p95 of four is their maximum)
+    const mixed: UsageSample = { ...sample(0, 1600n), podLoads: { cpu: [0.3, 0.3, 0.3, 0.7] } };
+    expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples: [mixed], sinceLastSampleMs: 0 }, 2, 2, usage())).toMatchObject({ ratio: 1.28 });
+    // uniform pods: the same as U/R
+    const uniform: UsageSample = { ...sample(0, 1600n), podLoads: { cpu: [0.4, 0.4, 0.4, 0.4] } };
+    expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples: [uniform], sinceLastSampleMs: 0 }, 2, 2, usage())).toMatchObject({ ratio: 1.5 });
+  });
+
   it('fast down: a decrease applies at once', () => {
     // U 2, e 0.5: ((2.4 − 2)/0.5 + 4)/4 = 1.2
     expect(planUsageDecision('cpu', fresh(2000n), 2, 2, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
@@ -118,7 +148,8 @@ describe('planUsageDecision (rules 1–6)', () => {
 
   it('stale: no sample for staleAfter → never rises; for fallbackAfter → 1', () => {
     const old = (since: number) => ({ A, R: 4n * CORES, samples: [sample(0, 100n)], sinceLastSampleMs: since });
-    expect(planUsageDecision('cpu', old(120_000), 2, 1.3, usage())).toMatchObject({ ratio: 1.3, reason: 'stale' });
+    // a stale decision keeps A and R, never U: the samples in the window are no current measurement
+    expect(planUsageDecision('cpu', old(120_000), 2, 1.3, usage())).toEqual({ ratio: 1.3, reason: 'stale', A: '4', R: '4' });
     expect(planUsageDecision('cpu', old(599_000), 2, 1.3, usage())).toMatchObject({ ratio: 1.3, reason: 'stale' });
     expect(planUsageDecision('cpu', old(600_000), 2, 1.3, usage())).toMatchObject({ ratio: 1, reason: 'stale' });
     // no sample in the window at all
@@ -271,5 +302,45 @@ describe('config', () => {
   ])('rejects %s', (section, message) => {
     const body = section.startsWith('{') ? section : `{${section}}`;
     expect(() => loadConfig(`nodes:\n  defaultRatios: {cpu: 2}\n  defaultUsage: ${body}\n`)).toThrow(message);
+  });
+});
+
+describe('restart-proof inputs (rule 8)', () => {
+  const spike: UsageSample = { at: 1000, pods: { cpu: 3000n }, requests: { cpu: 4000n }, node: { cpu: 3700n }, podLoads: { cpu: [0.7, 0.8] } };
+  const calm: UsageSample = { at: 2000, pods: { cpu: 800n }, requests: { cpu: 4000n }, node: { cpu: 900n }, podLoads: { cpu: [0.2, 0.2] } };
+
+  it('smooths the window as the plan does, and a new leader seeded with it plans the same (a spike stays remembered)', () => {
+    const inputs = smoothInputs([spike, calm], 95, 1_700_000_000_000)!;
+    expect(inputs).toEqual({
+      at: 1_700_000_000_000,
+      U: { cpu: '3', memory: '0' },
+      node: { cpu: '3700m', memory: '0' },
+      R: { cpu: '4', memory: '0' },
+      P: { cpu: 0.2 },
+    });
+    const round = readInputs(formatInputs(new Map([['n1', inputs]])));
+    expect(round.get('n1')).toEqual(inputs);
+    const seeded = seedSample(round.get('n1')!, 50_000, 5_000);
+    expect(seeded.at).toBe(45_000);
+    const inputsOf = (samples: UsageSample[]) => ({ A: 4000n, R: 4000n, samples, sinceLastSampleMs: 0 });
+    // the old leader: hot (node usage 3.7 of 4 in the window); the new one, from the seed alone: hot too
+    expect(planUsageDecision('cpu', inputsOf([spike, calm]), 2, 2, usage())).toMatchObject({ ratio: 1, reason: 'hot' });
+    expect(planUsageDecision('cpu', inputsOf([seeded]), 2, 2, usage())).toMatchObject({ ratio: 1, reason: 'hot' });
+    // without it, its first sample alone would have raised the ratio in force
+    expect(planUsageDecision('cpu', inputsOf([calm]), 2, 1, usage())).toMatchObject({ reason: 'usage', ratio: 1.1 });
+  });
+
+  it('reads defensively: an entry that is not what the leader writes is left out; not a JSON object throws', () => {
+    const good = { at: 1, U: { cpu: '1' }, node: { cpu: '1' }, R: { cpu: '2' }, P: { cpu: 0.5 } };
+    const text = JSON.stringify({
+      good,
+      noAt: { ...good, at: 'x' },
+      badQuantity: { ...good, U: { cpu: 'lots' } },
+      negative: { ...good, R: { cpu: '-1' } },
+      badLoad: { ...good, P: { cpu: -1 } },
+      missing: { at: 1, U: {} },
+    });
+    expect([...readInputs(text).keys()]).toEqual(['good']);
+    expect(() => readInputs('[]')).toThrow(/not a JSON object/);
   });
 });

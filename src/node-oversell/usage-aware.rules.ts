@@ -8,15 +8,19 @@
  *      of the node's bound pods that the latest sample measured (a pod not measured yet is
  *      left out, so its requests come out of the room, as if it used e of them), U = Σ usage
  *      of its pods (smoothed), T = target,
- *      L = estimatedLoad, e = max(min(U/R, 1), L) (U/R read as 1 when R = 0 and U > 0, as 0
- *      when both are 0): ratio = max(1, ((A·T − U)/e + R)/A), capped at the ceiling, rounded
- *      down to 0.01.
+ *      L = estimatedLoad, P = the configured percentile (nearest rank) of the per-pod usage ÷
+ *      request of the pods the latest sample measured (0 when none), e = max(min(U/R, 1),
+ *      min(P, 1), L) (U/R read as 1 when R = 0 and U > 0, as 0 when both are 0):
+ *      ratio = max(1, ((A·T − U)/e + R)/A), capped at the ceiling, rounded down to 0.01.
+ *      e estimates the pods still to come: not the node's mean (the pods that happen to use
+ *      little would make room for ones that use much), a high percentile of its pods.
  *   2. Smoothing: U and the node's usage are the configured percentile (nearest rank) of the
  *      samples within the window, never the last sample alone.
  *   3. Hot: the node's usage (NodeMetrics, system included) ÷ A above hotThreshold → ratio 1,
  *      reason `hot`, at once.
  *   4. Stale: no sample for staleAfter → the ratio never rises (the one in force, capped at the
- *      ceiling), reason `stale`; none for fallbackAfter → ratio 1, reason `stale`.
+ *      ceiling), reason `stale`; none for fallbackAfter → ratio 1, reason `stale`. A stale
+ *      decision carries A and R, never U (no current measurement).
  *   5. Envelope on a `usage` ratio, against the one in force (previous; 1 when none): within
  *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp.
  *   6. Every effective ratio is in [1, ceiling] of the config in force, whatever was published:
@@ -27,6 +31,11 @@
  *      published entry and the stored Node only, so every replica writes the same allocatable.
  *      A node without a published entry keeps the ratio recorded on the stored Node, capped at
  *      the ceiling (`stale`); a node without one, 1.
+ *   8. Restart-proof: with every publication the leader writes each node's smoothed inputs (U,
+ *      the node's usage, R, P, and when it was last sampled, wall clock) next to the ratios; a
+ *      new leader starts each node's history from them, as one sample taken then, so it
+ *      remembers what the window remembered (a spike) and plans from its first interval. An
+ *      entry older than the window, or not exactly what the leader writes, is ignored.
  *
  * The commitment floor (node-oversell.rules.ts, rule 6) still applies after the effective ratio.
  */
@@ -39,6 +48,8 @@ import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantit
 /** The ConfigMap (in the platform's namespace) the leader publishes the effective ratios to, and its key. */
 export const USAGE_CONFIGMAP = 'kube-overcommit-usage';
 export const USAGE_DATA_KEY = 'ratios.json';
+/** Its key for the leader's smoothed inputs per node, which a new leader starts from (rule 8). */
+export const USAGE_INPUTS_KEY = 'inputs.json';
 
 /** Why a resource has the ratio it has; `floor` is added by the webhook when the commitment floor decides. */
 export const USAGE_REASONS = ['static', 'usage', 'hot', 'stale'] as const;
@@ -65,10 +76,12 @@ export interface UsageSample {
   requests: Partial<Record<UsageResource, bigint>>;
   /** The node's own usage (NodeMetrics): pods, system daemons and the kubelet. */
   node: Partial<Record<UsageResource, bigint>>;
+  /** Usage ÷ request of each measured pod that requests the resource (rule 1's P). */
+  podLoads?: Partial<Record<UsageResource, number[]>>;
 }
 
 /** Nearest-rank percentile `p` (0–100] of `values`; undefined when there are none. */
-export function percentile(values: readonly bigint[], p: number): bigint | undefined {
+export function percentile<T extends bigint | number>(values: readonly T[], p: number): T | undefined {
   if (values.length === 0) return undefined;
   const sorted = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1];
@@ -79,14 +92,14 @@ export function roundRatio(ratio: number): number {
   return Math.floor(ratio * 100 + 1e-9) / 100;
 }
 
-/** Rule 1, uncapped and unrounded: the ratio that brings the node's expected usage to T·A. */
-export function usageRatio(A: bigint, R: bigint, U: bigint, target: number, estimatedLoad: number): number {
+/** Rule 1, uncapped and unrounded: the ratio that brings the node's expected usage to T·A (`podLoad` = P). */
+export function usageRatio(A: bigint, R: bigint, U: bigint, target: number, estimatedLoad: number, podLoad = 0): number {
   if (A <= 0n) return 1;
   const a = Number(A);
   const r = Number(R);
   const u = Number(U);
   const measured = r > 0 ? Math.min(u / r, 1) : u > 0 ? 1 : 0;
-  const e = Math.max(measured, estimatedLoad);
+  const e = Math.max(measured, Math.min(podLoad, 1), estimatedLoad);
   return Math.max(1, ((a * target - u) / e + r) / a);
 }
 
@@ -127,12 +140,12 @@ export function planUsageDecision(
     inputs.samples.map((s) => s.node[resource] ?? 0n),
     usage.percentile,
   );
-  if (U === undefined || nodeUsage === undefined || since >= parseDuration(usage.staleAfter))
-    return { ratio: inForce, reason: 'stale', A, R, ...(U === undefined ? {} : { U: formatResourceQuantity(resource, U) }) };
+  if (U === undefined || nodeUsage === undefined || since >= parseDuration(usage.staleAfter)) return { ratio: inForce, reason: 'stale', A, R };
   const measured = { A, R, U: formatResourceQuantity(resource, U) };
   const hot = usage.hotThreshold?.[resource];
   if (hot !== undefined && hot !== null && inputs.A > 0n && Number(nodeUsage) / Number(inputs.A) > hot) return { ratio: 1, reason: 'hot', ...measured };
-  const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, usage.estimatedLoad?.[resource] ?? 0)));
+  const podLoad = percentile(inputs.samples.at(-1)?.podLoads?.[resource] ?? [], usage.percentile) ?? 0;
+  const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, usage.estimatedLoad?.[resource] ?? 0, podLoad)));
   let ratio = wanted;
   if (Math.abs(wanted - inForce) < usage.deadband) ratio = inForce;
   else if (wanted > inForce) ratio = roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
@@ -242,6 +255,23 @@ export function sumUsage(items: Iterable<Partial<Record<UsageResource, bigint>>>
   return out;
 }
 
+/** Usage ÷ request of each pod (`usage[i]`, `requests[i]`) that requests the resource: rule 1's P is a percentile of these. */
+export function podLoads(
+  usage: readonly Partial<Record<UsageResource, bigint>>[],
+  requests: readonly Partial<Record<UsageResource, bigint>>[],
+): Partial<Record<UsageResource, number[]>> {
+  const out: Partial<Record<UsageResource, number[]>> = {};
+  for (const resource of USAGE_RESOURCES) {
+    const loads: number[] = [];
+    usage.forEach((used, i) => {
+      const requested = requests[i]?.[resource] ?? 0n;
+      if (requested > 0n) loads.push(Number(used[resource] ?? 0n) / Number(requested));
+    });
+    out[resource] = loads;
+  }
+  return out;
+}
+
 /** metrics.k8s.io `usage` ({cpu: "250m", memory: "1Gi"}) in base units; a quantity that does not parse is left out. */
 export function readUsage(usage: unknown): Partial<Record<UsageResource, bigint>> {
   const out: Partial<Record<UsageResource, bigint>> = {};
@@ -257,4 +287,98 @@ export function readUsage(usage: unknown): Partial<Record<UsageResource, bigint>
     }
   }
   return out;
+}
+
+/** Rule 8: a node's smoothed inputs as published (Quantity strings; `at` = wall-clock ms of its last sample). */
+export interface NodeInputs {
+  at: number;
+  U: Partial<Record<UsageResource, string>>;
+  node: Partial<Record<UsageResource, string>>;
+  R: Partial<Record<UsageResource, string>>;
+  P: Partial<Record<UsageResource, number>>;
+}
+
+/** Rule 8: the inputs the window's samples smooth to (the latest sample's R and P); undefined without samples. */
+export function smoothInputs(samples: readonly UsageSample[], percentileOf: number, wallClockAt: number): NodeInputs | undefined {
+  const latest = samples.at(-1);
+  if (latest === undefined) return undefined;
+  const inputs: NodeInputs = { at: Math.round(wallClockAt), U: {}, node: {}, R: {}, P: {} };
+  for (const resource of USAGE_RESOURCES) {
+    const U = percentile(
+      samples.map((s) => s.pods[resource] ?? 0n),
+      percentileOf,
+    );
+    const node = percentile(
+      samples.map((s) => s.node[resource] ?? 0n),
+      percentileOf,
+    );
+    if (U !== undefined) inputs.U[resource] = formatResourceQuantity(resource, U);
+    if (node !== undefined) inputs.node[resource] = formatResourceQuantity(resource, node);
+    inputs.R[resource] = formatResourceQuantity(resource, latest.requests[resource] ?? 0n);
+    const P = percentile(latest.podLoads?.[resource] ?? [], percentileOf);
+    if (P !== undefined) inputs.P[resource] = P;
+  }
+  return inputs;
+}
+
+/** Rule 8: the one sample a new leader starts a node's history with, taken `ageMs` before `now` (its clock). */
+export function seedSample(inputs: NodeInputs, now: number, ageMs: number): UsageSample {
+  const read = (amounts: Partial<Record<UsageResource, string>>) => {
+    const out: Partial<Record<UsageResource, bigint>> = {};
+    for (const resource of USAGE_RESOURCES) if (amounts[resource] !== undefined) out[resource] = parseResourceQuantity(resource, amounts[resource]);
+    return out;
+  };
+  const podLoads: Partial<Record<UsageResource, number[]>> = {};
+  for (const resource of USAGE_RESOURCES) if (inputs.P[resource] !== undefined) podLoads[resource] = [inputs.P[resource]];
+  return { at: now - ageMs, pods: read(inputs.U), requests: read(inputs.R), node: read(inputs.node), podLoads };
+}
+
+function readAmountsOf(resource: UsageResource, value: unknown): string | null | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') return null;
+  try {
+    return parseResourceQuantity(resource, value) >= 0n ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Rule 8, read defensively: a node entry that is not exactly what the leader writes is left out. Throws on text that is not a JSON object. */
+export function readInputs(text: string): Map<string, NodeInputs> {
+  const json: unknown = JSON.parse(text);
+  if (!isRecord(json)) throw new Error('published usage inputs: not a JSON object');
+  const out = new Map<string, NodeInputs>();
+  for (const [name, value] of Object.entries(json)) {
+    if (!isRecord(value) || typeof value.at !== 'number' || !Number.isFinite(value.at)) continue;
+    const entry: NodeInputs = { at: value.at, U: {}, node: {}, R: {}, P: {} };
+    let valid = true;
+    for (const key of ['U', 'node', 'R'] as const) {
+      const amounts = value[key];
+      if (!isRecord(amounts)) valid = false;
+      else
+        for (const resource of USAGE_RESOURCES) {
+          const amount = readAmountsOf(resource, amounts[resource]);
+          if (amount === null) valid = false;
+          else if (amount !== undefined) entry[key][resource] = amount;
+        }
+    }
+    const P = value.P;
+    if (!isRecord(P)) valid = false;
+    else
+      for (const resource of USAGE_RESOURCES) {
+        const load = P[resource];
+        if (load === undefined) continue;
+        if (typeof load !== 'number' || !Number.isFinite(load) || load < 0) valid = false;
+        else entry.P[resource] = load;
+      }
+    if (valid) out.set(name, entry);
+  }
+  return out;
+}
+
+/** Rule 8: the ConfigMap's `inputs.json`, nodes sorted by name. */
+export function formatInputs(inputs: ReadonlyMap<string, NodeInputs>): string {
+  const out: Record<string, NodeInputs> = {};
+  for (const node of [...inputs.keys()].sort()) out[node] = inputs.get(node)!;
+  return JSON.stringify(out);
 }

@@ -18,16 +18,23 @@ import { NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_
 import { baseAmountToNumber, parseResourceQuantity } from '../domain/quantity.js';
 import {
   effectivePolicy,
+  formatInputs,
   formatPublished,
+  type NodeInputs,
   type NodeUsageEntry,
   planUsageDecision,
+  podLoads,
+  readInputs,
   readPublished,
   readUsage,
   samplesInWindow,
+  seedSample,
+  smoothInputs,
   sumUsage,
   type UsageSample,
   USAGE_CONFIGMAP,
   USAGE_DATA_KEY,
+  USAGE_INPUTS_KEY,
   usageResources,
 } from './usage-aware.rules.js';
 
@@ -54,8 +61,8 @@ export function usageSections(nodes: NodesConfig | undefined): UsageConfig[] {
  * - the leader (Lease `kube-overcommit-usage`) samples metrics.k8s.io every interval, plans each
  *   usage-aware node's ratio and publishes them there, written only when they change.
  *
- * RBAC: get/list nodes and pods in metrics.k8s.io; list/watch ConfigMaps, get/create/update the
- * ConfigMap and the Lease, in the platform's namespace.
+ * RBAC: get/list nodes and pods in metrics.k8s.io; get/list/watch/update the ConfigMap and
+ * get/update the Lease, in the platform's namespace (the manifests create both).
  */
 @Injectable()
 export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplicationShutdown {
@@ -65,6 +72,8 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
   private readonly identity: string;
   private entries = new Map<string, NodeUsageEntry>();
   private publishedText?: string;
+  /** The published inputs (rule 8) as last read, for this replica to start from should it lead. */
+  private inputsText?: string;
   private readonly readListeners = new Set<() => void>();
   private informer?: ResilientInformer<V1ConfigMap>;
   private lease?: LeaderLease;
@@ -138,7 +147,10 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       () => core.listNamespacedConfigMap({ namespace: this.namespace, fieldSelector }),
       { description: `ConfigMap ${this.namespace}/${USAGE_CONFIGMAP}`, fieldSelector },
     );
-    const onConfigMap = this.background.guard('usage-ratios', (configMap: V1ConfigMap) => this.read(configMap.data?.[USAGE_DATA_KEY]));
+    const onConfigMap = this.background.guard('usage-ratios', (configMap: V1ConfigMap) => {
+      this.inputsText = configMap.data?.[USAGE_INPUTS_KEY];
+      this.read(configMap.data?.[USAGE_DATA_KEY]);
+    });
     this.informer.cache.on('add', onConfigMap);
     this.informer.cache.on('update', onConfigMap);
     this.informer.cache.on(
@@ -151,7 +163,9 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       this.lastTimestamp.clear();
       this.lastPlanned.clear();
       this.leaderSince = performance.now();
-      if (leader) this.logger.log('leading: sampling metrics.k8s.io and publishing usage-aware ratios');
+      if (!leader) return;
+      const seeded = this.seedHistory();
+      this.logger.log(`leading: sampling metrics.k8s.io and publishing usage-aware ratios; ${seeded} nodes start from the published inputs`);
     });
     this.lease.start();
     this.pods.use('usage-aware', true);
@@ -227,7 +241,8 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       if (entry !== undefined) entries.set(name, entry);
     }
     for (const name of this.history.keys()) if (!entries.has(name)) this.forget(name);
-    await this.publish(entries);
+    const byName = new Map(nodes.map((node) => [node.metadata?.name ?? '', node]));
+    await this.publish(entries, () => this.smoothedInputs(entries, nodesConfig, byName));
   }
 
   /** One sample per node whose NodeMetrics timestamp is new; a failed read adds none (the nodes go stale). */
@@ -262,7 +277,13 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       this.lastTimestamp.set(name, item.timestamp);
       const samples = samplesInWindow(this.history.get(name) ?? [], now, longest);
       const pods = podsByNode.get(name);
-      samples.push({ at: now, pods: sumUsage(pods?.usage ?? []), requests: sumUsage(pods?.requests ?? []), node: readUsage(item.usage) });
+      samples.push({
+        at: now,
+        pods: sumUsage(pods?.usage ?? []),
+        requests: sumUsage(pods?.requests ?? []),
+        node: readUsage(item.usage),
+        podLoads: podLoads(pods?.usage ?? [], pods?.requests ?? []),
+      });
       this.history.set(name, samples);
     }
   }
@@ -298,29 +319,66 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     return entry;
   }
 
+  /** Rule 8: each node's history starts from its published inputs, as one sample taken when they were; returns how many nodes. */
+  private seedHistory(): number {
+    if (this.inputsText === undefined) return 0;
+    let inputs: Map<string, NodeInputs>;
+    try {
+      inputs = readInputs(this.inputsText);
+    } catch (error) {
+      this.logger.warn(`ConfigMap ${this.namespace}/${USAGE_CONFIGMAP} ${USAGE_INPUTS_KEY}: ${(error as Error).message}; starting without history`);
+      return 0;
+    }
+    const now = performance.now();
+    const longest = Math.max(0, ...usageSections(this.config.snapshot().config.nodes).map((usage) => parseDuration(usage.window)));
+    for (const [name, entry] of inputs) {
+      const age = Math.max(0, Date.now() - entry.at);
+      if (age <= longest) this.history.set(name, [seedSample(entry, now, age)]);
+    }
+    return this.history.size;
+  }
+
+  /** Rule 8: every published node's smoothed inputs, from the samples of its section's window. */
+  private smoothedInputs(entries: Map<string, NodeUsageEntry>, nodesConfig: NodesConfig | undefined, nodes: Map<string, V1Node>): string {
+    const out = new Map<string, NodeInputs>();
+    const now = performance.now();
+    const wallClock = Date.now();
+    for (const name of entries.keys()) {
+      const usage = resolveNodePolicy(nodes.get(name)?.metadata?.labels, nodesConfig)?.usage;
+      const history = this.history.get(name) ?? [];
+      if (usage === undefined || history.length === 0) continue;
+      const inputs = smoothInputs(samplesInWindow(history, now, parseDuration(usage.window)), usage.percentile, wallClock - (now - history.at(-1)!.at));
+      if (inputs !== undefined) out.set(name, inputs);
+    }
+    return formatInputs(out);
+  }
+
   private forget(name: string): void {
     this.history.delete(name);
     this.lastTimestamp.delete(name);
     this.lastPlanned.delete(name);
   }
 
-  private async publish(entries: Map<string, NodeUsageEntry>): Promise<void> {
+  /** Written only when the ratios change; the inputs (rule 8) go with them. */
+  private async publish(entries: Map<string, NodeUsageEntry>, inputs: () => string): Promise<void> {
     const text = formatPublished(entries);
     if (text === this.publishedText) {
       this.publishCounter.inc({ result: 'unchanged' });
       return;
     }
     const core = this.kube.makeApiClient(CoreV1Api);
-    const body: V1ConfigMap = { metadata: { name: USAGE_CONFIGMAP, namespace: this.namespace }, data: { [USAGE_DATA_KEY]: text } };
+    const data = { [USAGE_DATA_KEY]: text, [USAGE_INPUTS_KEY]: inputs() };
+    const body: V1ConfigMap = { metadata: { name: USAGE_CONFIGMAP, namespace: this.namespace }, data };
     try {
       try {
         const current = await core.readNamespacedConfigMap({ name: USAGE_CONFIGMAP, namespace: this.namespace });
-        await core.replaceNamespacedConfigMap({ name: USAGE_CONFIGMAP, namespace: this.namespace, body: { ...current, data: { [USAGE_DATA_KEY]: text } } });
+        await core.replaceNamespacedConfigMap({ name: USAGE_CONFIGMAP, namespace: this.namespace, body: { ...current, data } });
       } catch (error) {
         if ((error as { code?: number }).code !== 404) throw error;
         await core.createNamespacedConfigMap({ namespace: this.namespace, body });
       }
       // Read at once here too: the next plan's "previous" must be what was just published.
+      this.inputsText = data[USAGE_INPUTS_KEY];
       this.read(text);
       this.publishCounter.inc({ result: 'written' });
     } catch (error) {

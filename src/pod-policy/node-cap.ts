@@ -7,6 +7,11 @@
  * (the webhook was down when a kubelet wrote) the stored allocatable is raw. A node with no
  * (valid) record is capped at its allocatable as stored. Like the scheduler's fit check, a
  * resource the pod does not request is not checked (the pod count always is).
+ *
+ * On a node of a pool with `exclusiveCpus` (its kubelets run the static CPU manager policy),
+ * the exclusive CPUs (pod-resources.ts exclusiveCpus: Guaranteed pods, integer cpu) of its pods
+ * plus the new pod's must also stay within the raw cpu allocatable: the kubelet gives them whole
+ * cores, which no ratio creates, and would reject the pod at admission.
  */
 import { MANAGED_RESOURCES, type ManagedResource, type NodeUsage, type ResourceAmounts } from '../domain/resources.js';
 import {
@@ -74,6 +79,31 @@ export function capViolations(cap: NodeCap, usage: NodeUsage, pod: ResourceAmoun
   return violations;
 }
 
+/** The exclusive CPUs on the node past its raw cpu allocatable, or null when they fit (or the pod has none). */
+export interface ExclusiveCpuViolation {
+  onNode: bigint;
+  pod: bigint;
+  total: bigint;
+  raw: bigint;
+}
+
+export function exclusiveCpuViolation(cap: NodeCap, usage: NodeUsage, pod: bigint): ExclusiveCpuViolation | null {
+  const raw = cap.raw.cpu;
+  if (raw === undefined || pod <= 0n) return null;
+  const onNode = usage.exclusiveCpu ?? 0n;
+  const total = onNode + pod;
+  return total > raw ? { onNode, pod, total, raw } : null;
+}
+
+/** `exclusive cpu: 6 requested (4 by pods on the node + 2 by this pod) > raw cpu allocatable 4 (...)`. */
+export function describeExclusiveViolation(violation: ExclusiveCpuViolation): string {
+  const f = (amount: bigint) => formatResourceQuantity('cpu', amount);
+  return (
+    `exclusive cpu: ${f(violation.total)} requested (${f(violation.onNode)} by pods on the node + ${f(violation.pod)} by this pod) ` +
+    `> raw cpu allocatable ${f(violation.raw)} (the static CPU manager policy gives Guaranteed pods whole cores: never overcommitted)`
+  );
+}
+
 /** `memory: 17Gi requested (16Gi by 12 pods on the node + 1Gi by this pod) > cap 16Gi (raw allocatable 16Gi × ratio 1)`. */
 export function describeViolation(violation: CapViolation, podsOnNode: bigint): string {
   const f = (amount: bigint) => formatResourceQuantity(violation.resource, amount);
@@ -84,7 +114,15 @@ export function describeViolation(violation: CapViolation, podsOnNode: bigint): 
   );
 }
 
-export function capMessage(nodeName: string, pod: string, violations: readonly CapViolation[], usage: NodeUsage): string {
+export function capMessage(
+  nodeName: string,
+  pod: string,
+  violations: readonly CapViolation[],
+  usage: NodeUsage,
+  exclusive: ExclusiveCpuViolation | null = null,
+): string {
   const podsOnNode = usage.requests.pods ?? 0n;
-  return `kube-overcommit: pod ${pod} would exceed the overcommit cap of node ${nodeName}: ${violations.map((v) => describeViolation(v, podsOnNode)).join('; ')}`;
+  const parts = violations.map((v) => describeViolation(v, podsOnNode));
+  if (exclusive !== null) parts.push(describeExclusiveViolation(exclusive));
+  return `kube-overcommit: pod ${pod} would exceed the overcommit cap of node ${nodeName}: ${parts.join('; ')}`;
 }

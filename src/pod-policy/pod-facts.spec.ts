@@ -27,6 +27,23 @@ describe('PodsByNode', () => {
     expect(index.usage('empty')).toEqual({ requests: { pods: 0n } });
   });
 
+  it('sums the exclusive CPUs of the Guaranteed pods with integer cpu, following moves and completion, excluding a uid', () => {
+    const index = new PodsByNode();
+    const guaranteed = (name: string, node: string, cpu: string) =>
+      runningPod(name, node, { initContainers: null, containers: [container('app', { requests: { cpu, memory: '1Gi' }, limits: { cpu, memory: '1Gi' } })] });
+    const two = guaranteed('two', 'n1', '2');
+    index.upsert(two);
+    index.upsert(guaranteed('one', 'n1', '1'));
+    index.upsert(guaranteed('half', 'n1', '500m'));
+    index.upsert(pod('shared', 'n1', '1'));
+    expect(index.usage('n1').exclusiveCpu).toBe(3000n);
+    expect(index.usage('n1', two.metadata.uid).exclusiveCpu).toBe(1000n);
+    index.upsert({ ...two, spec: { ...two.spec, nodeName: 'n2' } });
+    expect([index.usage('n1').exclusiveCpu, index.usage('n2').exclusiveCpu]).toEqual([1000n, 2000n]);
+    index.upsert({ ...two, spec: { ...two.spec, nodeName: 'n2' }, status: { phase: 'Succeeded' } });
+    expect(index.usage('n2').exclusiveCpu).toBeUndefined();
+  });
+
   it('follows updates: binding, completion, deletion; excludes a uid on request', () => {
     const index = new PodsByNode();
     const p = pod('a', 'n1', '100m');

@@ -295,6 +295,75 @@ describe('PodPolicyStrategy', () => {
     });
   });
 
+  describe('exclusive CPUs on a node of a pool with exclusiveCpus', () => {
+    const EXCLUSIVE = (mode: string, exclusiveCpus = true) =>
+      config(`
+nodes:
+  pools:
+    - { name: pinned, nodeSelector: { matchLabels: { kubernetes.io/hostname: worker-1 } }, ratios: { cpu: 1.5 }, exclusiveCpus: ${exclusiveCpus} }
+pods: { cap: { mode: ${mode} } }
+`);
+    /** A Guaranteed pod (requests = limits) of `cpu` and 1Gi, bound to `node` or pending. */
+    const guaranteed = (name: string, cpu: string, node?: string) => {
+      const resources = { requests: { cpu, memory: '1Gi' }, limits: { cpu, memory: '1Gi' } };
+      const pod = runningPod(name, node ?? 'unused', { initContainers: null, containers: [container('app', resources)] });
+      if (node === undefined) {
+        delete pod.spec.nodeName;
+        pod.status = { phase: 'Pending' };
+      }
+      facts.addPod(pod);
+      return pod;
+    };
+
+    beforeEach(() => {
+      facts.nodes.set('worker-1', inflatedNode('worker-1'));
+      // 3 whole cores exclusive on a 4-core node (cap 6 at ratio 1.5), plus 500m shared
+      guaranteed('pinned-3', '3', 'worker-1');
+      facts.addPod(runningPod('shared', 'worker-1', { initContainers: null, containers: [container('app', { requests: { cpu: '500m', memory: '1Gi' } })] }));
+    });
+
+    it('denies a binding that would take the exclusive CPUs past raw cpu, though the overcommit cap has room', async () => {
+      guaranteed('two', '2');
+      const result = strategy.admit(request(bindingReview('shop', 'two', 'worker-1')), EXCLUSIVE('deny'), quietLog);
+      expect(result.deny?.message).toBe(
+        'kube-overcommit: pod shop/two would exceed the overcommit cap of node worker-1: exclusive cpu: 5 requested (3 by pods on the node + 2 by this pod) ' +
+          '> raw cpu allocatable 4 (the static CPU manager policy gives Guaranteed pods whole cores: never overcommitted)',
+      );
+      expect(await value(registry, CAP_DENIALS, { resource: 'exclusive-cpu' })).toBe(1);
+      expect(await value(registry, CAP_DENIALS, { resource: 'cpu' })).toBe(0);
+    });
+
+    it('admits what fits: one more whole core, a fractional Guaranteed pod, a Burstable one (shared pool)', () => {
+      guaranteed('one', '1');
+      guaranteed('fraction', '1500m');
+      const burstable = runningPod('burst', 'unused', {
+        initContainers: null,
+        containers: [container('app', { requests: { cpu: '1' }, limits: { cpu: '2' } })],
+      });
+      delete burstable.spec.nodeName;
+      facts.addPod(burstable);
+      for (const name of ['one', 'fraction', 'burst'])
+        expect(strategy.admit(request(bindingReview('shop', name, 'worker-1')), EXCLUSIVE('deny'), quietLog), name).toEqual({});
+    });
+
+    it('warns and admits in warn mode; no check where the pool does not declare exclusiveCpus', async () => {
+      guaranteed('two', '2');
+      const bind = (cfg: OvercommitConfig) => strategy.admit(request(bindingReview('shop', 'two', 'worker-1')), cfg, quietLog);
+      expect(bind(EXCLUSIVE('warn')).warnings).toEqual(['node worker-1 over its raw cpu for exclusive cpus: 5 requested > raw 4']);
+      expect(await value(registry, CAP_WARNINGS, { resource: 'exclusive-cpu' })).toBe(1);
+      expect(bind(EXCLUSIVE('deny', false))).toEqual({});
+    });
+
+    it('a Guaranteed pod created with spec.nodeName is checked the same way', () => {
+      const pod = runningPod('direct', 'worker-1', {
+        initContainers: null,
+        containers: [container('app', { requests: { cpu: '2', memory: '1Gi' }, limits: { cpu: '2', memory: '1Gi' } })],
+      });
+      delete pod.metadata.uid;
+      expect(strategy.admit(request(podReview(pod)), EXCLUSIVE('deny'), quietLog).deny?.message).toContain('exclusive cpu: 5 requested');
+    });
+  });
+
   describe('node cap on pods created with spec.nodeName', () => {
     beforeEach(() => {
       facts.nodes.set('worker-1', inflatedNode('worker-1'));

@@ -11,12 +11,13 @@ import type { ResourceAmounts } from '../domain/resources.js';
 import { formatResourceQuantity } from '../domain/quantity.js';
 import { policySettings, type PolicySettings } from './container-policy.js';
 import { containerBounds, type ContainerBounds } from './limit-range.js';
-import { capMessage, capViolations, nodeCap, type CapViolation } from './node-cap.js';
+import { capMessage, capViolations, exclusiveCpuViolation, nodeCap, type CapViolation } from './node-cap.js';
 import { planPodMutation, type ResourceChange } from './pod-mutation.js';
 import { POD_FACTS, type FactsCache, type PodFacts } from './pod-facts.js';
 import { mutatesResources, type CapMode, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
-import { effectivePodRequests, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
+import { effectivePodRequests, exclusiveCpus, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
+import { resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
 import { isRecord } from '../common/is-record.js';
 
 /** The counters, bundled so the strategy can be built by hand in tests. */
@@ -69,8 +70,8 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     if (!isRecord(object)) return {};
     const namespace = request.namespace || (object as PodLike).metadata?.namespace;
     if (!namespace || !this.inScope(request, namespace, policy, log)) return {};
-    if (request.subResource === 'binding') return cap === 'off' ? {} : this.admitBinding(request, namespace, object, cap, log);
-    return this.admitPod(request, namespace, object as PodLike, policy, mutate, cap, log);
+    if (request.subResource === 'binding') return cap === 'off' ? {} : this.admitBinding(request, namespace, object, cap, config.nodes, log);
+    return this.admitPod(request, namespace, object as PodLike, policy, mutate, cap, config.nodes, log);
   }
 
   /** NamespaceCache.scope with pods.namespaceSelector; unknown labels (in a cluster) leave the pod alone, counted. */
@@ -91,6 +92,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     policy: PodPolicyConfig,
     mutate: boolean,
     cap: CapMode,
+    nodes: OvercommitConfig['nodes'] | undefined,
     log: RequestLog,
   ): StrategyResult {
     if (isMirrorPod(pod)) return {};
@@ -104,7 +106,8 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     const nodeName = pod.spec?.nodeName;
     if (cap !== 'off' && typeof nodeName === 'string' && nodeName !== '' && this.capCachesReady(request)) {
       const mutated: PodLike = patch.length > 0 ? fastJsonPatch.applyPatch(pod, patch, false, false).newDocument : pod;
-      const verdict = this.checkCap(request, podRef(namespace, pod, request.name), nodeName, effectivePodRequests(mutated), pod.metadata?.uid, cap, log);
+      const requests = { ...effectivePodRequests(mutated), exclusiveCpu: exclusiveCpus(mutated) };
+      const verdict = this.checkCap(request, podRef(namespace, pod, request.name), nodeName, requests, pod.metadata?.uid, cap, nodes, log);
       if (verdict.deny) return verdict;
       warnings = verdict.warnings;
     }
@@ -113,7 +116,14 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     return { ...(patch.length > 0 ? { patch } : {}), ...(warnings ? { warnings } : {}) };
   }
 
-  private admitBinding(request: AdmissionRequest, namespace: string, binding: Record<string, any>, mode: CapMode, log: RequestLog): StrategyResult {
+  private admitBinding(
+    request: AdmissionRequest,
+    namespace: string,
+    binding: Record<string, any>,
+    mode: CapMode,
+    nodes: OvercommitConfig['nodes'] | undefined,
+    log: RequestLog,
+  ): StrategyResult {
     const nodeName = binding.target?.name;
     const podName = request.name || binding.metadata?.name;
     if (typeof nodeName !== 'string' || !nodeName || typeof podName !== 'string' || !podName) return {};
@@ -121,7 +131,8 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     const pod = this.facts.pod(namespace, podName);
     if (pod === undefined) return this.skip(request, 'pod-unknown');
     if (isMirrorPod(pod)) return {};
-    return this.checkCap(request, `${namespace}/${podName}`, nodeName, pod.requests, pod.metadata?.uid, mode, log);
+    const requests = { ...pod.requests, exclusiveCpu: pod.exclusiveCpu ?? 0n };
+    return this.checkCap(request, `${namespace}/${podName}`, nodeName, requests, pod.metadata?.uid, mode, nodes, log);
   }
 
   private capCachesReady(request: AdmissionRequest): boolean {
@@ -153,25 +164,36 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     request: AdmissionRequest,
     pod: string,
     nodeName: string,
-    requests: ResourceAmounts,
+    requests: ResourceAmounts & { exclusiveCpu: bigint },
     exclude: string | undefined,
     mode: CapMode,
+    nodes: OvercommitConfig['nodes'] | undefined,
     log: RequestLog,
   ): StrategyResult {
     const node = this.facts.node(nodeName);
     if (node === undefined) return this.skip(request, 'node-unknown');
     const usage = this.facts.nodeUsage(nodeName, exclude);
-    const violations = capViolations(nodeCap(node), usage, requests);
-    if (violations.length === 0) return {};
+    const cap = nodeCap(node);
+    const violations = capViolations(cap, usage, requests);
+    const exclusive = resolveNodePolicy(node.metadata?.labels, nodes)?.exclusiveCpus ? exclusiveCpuViolation(cap, usage, requests.exclusiveCpu) : null;
+    if (violations.length === 0 && exclusive === null) return {};
     const counter = mode === 'deny' ? this.metrics.capDenials : this.metrics.capWarnings;
-    if (!request.dryRun) for (const { resource } of violations) counter.inc({ resource });
-    const message = capMessage(nodeName, pod, violations, usage);
+    if (!request.dryRun) {
+      for (const { resource } of violations) counter.inc({ resource });
+      if (exclusive !== null) counter.inc({ resource: 'exclusive-cpu' });
+    }
+    const message = capMessage(nodeName, pod, violations, usage, exclusive);
     if (mode === 'deny') {
       log.info(message);
       return { deny: { message, code: 403 } };
     }
     log.debug(message);
-    return { warnings: violations.map((v) => shortWarning(nodeName, v)) };
+    const warnings = violations.map((v) => shortWarning(nodeName, v));
+    if (exclusive !== null)
+      warnings.push(
+        `node ${nodeName} over its raw cpu for exclusive cpus: ${formatResourceQuantity('cpu', exclusive.total)} requested > raw ${formatResourceQuantity('cpu', exclusive.raw)}`,
+      );
+    return { warnings };
   }
 
   /** The namespace's LimitRange bounds; undefined (counted) when the cache has not synced yet. */

@@ -544,4 +544,111 @@ describe('pod policies against a real control plane', () => {
       await runCleanups();
     }
   });
+
+  /**
+   * (g) Exclusive CPUs: unlike the overcommit cap, kube-scheduler runs into this one on its own —
+   * it sees the inflated allocatable and knows nothing of the static CPU manager policy. Two
+   * 4-CPU nodes of a pool with `exclusiveCpus` at cpu ratio 2 (8 each for the scheduler):
+   * `pinned` (Guaranteed, 4 whole CPUs) on A, `shared` (Burstable, the same requests) on B, so
+   * the scheduler scores both alike and picks either at random for a Guaranteed 2-CPU pod. On A
+   * its binding takes the exclusive CPUs to 6 > raw 4 and is denied (6 ≤ 8, so the overcommit
+   * cap alone would admit it); kube-scheduler retries and binds it to B. A pod that lands on B
+   * at its first try proves nothing: it is deleted and another one sent, until one was denied.
+   */
+  it('(g) exclusive CPUs: a binding past raw cpu on a node of an exclusiveCpus pool is denied, and kube-scheduler retries it on another node', async () => {
+    const [a, b] = claimNodeNames(env, 'kwok-node', 2) as [string, string];
+    const pool = {
+      name: 'pinned',
+      nodeSelector: { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [a, b] }] },
+      ratios: { cpu: 2 },
+    };
+    await webhook.useConfig({
+      nodes: { ...NODES, pools: [{ ...pool, exclusiveCpus: true }] },
+      pods: { defaultRequests: DEFAULT_REQUESTS, cap: { mode: 'deny' } },
+    });
+    const kubelets = await Promise.all([a, b].map((name) => startKwokNode(env, admin, { name, capacity: { cpu: '4', memory: '16Gi', pods: '110' } })));
+    try {
+      for (const name of [a, b])
+        await waitUntil(`${name} inflated to 8 CPUs`, async () => sameQuantity('cpu', (await getNode(admin, name)).allocatable.cpu, '8'));
+      const ns = await newNamespace('e2e-exclusive', { [POD_POLICY_LABEL]: 'enabled' });
+      await waitForPolicyScope(ns);
+      const pod = (name: string) => admin.get(`/api/v1/namespaces/${ns}/pods/${name}`);
+      const manifest = (name: string, resources: any, nodes: string[]) => ({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name },
+        spec: {
+          ...onKwokNode(env, a),
+          nodeSelector: undefined,
+          affinity: {
+            nodeAffinity: {
+              requiredDuringSchedulingIgnoredDuringExecution: {
+                nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: nodes }] }],
+              },
+            },
+          },
+          containers: [{ name: 'pause', image: PAUSE_IMAGE, resources }],
+        },
+      });
+      const guaranteed = (cpu: string) => ({ requests: { cpu, memory: '1Gi' }, limits: { cpu, memory: '1Gi' } });
+      const boundTo = (name: string, node: string) =>
+        waitUntil(`${name} bound to ${node} and Running`, async () => {
+          const p = await pod(name);
+          return p.spec.nodeName === node && p.status.phase === 'Running' ? p : undefined;
+        });
+      await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('pinned', guaranteed('4'), [a]));
+      await admin.post(
+        `/api/v1/namespaces/${ns}/pods`,
+        manifest('shared', { requests: { cpu: '4', memory: '1Gi' }, limits: { cpu: '8', memory: '1Gi' } }, [b]),
+      );
+      await boundTo('pinned', a);
+      await boundTo('shared', b);
+      // /plan shows the exclusive CPUs against raw cpu on both nodes of the pool.
+      await waitUntil('/plan to show 4 exclusive CPUs of 4 on A, 0 on B', async () => {
+        const plan = JSON.parse((await webhook.get('/plan')).body);
+        const row = (node: string) => plan.nodes?.find((r: any) => r.node === node)?.exclusiveCpus;
+        return (
+          JSON.stringify([row(a), row(b)]) ===
+          JSON.stringify([
+            { requested: '4', raw: '4' },
+            { requested: '0', raw: '4' },
+          ])
+        );
+      });
+
+      const exclusiveDenials = async () => (await webhook.metrics()).sum('kube_overcommit_pod_policy_cap_denials_total', { resource: 'exclusive-cpu' });
+      const before = await exclusiveDenials();
+      let denied = 0;
+      let name = '';
+      for (let attempt = 0; attempt < 12 && denied === 0; attempt++) {
+        if (name) await admin.delete(`/api/v1/namespaces/${ns}/pods/${name}`, { gracePeriodSeconds: 0 });
+        name = `two-${attempt}`;
+        await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest(name, guaranteed('2'), [a, b]));
+        const bound = await waitUntil(
+          `${name} bound and Running`,
+          async () => {
+            const p = await pod(name);
+            return p.spec.nodeName && p.status.phase === 'Running' ? p : undefined;
+          },
+          { timeoutMs: 90_000, describe: async () => ({ pod: (await pod(name)).status, events: await eventsFor(admin, ns, name) }) },
+        );
+        // On A only when its binding came before the webhook's pod informer had the pod
+        // (admitted unchecked, counted as cap_skipped{reason="pod-unknown"}: docs/pod-policy.md).
+        if (bound.spec.nodeName === a) continue;
+        denied = (await exclusiveDenials()) - before;
+      }
+      expect(denied).toBeGreaterThan(0);
+      // kube-scheduler reported the denied binding on the pod, then bound it to B.
+      const failure = await waitUntil('a FailedScheduling event carrying the exclusive-CPU denial', async () =>
+        (await eventsFor(admin, ns, name, 'FailedScheduling')).find((e) => String(e.message ?? e.note).includes('exclusive cpu')),
+      );
+      expect(String(failure.message ?? failure.note)).toContain(
+        `kube-overcommit: pod ${ns}/${name} would exceed the overcommit cap of node ${a}: exclusive cpu: 6 requested (4 by pods on the node + 2 by this pod) > raw cpu allocatable 4`,
+      );
+      expect((await pod(name)).spec.nodeName).toBe(b);
+      expect((await pod('pinned')).spec.nodeName).toBe(a);
+    } finally {
+      for (const kubelet of kubelets) await kubelet.stop({ deleteNode: true }).catch(() => undefined);
+    }
+  });
 });

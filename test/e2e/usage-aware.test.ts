@@ -14,7 +14,9 @@
  * its raw value (ratio 1) takes a raised ratio at its kubelet's next unconditional report
  * (nodeStatusReportFrequency: 5 min in a cluster, 20 s here to keep the test short).
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from './harness/process.js';
 import {
   adminClient,
   baseUnits,
@@ -50,6 +52,8 @@ const CONFIG = {
 let env: E2eEnv;
 let admin: KubeClient;
 let webhook: WebhookProcess;
+/** The second replica of the leader change. */
+let replica: WebhookProcess | undefined;
 let metricsServer: MetricsServer;
 const endpoints: ResourceMetricsEndpoint[] = [];
 const kubelets: SimKubelet[] = [];
@@ -68,6 +72,7 @@ afterAll(async () => {
   await Promise.all(kubelets.map((k) => k.stop({ deleteNode: true })));
   await Promise.all(endpoints.map((e) => e.stop()));
   await webhook?.stop();
+  await replica?.stop();
   await metricsServer?.remove();
   if (env) {
     await deleteAllPods(admin, NAMESPACE, { force: true }).catch(() => undefined);
@@ -102,6 +107,13 @@ async function published(node: string): Promise<{ ratio: number; reason: string;
   const cm = await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/configmaps/kube-overcommit-usage`).catch(() => undefined);
   const text = cm?.data?.['ratios.json'];
   return text ? JSON.parse(text)[node]?.cpu : undefined;
+}
+
+/** The ConfigMap's inputs.json entry for a node (rule 8). */
+async function publishedInputs(node: string): Promise<{ at: number; U: { cpu?: string } } | undefined> {
+  const cm = await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/configmaps/kube-overcommit-usage`).catch(() => undefined);
+  const text = cm?.data?.['inputs.json'];
+  return text ? JSON.parse(text)[node] : undefined;
 }
 
 /** What the leader did, for a wait that times out: its publications, failed metrics reads, background errors, and the ConfigMap. */
@@ -201,5 +213,84 @@ describe('usage-aware ratios against a real control plane and metrics-server', (
     expect((await busy!.readmitPods()).rejected).toEqual([]);
     // idle is untouched by busy's spike.
     expect(baseUnits('cpu', (await getNode(admin, idle!.name)).allocatable.cpu!)).toBe(6000n);
+  }, 600_000);
+
+  /**
+   * Rule 8 (docs/usage-aware.md, "Who computes, who writes"): a new leader starts each node's
+   * history from the smoothed inputs its predecessor published. Usage on `rising` climbs from
+   * 1.2 to 2 CPUs (ratio 1.75, then 1.2); the leader stops at that peak and usage falls back to
+   * 1.2. The new leader's window (3 m here) starts with the old one's (U 2), so it keeps 1.2 until
+   * the peak leaves it; starting without history, its first sample (U 1.2) would publish 1.75
+   * within an interval (maxStepUp is 1 here).
+   */
+  it('a leader change under rising usage: the new leader starts from the published inputs, not from nothing', async () => {
+    const tls = await kubeletServingCertificate(env);
+    const [name] = claimNodeNames(env, 'sim-node', 1);
+    const endpoint = await ResourceMetricsEndpoint.start(name!, tls);
+    endpoints.push(endpoint);
+    const kubelet = await SimKubelet.start(env, { name: name!, capacity: MACHINE, kubeletPort: endpoint.port, reportFrequencyMs: 20_000 });
+    kubelets.push(kubelet);
+    const pods = await bindPods(name!, 4, '1');
+    const using = (perPod: number) =>
+      endpoint.set({
+        cpu: 4 * perPod + 0.1,
+        memory: 3 * GiB,
+        pods: pods.map((pod) => ({ namespace: NAMESPACE, name: pod, cpu: perPod, memory: 512 * 1024 ** 2 })),
+      });
+    using(0.3);
+    // A 3-minute window: the peak outlives the hand-over with room to spare.
+    await webhook.useConfig({ nodes: { ...CONFIG.nodes, defaultUsage: { ...CONFIG.nodes.defaultUsage, window: '3m' } } });
+    const ratioIs = (ratio: number, U: string, timeoutMs = 90_000) =>
+      waitUntil(
+        `${name} published at ${ratio}, U ${U}`,
+        async () => {
+          const decision = await published(name!);
+          return decision?.ratio === ratio && baseUnits('cpu', decision.U ?? '0') === baseUnits('cpu', U) ? decision : undefined;
+        },
+        { timeoutMs, intervalMs: 250, describe: leaderState },
+      );
+    // U 1.2, e 0.4: ((2.4 − 1.2)/0.4 + 4)/4 = 1.75; then U 2, e 0.5: (0.4/0.5 + 4)/4 = 1.2.
+    await ratioIs(1.75, '1200m');
+    using(0.5);
+    await ratioIs(1.2, '2');
+    expect(baseUnits('cpu', (await publishedInputs(name!))!.U.cpu!)).toBe(2000n);
+
+    // A second replica waits on the Lease; the leader stops (releasing it) and usage falls back.
+    const [httpPort, httpsPort] = [await freePort(), await freePort()];
+    replica = new WebhookProcess(
+      { ...env, webhook: { ...env.webhook, httpPort, httpsPort } },
+      { env: { POD_NAME: `kube-overcommit-e2e-replica-${process.pid}` } },
+    );
+    await replica.start();
+    await webhook.stop();
+    using(0.3);
+    await waitUntil(
+      'the replica leading, from the published inputs',
+      () => /[1-9]\d* nodes start from the published inputs/.test(readFileSync(replica!.logFile!, 'utf8')),
+      {
+        timeoutMs: 30_000,
+      },
+    );
+    // metrics.k8s.io serves the dip (one metrics-server resolution), then the new leader plans it
+    // over a few intervals: still 1.2, U 2, the peak its window started with.
+    await waitUntil(
+      `${name}'s NodeMetrics at the dip`,
+      async () => {
+        const metrics = await admin.get(`/apis/metrics.k8s.io/v1beta1/nodes/${name}`).catch(() => undefined);
+        return metrics && baseUnits('cpu', metrics.usage.cpu) <= 1500n ? true : undefined;
+      },
+      { timeoutMs: 45_000 },
+    );
+    const plannedBefore = (await replica.metrics()).sum('kube_overcommit_usage_publish_total');
+    await waitUntil(
+      'three plans by the new leader since the dip',
+      async () => (await replica!.metrics()).sum('kube_overcommit_usage_publish_total') >= plannedBefore + 3,
+      {
+        timeoutMs: 30_000,
+      },
+    );
+    expect(await published(name!)).toMatchObject({ ratio: 1.2, reason: 'usage', U: '2' });
+    // The peak leaves the window (3 m): the new leader raises the ratio for the usage it measures.
+    await ratioIs(1.75, '1200m', 240_000);
   }, 600_000);
 });
