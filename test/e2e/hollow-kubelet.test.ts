@@ -17,6 +17,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   adminClient,
+  apiserverMetrics,
   claimNodeNames,
   createNamespace,
   deleteAllPods,
@@ -35,6 +36,11 @@ import {
 const NAMESPACE = 'e2e-hollow-kubelet';
 const ROLE_LABEL = 'e2e.kube-overcommit.io/hollow';
 const FLOOR_ANNOTATION = 'kube-overcommit.io/floor';
+const GUARD_ENTRY = 'guard.kube-overcommit.io';
+/** docs/operating.md ("A guard against the outage"). */
+const GUARD_EXPRESSION =
+  "request.userInfo.username == 'system:node:' + oldObject.metadata.name && has(oldObject.metadata.annotations) && " +
+  "('kube-overcommit.io/ratios' in oldObject.metadata.annotations || 'kube-overcommit.io/floor' in oldObject.metadata.annotations)";
 /** The kubelet's nodeStatusUpdateFrequency (kubemark sets the kubelet's default, 10 s). */
 const UPDATE_MS = 10_000;
 const PODS = [
@@ -77,6 +83,35 @@ function pod(name: string, node: string, cpu: string): any {
 async function pods(): Promise<Map<string, any>> {
   const list = await admin.get(`/api/v1/namespaces/${NAMESPACE}/pods`);
   return new Map(list.items.map((p: any) => [p.metadata.name, p]));
+}
+
+/**
+ * The guard measured (not shipped): a second webhook configuration whose one entry calls the
+ * nodes path with failurePolicy Fail, only for a kubelet's own status writes of a node that
+ * carries our ratios or floor annotation.
+ */
+async function installGuard(): Promise<string> {
+  const shipped = await admin.get(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`);
+  const nodes = shipped.webhooks.find((w: any) => w.name.startsWith('nodes.'));
+  const name = 'kube-overcommit-guard-e2e';
+  await admin.post('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingWebhookConfiguration',
+    metadata: { name },
+    webhooks: [
+      {
+        name: GUARD_ENTRY,
+        clientConfig: nodes.clientConfig,
+        rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['nodes/status'], scope: 'Cluster' }],
+        matchConditions: [{ name: 'kubelet-of-inflated-node', expression: GUARD_EXPRESSION }],
+        failurePolicy: 'Fail',
+        sideEffects: 'None',
+        timeoutSeconds: 2,
+        admissionReviewVersions: ['v1'],
+      },
+    ],
+  });
+  return name;
 }
 
 const containerIds = (p: any): string[] => (p?.status?.containerStatuses ?? []).map((c: any) => c.containerID);
@@ -227,8 +262,45 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     expect((await getNode(admin, inflated!.name)).allocatable.cpu).toBe('2500m');
   }, 120_000);
 
-  it('the same restart with the webhook unreachable stores the raw cpu 1 and rejects the 2-CPU pod (OutOfcpu, Failed)', async () => {
+  it('measured, not shipped: a guard entry (failurePolicy Fail, matchConditions: the kubelet’s own writes of an inflated node) keeps the floor through an outage and a restart, and blocks every status write of that kubelet meanwhile', async () => {
+    const guard = await installGuard();
     await webhook.stop();
+    try {
+      const rejections = async () =>
+        (await apiserverMetrics(env)).sum('apiserver_admission_webhook_rejection_count', { name: GUARD_ENTRY, type: 'admit' });
+      const rejectedBefore = await rejections();
+      const before = await admin.get(`/api/v1/nodes/${inflated!.name}`);
+      const running = await pods();
+      await inflated!.restart({ waitForReady: false });
+      // Protected: the kubelet's status writes are refused, the stored floor stays, both pods are re-admitted against it.
+      await waitUntil(
+        'both pods running again under the restarted kubelet',
+        async () => {
+          const now = await pods();
+          for (const { name } of PODS) {
+            const p = now.get(name);
+            expect(p?.status?.phase, name).toBe('Running');
+            if (containerIds(p).join() === containerIds(running.get(name)).join()) return false;
+          }
+          return true;
+        },
+        { timeoutMs: 60_000 },
+      );
+      await waitUntil('three status writes refused', async () => (await rejections()) >= rejectedBefore + 3, { timeoutMs: 6 * UPDATE_MS });
+      const after = await admin.get(`/api/v1/nodes/${inflated!.name}`);
+      expect(after.status.allocatable.cpu).toBe('2500m');
+      // Blocked: nothing the kubelet reports is stored — its new port, its heartbeats — while its Lease keeps it Ready.
+      expect(after.status.daemonEndpoints.kubeletEndpoint.Port).toBe(before.status.daemonEndpoints.kubeletEndpoint.Port);
+      expect(after.status.daemonEndpoints.kubeletEndpoint.Port).not.toBe(inflated!.port);
+      expect(after.status.conditions).toEqual(before.status.conditions);
+      expect(readyStatus(after)).toBe('True');
+    } finally {
+      await admin.delete(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${guard}`);
+    }
+  }, 150_000);
+
+  it('the same restart with the webhook unreachable (and no guard) stores the raw cpu 1 and rejects the 2-CPU pod (OutOfcpu, Failed)', async () => {
+    expect(webhook.running).toBe(false);
     try {
       await inflated!.restart();
       await waitUntil('the raw cpu 1 stored', async () => (await getNode(admin, inflated!.name)).allocatable.cpu === '1');

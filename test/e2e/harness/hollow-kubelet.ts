@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import type { E2eEnv } from './env.js';
 import { adminClient, KubeApiError, nodeToken, writeTokenKubeconfig } from './kube-client.js';
@@ -82,8 +83,12 @@ export class HollowKubelet {
     return join(this.env.pidDir, `hollow-kubelet-${this.name}.pid`);
   }
 
-  /** Spawns kubemark (stopped before, or never started) and waits until the Node reports Ready=True, since this start. */
-  async start(options: { readyTimeoutMs?: number } = {}): Promise<void> {
+  /**
+   * Spawns kubemark (stopped before, or never started) and waits until the Node reports
+   * Ready=True since this start; with `waitForReady: false` only until the kubelet serves its
+   * port (for a kubelet whose status writes are refused).
+   */
+  async start(options: { readyTimeoutMs?: number; waitForReady?: boolean } = {}): Promise<void> {
     if (this.running) throw new Error(`${this.name}: the hollow kubelet is already running`);
     this.port = await freePort();
     const logFile = join(this.env.logDir, `hollow-kubelet-${this.name}-${++instances}.log`);
@@ -110,11 +115,28 @@ export class HollowKubelet {
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
     writeFileSync(this.pidFile, String(child.pid));
     try {
-      await this.waitForReady(startedAt, options.readyTimeoutMs ?? 60_000);
+      const timeoutMs = options.readyTimeoutMs ?? 60_000;
+      if (options.waitForReady === false) await this.waitForPort(timeoutMs);
+      else await this.waitForReady(startedAt, timeoutMs);
     } catch (error) {
       await this.stop().catch(() => undefined);
       throw error;
     }
+  }
+
+  private async waitForPort(timeoutMs: number): Promise<void> {
+    await waitUntil(
+      `${this.name}: the hollow kubelet serving :${this.port}`,
+      () => {
+        if (!this.running) throw new Error(`kubemark exited; see ${this.logFile}:\n${this.logTail()}`);
+        return new Promise<boolean>((resolve) => {
+          const socket = connect(this.port, '127.0.0.1', () => resolve(true));
+          socket.once('error', () => resolve(false));
+          socket.once('connect', () => socket.destroy());
+        });
+      },
+      { timeoutMs, intervalMs: 200, describe: () => this.logTail(15) },
+    );
   }
 
   /** Waits until the Node's Ready condition is True with a heartbeat from `since` on (this kubelet's own report). */
@@ -167,9 +189,9 @@ export class HollowKubelet {
   }
 
   /** stop(), then start(): the kubelet re-registers and re-admits every pod bound to it. */
-  async restart(): Promise<void> {
+  async restart(options: { waitForReady?: boolean } = {}): Promise<void> {
     await this.stop();
-    await this.start();
+    await this.start(options);
   }
 
   logTail(lines = 40): string {
