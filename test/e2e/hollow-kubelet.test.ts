@@ -26,6 +26,7 @@ import {
   HOLLOW_MACHINE,
   HollowKubelet,
   NO_KUBELET_TAINT,
+  SimKubelet,
   tearDown,
   waitUntil,
   WebhookProcess,
@@ -53,6 +54,8 @@ let admin: KubeClient;
 let webhook: WebhookProcess;
 let inflated: HollowKubelet | undefined;
 let plain: HollowKubelet | undefined;
+/** A simulated kubelet (harness/sim-kubelet.ts) on the same machine as the hollow ones, in the inflated pool: its calibration. */
+let sim: SimKubelet | undefined;
 
 function config(ratios: { inflated: number; plain?: number }, nodes: Record<string, unknown> = {}) {
   const pool = (name: string, role: string, cpu: number) => ({ name, nodeSelector: { matchLabels: { [ROLE_LABEL]: role } }, ratios: { cpu } });
@@ -131,7 +134,7 @@ async function webhookCounts(): Promise<{ statusReviews: number; coalesced: numb
  * returns every resourceVersion each stored, in order, without repeats.
  */
 async function resourceVersionsOver(ms: number): Promise<Record<string, string[]>> {
-  const seen: Record<string, string[]> = { [inflated!.name]: [], [plain!.name]: [] };
+  const seen: Record<string, string[]> = { [inflated!.name]: [], [plain!.name]: [], [sim!.name]: [] };
   const end = Date.now() + ms;
   while (Date.now() < end) {
     for (const name of Object.keys(seen)) {
@@ -150,10 +153,11 @@ beforeAll(async () => {
   await webhook.start();
   await createNamespace(env, NAMESPACE);
   await webhook.useConfig(config({ inflated: 3 }));
-  const [inflatedName, plainName] = claimNodeNames(env, 'sim-node', 2);
-  [inflated, plain] = await Promise.all([
+  const [inflatedName, plainName, simName] = claimNodeNames(env, 'sim-node', 3);
+  [inflated, plain, sim] = await Promise.all([
     HollowKubelet.start(env, { name: inflatedName!, labels: { [ROLE_LABEL]: 'inflated' } }),
     HollowKubelet.start(env, { name: plainName!, labels: { [ROLE_LABEL]: 'plain' } }),
+    SimKubelet.start(env, { name: simName!, capacity: HOLLOW_MACHINE, labels: { [ROLE_LABEL]: 'inflated' } }),
   ]);
 }, 120_000);
 
@@ -161,7 +165,7 @@ afterAll(async () => {
   // Pods of a stopped kubelet are never confirmed deleted: forced.
   if (admin) await deleteAllPods(admin, NAMESPACE, { force: true }).catch(() => undefined);
   await Promise.all([inflated, plain].map((k) => k?.stop({ deleteNode: true })));
-  await tearDown({ env, admin, webhook, namespaces: [NAMESPACE] });
+  await tearDown({ env, admin, webhook, kubelets: [sim], namespaces: [NAMESPACE] });
 }, 60_000);
 
 describe('the real kubelet (kubemark hollow node) with the webhook on its shipped defaults', () => {
@@ -183,29 +187,53 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     );
   }, 90_000);
 
-  it('status loop: the inflated kubelet PATCHes every 10 s, the plain one not at all; with coalescing (default) neither Node moves for ≥ 35 s, without it the inflated one moves at each PATCH', async () => {
+  it('status loop: the inflated kubelet PATCHes every 10 s like the simulated one, the plain one not at all; with coalescing (default) no Node moves for ≥ 35 s, without it the inflated ones move at each PATCH', async () => {
     // Settled: the pod start's changes (images, …) stored, the next write coalesced.
     const settled = (await webhookCounts()).coalesced;
     await waitUntil('two coalesced writes', async () => (await webhookCounts()).coalesced >= settled + 2, { timeoutMs: 4 * UPDATE_MS });
 
     const before = await webhookCounts();
+    const simBefore = sim!.stats.patchSuccesses;
     const t0 = Date.now();
     const coalescedWindow = await resourceVersionsOver(40_000);
     const after = await webhookCounts();
-    const perMinute = ((after.statusReviews - before.statusReviews) * 60_000) / (Date.now() - t0);
-    // 10 s ticks (+ up to 4 % jitter) of the inflated kubelet alone: the plain one has nothing to write for 5 min.
-    expect(perMinute).toBeGreaterThanOrEqual(4.5);
-    expect(perMinute).toBeLessThanOrEqual(7.5);
-    expect(after.coalesced - before.coalesced).toBeGreaterThanOrEqual(3);
+    const minutes = (Date.now() - t0) / 60_000;
+    const simPerMinute = (sim!.stats.patchSuccesses - simBefore) / minutes;
+    // The hollow kubelet's: every review but the simulated kubelet's (the plain one has nothing to write for 5 min).
+    const hollowPerMinute = (after.statusReviews - before.statusReviews) / minutes - simPerMinute;
+    // 10 s ticks (+ up to 4 % jitter), each a PATCH while the node is inflated: the same cadence from both.
+    for (const perMinute of [hollowPerMinute, simPerMinute]) {
+      expect(perMinute).toBeGreaterThanOrEqual(4.5);
+      expect(perMinute).toBeLessThanOrEqual(7.5);
+    }
+    expect(after.coalesced - before.coalesced).toBeGreaterThanOrEqual(6);
     expect(coalescedWindow[inflated!.name], 'the inflated Node, coalesced').toHaveLength(1);
+    expect(coalescedWindow[sim!.name], 'the simulated kubelet’s Node, coalesced').toHaveLength(1);
     expect(coalescedWindow[plain!.name], 'the plain Node').toHaveLength(1);
 
     await webhook.useConfig(config({ inflated: 3 }, { coalesceStatusWrites: false }));
     const uncoalesced = await resourceVersionsOver(30_000);
     expect(uncoalesced[inflated!.name]!.length, 'inflated Node versions without coalescing').toBeGreaterThanOrEqual(3);
+    expect(uncoalesced[sim!.name]!.length, 'the simulated kubelet’s Node versions without coalescing').toBeGreaterThanOrEqual(3);
     expect(uncoalesced[plain!.name], 'the plain Node').toHaveLength(1);
+
+    // What the webhook receives from each: a status update under the node's own user, its
+    // manager's entry on the status subresource (`hollow-kubelet` is kubemark's User-Agent; a
+    // real kubelet's, and the simulated one's, is `kubelet`), the four standard conditions.
+    for (const [kubelet, manager] of [
+      [inflated!.name, 'hollow-kubelet'],
+      [sim!.name, 'kubelet'],
+    ] as const) {
+      const node = await admin.get(`/api/v1/nodes/${kubelet}`);
+      const entry = node.metadata.managedFields.find((f: any) => f.subresource === 'status' && f.manager === manager);
+      expect(entry, `${kubelet}: ${manager}'s status entry`).toMatchObject({ operation: 'Update', apiVersion: 'v1' });
+      expect(node.status.conditions.map((c: any) => c.type).sort(), kubelet).toEqual(['DiskPressure', 'MemoryPressure', 'PIDPressure', 'Ready']);
+    }
+    sim!.assertHealthy();
+    await sim!.stop({ deleteNode: true });
+    sim = undefined;
     await webhook.useConfig(config({ inflated: 3 }));
-  }, 150_000);
+  }, 180_000);
 
   it('the reconciler brings the idle plain node to a new ratio at once, with its own write, not the kubelet’s', async () => {
     const nudged = async () => (await webhook.metrics()).sum('kube_overcommit_reconcile_nudges_total', { outcome: 'applied' });
