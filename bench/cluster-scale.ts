@@ -41,6 +41,10 @@
  *   --read lister|get (bench/fleet.ts: how a kubelet's sync reads its Node) --memory-limit MiB (the webhook's memory
  *   cgroup; the Deployment's limit by default, 0 for none) --keep (leave the run folder's data) --out FILE
  * Writes bench/results/cluster-scale.json. Default run: about 25 minutes.
+ *
+ * `--kubelet hollow` runs kubemark's hollow kubelets instead of the simulated fleet
+ * (bench/cluster-hollow.ts: --nodes, --minutes, --ratio, --settle (20), --baseline-minutes (5),
+ * --keep, --out).
  */
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -48,7 +52,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { nodesWebhookName } from '../test/e2e/harness/apiserver.js';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { adminClient, adminKubeConfig, KubeApiError } from '../test/e2e/harness/kube-client.js';
+import { adminClient, KubeApiError } from '../test/e2e/harness/kube-client.js';
 import { not } from '../test/e2e/harness/metrics.js';
 import { claimNodeNames } from '../test/e2e/harness/nodes.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
@@ -62,10 +66,12 @@ import {
   machineBusy,
   machineCpu,
   nodeSizes,
+  nodeWatcher,
   ProcessWatch,
   scrape,
   type Scrape,
 } from './cluster.js';
+import { hollowMain } from './cluster-hollow.js';
 import { Fleet, type FleetCounters, subtractCounters } from './fleet.js';
 import { DEPLOYMENT_MEMORY_LIMIT_MIB, DEPLOYMENT_NODE_OPTIONS, machineInfo, numberOption, resultsPath, round, sleep, table } from './lib.js';
 
@@ -87,6 +93,8 @@ const { values: flags } = parseArgs({
     keep: { type: 'boolean' },
     coalesce: { type: 'boolean' },
     out: { type: 'string' },
+    kubelet: { type: 'string' },
+    'baseline-minutes': { type: 'string' },
   },
 });
 
@@ -200,35 +208,6 @@ function inflate(cpu: string, ratio: number): string {
   const milli = (baseUnits('cpu', cpu) * BigInt(Math.round(ratio * 1_000_000))) / 1_000_000n;
   return milli % 1000n === 0n ? String(milli / 1000n) : `${milli}m`;
 }
-
-/** One watch of the fleet's Nodes, as any Node watcher (a controller, a monitoring agent) holds; counts its events. */
-const nodeWatcher = {
-  events: 0,
-  request: undefined as { abort(): void } | undefined,
-  async start(env: E2eEnv): Promise<void> {
-    const { Watch } = await import('@kubernetes/client-node');
-    const watch = new Watch(await adminKubeConfig(env));
-    const run = async (): Promise<void> => {
-      this.request = await watch.watch(
-        '/api/v1/nodes',
-        { labelSelector: 'bench.kube-overcommit.io/fleet=true', allowWatchBookmarks: false },
-        // Only changes: a re-opened watch (client-node's inactivity timeout) lists every Node as ADDED again.
-        (type: string) => {
-          if (type === 'MODIFIED') this.events++;
-        },
-        (error) => {
-          if (this.request !== undefined && error?.name !== 'AbortError') void run(); // the API server ends watches after a while: watch again
-        },
-      );
-    };
-    await run();
-  },
-  stop(): void {
-    const request = this.request;
-    this.request = undefined;
-    request?.abort();
-  },
-};
 
 async function measure(
   name: string,
@@ -683,4 +662,16 @@ function main(): void {
   });
 }
 
-main();
+const kubelet = flags.kubelet ?? 'sim';
+if (kubelet === 'hollow') {
+  hollowMain({
+    nodes: options.nodes,
+    minutes: options.minutes,
+    baselineMinutes: numberOption('baseline-minutes', flags['baseline-minutes'], 5, { min: 0.1 }),
+    settleSeconds: numberOption('settle', flags.settle, 20),
+    ratio: options.ratio,
+    keep: options.keep,
+    out: flags.out,
+  });
+} else if (kubelet === 'sim') main();
+else throw new Error('--kubelet: sim (bench/fleet.ts, the default) or hollow (kubemark)');

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
 import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { adminClient } from '../test/e2e/harness/kube-client.js';
+import { adminClient, adminKubeConfig } from '../test/e2e/harness/kube-client.js';
 import { Metrics, type LabelMatch } from '../test/e2e/harness/metrics.js';
 import { readClusterEnv } from '../test/e2e/harness/setup.js';
 import { httpText, type WebhookProcess } from '../test/e2e/harness/webhook.js';
@@ -250,3 +250,35 @@ export async function nodeSizes(env: E2eEnv, name: string): Promise<{ json: numb
     });
   return { json: await get('application/json'), protobuf: await get('application/vnd.kubernetes.protobuf') };
 }
+
+/**
+ * One watch of the benchmark's Nodes (label bench.kube-overcommit.io/fleet=true), as any Node
+ * watcher (a controller, a monitoring agent) holds; counts its MODIFIED events.
+ */
+export const nodeWatcher = {
+  events: 0,
+  request: undefined as { abort(): void } | undefined,
+  async start(env: E2eEnv): Promise<void> {
+    const { Watch } = await import('@kubernetes/client-node');
+    const watch = new Watch(await adminKubeConfig(env));
+    const run = async (): Promise<void> => {
+      this.request = await watch.watch(
+        '/api/v1/nodes',
+        { labelSelector: 'bench.kube-overcommit.io/fleet=true', allowWatchBookmarks: false },
+        // Only changes: a re-opened watch (client-node's inactivity timeout) lists every Node as ADDED again.
+        (type: string) => {
+          if (type === 'MODIFIED') this.events++;
+        },
+        (error) => {
+          if (this.request !== undefined && error?.name !== 'AbortError') void run(); // the API server ends watches after a while: watch again
+        },
+      );
+    };
+    await run();
+  },
+  stop(): void {
+    const request = this.request;
+    this.request = undefined;
+    request?.abort();
+  },
+};

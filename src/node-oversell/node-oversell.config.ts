@@ -143,8 +143,8 @@ export class NodesConfig {
   pools: NodePool[] = [];
   /** Never write an allocatable below the requests bound to the node (node-oversell.rules.ts, rule 6). */
   @IsOptional() @IsBoolean() commitmentFloor: boolean = true;
-  /** Turn a kubelet's heartbeat-only status writes into no-ops (docs/status-coalescing.md). Opt-in. */
-  @IsOptional() @IsBoolean() coalesceStatusWrites: boolean = false;
+  /** Turn a kubelet's heartbeat-only status writes into no-ops (docs/status-coalescing.md); `false` opts out. */
+  @IsOptional() @IsBoolean() coalesceStatusWrites: boolean = true;
   /** How old the stored heartbeats may get while writes are coalesced: the kubelet's nodeStatusReportFrequency. */
   @IsOptional()
   @ValidateBy({

@@ -109,6 +109,11 @@ describe('planStatusCoalescing', () => {
     expect(toStore.metadata.managedFields[0].time).not.toBe(stored.metadata.managedFields[0].time);
   });
 
+  it('coalesces the stored object itself sent back (reinvocation) without a patch: idempotent', () => {
+    const stored = storedAt();
+    expect(admit(structuredClone(stored), stored).plan).toEqual({ decision: 'coalesced', reason: 'heartbeat', patch: [] });
+  });
+
   it('passes a Ready=False transition, a capacity change, an address change, and heartbeats a window old', () => {
     const stored = storedAt();
     const at = T0 + 10_000;

@@ -28,7 +28,8 @@
  *      for all they would all be written again together, in one burst per period; with
  *      windows of different lengths the bursts spread out. So the stored heartbeats advance at
  *      least once per report period plus one kubelet period.
- *   5. Coalesced = the stored conditions put back. The object to store then differs from the
+ *   5. Coalesced = the stored conditions put back (no patch when they are them already: our own
+ *      output sent back). The object to store then differs from the
  *      stored one only in managedFields times, which kube-apiserver reverts itself before
  *      writing (IgnoreManagedFieldsTimestampsTransformer, on by default since 1.28): it is the
  *      stored object, byte for byte, and no write happens.
@@ -136,5 +137,9 @@ export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodM
   }
   if (!isDeepStrictEqual(comparable(node, false), comparable(stored, false))) return { decision: 'passed', reason: 'status-changed' };
   if (!heartbeatsFresh(conditionsOf(node), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return { decision: 'passed', reason: 'report-due' };
-  return { decision: 'coalesced', reason: 'heartbeat', patch: [{ op: 'replace', path: '/status/conditions', value: stored.status.conditions }] };
+  // Conditions already the stored ones (our own output sent back): nothing to put back.
+  const patch: PatchOperation[] = isDeepStrictEqual(node.status?.conditions, stored.status.conditions)
+    ? []
+    : [{ op: 'replace', path: '/status/conditions', value: stored.status.conditions }];
+  return { decision: 'coalesced', reason: 'heartbeat', patch };
 }

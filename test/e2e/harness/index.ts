@@ -6,6 +6,7 @@ export * from './apiserver.js';
 export * from './config.js';
 export * from './context.js';
 export * from './env.js';
+export * from './hollow-kubelet.js';
 export * from './kube-client.js';
 export * from './kubelet-admission.js';
 export * from './metrics.js';

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import type { E2eEnv } from './env.js';
 
@@ -142,6 +142,11 @@ export function adminClient(env: E2eEnv): KubeClient {
   return new KubeClient(env.apiserverUrl, env.adminToken, readFileSync(env.caFile), 'admin');
 }
 
+/** The static token of node `name` (cluster.sh make_tokens): `node-<name>`. */
+export function nodeToken(name: string): string {
+  return `node-${name}`;
+}
+
 /**
  * A node identity: user `system:node:<name>`, group `system:nodes`, token `node-<name>`.
  * cluster.sh makes tokens for sim-node-0..1099 and kwok-node-0..19 only. It sends a kubelet's
@@ -150,11 +155,31 @@ export function adminClient(env: E2eEnv): KubeClient {
 export function nodeClient(env: E2eEnv, name: string): KubeClient {
   return new KubeClient(
     env.apiserverUrl,
-    `node-${name}`,
+    nodeToken(name),
     readFileSync(env.caFile),
     `system:node:${name}`,
     `kubelet/${env.k8sVersion} (linux/amd64) kubernetes/e2e`,
   );
+}
+
+/** A kubeconfig file (mode 0600) for `user` with a bearer token, trusting the cluster CA by its path. */
+export function writeTokenKubeconfig(file: string, server: string, caFile: string, user: string, token: string): void {
+  const text = [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    `- name: e2e`,
+    `  cluster: { server: "${server}", certificate-authority: "${caFile}" }`,
+    'users:',
+    `- name: "${user}"`,
+    `  user: { token: "${token}" }`,
+    'contexts:',
+    `- name: e2e`,
+    `  context: { cluster: e2e, user: "${user}" }`,
+    'current-context: e2e',
+    '',
+  ].join('\n');
+  writeFileSync(file, text, { mode: 0o600 });
 }
 
 /** A client with any bearer token (e.g. a ServiceAccount token from `kubectl create token`). */

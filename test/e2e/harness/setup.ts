@@ -26,7 +26,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import type { E2eEnv } from './env.js';
-import { adminClient, kubectl } from './kube-client.js';
+import { adminClient, kubectl, writeTokenKubeconfig } from './kube-client.js';
 import { alive, freePort, run, type Log } from './process.js';
 import { createCa, issueServingCertificate, writeSecretVolume } from './tls.js';
 import { waitUntil } from './wait.js';
@@ -315,25 +315,6 @@ async function writeOverlay(root: string, runDir: string, binDir: string, url: s
   ].join('\n');
   writeFileSync(join(overlayDir, 'kustomization.yaml'), kustomization);
   return { overlayDir, configurationName, entries };
-}
-
-function writeTokenKubeconfig(file: string, server: string, caFile: string, user: string, token: string): void {
-  const text = [
-    'apiVersion: v1',
-    'kind: Config',
-    'clusters:',
-    `- name: e2e`,
-    `  cluster: { server: "${server}", certificate-authority: "${caFile}" }`,
-    'users:',
-    `- name: "${user}"`,
-    `  user: { token: "${token}" }`,
-    'contexts:',
-    `- name: e2e`,
-    `  context: { cluster: e2e, user: "${user}" }`,
-    'current-context: e2e',
-    '',
-  ].join('\n');
-  writeFileSync(file, text, { mode: 0o600 });
 }
 
 /**

@@ -1,0 +1,215 @@
+/**
+ * `npm run bench:cluster -- --kubelet hollow --nodes N`: the cluster benchmark with the real
+ * kubelet's code — `--nodes` kubemark hollow kubelets (test/e2e/harness/hollow-kubelet.ts: the
+ * kubelet's status loop at its own frequencies, update every 10 s, report every 5 min, over a
+ * fake runtime and fake cAdvisor, 1 CPU each) — instead of bench/fleet.ts's simulated ones.
+ *
+ * Three phases of one run, each measured over `--minutes` after `--settle` s:
+ *
+ *   inflation   cpu ratio `--ratio` (1.5), nodes.coalesceStatusWrites false
+ *   coalescing  the same with coalesceStatusWrites true (the default) and the default
+ *               statusReportPeriod (5m, the kubelet's nodeStatusReportFrequency)
+ *   no-webhook  the MutatingWebhookConfiguration deleted: what the kubelets write without us
+ *               (a change, or a report every 5 min); measured over `--baseline-minutes` (5),
+ *               one whole report period
+ *
+ * Per phase: the kubelets' node-status PATCHes (the API server's apiserver_request_total), the
+ * etcd writes for Node keys the API server made (etcd_requests_total{resource="nodes",
+ * operation="update"}), the Node watch events one watcher received, the webhook calls and
+ * decisions, the nodes Ready at the end, CPU of the control plane, the webhook and all kubelets.
+ * Writes bench/results/cluster-hollow-<N>.json (or --out).
+ */
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { nodesWebhookName } from '../test/e2e/harness/apiserver.js';
+import type { E2eEnv } from '../test/e2e/harness/env.js';
+import { HollowKubelet } from '../test/e2e/harness/hollow-kubelet.js';
+import { adminClient, KubeApiError } from '../test/e2e/harness/kube-client.js';
+import { claimNodeNames } from '../test/e2e/harness/nodes.js';
+import { runOnStage } from '../test/e2e/harness/stage.js';
+import { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import { clusterProcesses, counterDelta, machineBusy, machineCpu, nodeWatcher, ProcessWatch, scrape } from './cluster.js';
+import { machineInfo, resultsPath, round, sleep, statusKiB, table } from './lib.js';
+
+export interface HollowOptions {
+  nodes: number;
+  minutes: number;
+  baselineMinutes: number;
+  settleSeconds: number;
+  ratio: number;
+  keep: boolean;
+  out?: string;
+}
+
+const FLEET_LABEL = 'bench.kube-overcommit.io/fleet';
+
+interface Phase {
+  name: string;
+  description: string;
+  seconds: number;
+  statusPatchesPerMin: number;
+  nodeEtcdWritesPerMin: number;
+  nodeWatchEventsPerMin: number;
+  webhookCallsPerMin: number;
+  /** kube_overcommit_status_writes_total deltas by decision/reason (coalescing on only). */
+  decisions: Record<string, number>;
+  failedPatches: number;
+  readyNodesAtEnd: number;
+  cores: Record<string, number>;
+  machineBusyCores: number;
+}
+
+async function readyNodes(env: E2eEnv, names: readonly string[]): Promise<number> {
+  const admin = adminClient(env);
+  try {
+    const list = await admin.get('/api/v1/nodes', { labelSelector: `${FLEET_LABEL}=true` });
+    const mine = new Set(names);
+    return list.items.filter(
+      (n: any) => mine.has(n.metadata.name) && n.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'),
+    ).length;
+  } finally {
+    admin.close();
+  }
+}
+
+export function hollowMain(options: HollowOptions): void {
+  const t0 = Date.now();
+  const log = (line: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] ${line}\n`);
+  const outFile = options.out ?? resultsPath(`cluster-hollow-${options.nodes}.json`);
+  log(`kube-overcommit cluster bench with ${options.nodes} hollow kubelets (kubemark), ${options.minutes} min per phase; ${os.cpus().length} cpus`);
+  runOnStage('bench-cluster', log, options.keep, async (stage) => {
+    const { env } = stage;
+    const processes = clusterProcesses(env);
+    const webhook = new WebhookProcess(env, { logLevel: 'info' });
+    await webhook.start();
+    stage.onTearDown(() => webhook.stop());
+    await webhook.useConfig({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 }, coalesceStatusWrites: false } });
+
+    const names = claimNodeNames(env, 'sim-node', options.nodes);
+    const kubelets: HollowKubelet[] = [];
+    stage.onTearDown(async () => {
+      await Promise.all(kubelets.map((k) => k.stop()));
+    });
+    // A few at a time: each start is a burst of registration work for the API server.
+    for (let i = 0; i < names.length; i += 5) {
+      kubelets.push(...(await Promise.all(names.slice(i, i + 5).map((name) => HollowKubelet.start(env, { name, labels: { [FLEET_LABEL]: 'true' } })))));
+      log(`${kubelets.length} hollow kubelets Ready`);
+    }
+    const rssMiB = round(kubelets.reduce((sum, k) => sum + statusKiB(k.pid!, 'VmRSS'), 0) / 1024, 0);
+    log(`${kubelets.length} hollow kubelets: ${rssMiB} MiB RSS in all`);
+    await nodeWatcher.start(env);
+    stage.onTearDown(() => nodeWatcher.stop());
+
+    const nodesEntry = nodesWebhookName(env);
+    const measure = async (name: string, description: string, minutes: number): Promise<Phase> => {
+      log(`phase ${name}: settling ${options.settleSeconds} s`);
+      await sleep(options.settleSeconds * 1000);
+      log(`phase ${name}: measuring ${minutes} min`);
+      const pids: Record<string, number> = {
+        apiserver: processes.pids.apiserver,
+        etcd: processes.pids.etcd,
+        controllerManager: processes.pids.controllerManager,
+        webhook: webhook.pid!,
+        ...Object.fromEntries(kubelets.map((k) => [k.name, k.pid!])),
+      };
+      const before = await scrape(env, processes, webhook);
+      const watch = new ProcessWatch(pids);
+      const cpuBefore = machineCpu();
+      const eventsBefore = nodeWatcher.events;
+      const start = Date.now();
+      await sleep(minutes * 60_000);
+      const seconds = (Date.now() - start) / 1000;
+      const cpu = watch.end();
+      const machine = machineBusy(cpuBefore, machineCpu());
+      const events = nodeWatcher.events - eventsBefore;
+      const after = await scrape(env, processes, webhook);
+      const perMin = (n: number) => round((n * 60) / seconds, 2);
+      const statusPatch = { resource: 'nodes', subresource: 'status', verb: 'PATCH' };
+      const decisions: Record<string, number> = {};
+      for (const sample of after.webhook?.find('kube_overcommit_status_writes_total') ?? []) {
+        const key = `${sample.labels.decision}/${sample.labels.reason}`;
+        const delta = sample.value - (before.webhook?.value('kube_overcommit_status_writes_total', sample.labels) ?? 0);
+        if (delta > 0) decisions[key] = delta;
+      }
+      const kubeletCores = kubelets.reduce((sum, k) => sum + ((cpu[k.name] as { cores: number } | undefined)?.cores ?? 0), 0);
+      const phase: Phase = {
+        name,
+        description,
+        seconds: round(seconds, 1),
+        statusPatchesPerMin: perMin(counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', statusPatch)),
+        nodeEtcdWritesPerMin: perMin(counterDelta(before.apiserver, after.apiserver, 'etcd_requests_total', { resource: 'nodes', operation: 'update' })),
+        nodeWatchEventsPerMin: perMin(events),
+        webhookCallsPerMin: perMin(counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', { name: nodesEntry, type: 'admit' })),
+        decisions,
+        failedPatches: counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', {
+          ...statusPatch,
+          code: (c) => c !== undefined && !c.startsWith('2'),
+        }),
+        readyNodesAtEnd: await readyNodes(env, names),
+        cores: {
+          apiserver: (cpu.apiserver as { cores: number }).cores,
+          etcd: (cpu.etcd as { cores: number }).cores,
+          controllerManager: (cpu.controllerManager as { cores: number }).cores,
+          webhook: (cpu.webhook as { cores: number }).cores,
+          hollowKubelets: round(kubeletCores, 3),
+        },
+        machineBusyCores: machine.busyCores,
+      };
+      log(`  ${JSON.stringify(phase)}`);
+      return phase;
+    };
+
+    const inflation = await measure('inflation', `cpu ratio ${options.ratio}, coalesceStatusWrites false`, options.minutes);
+    await webhook.useConfig({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 } } });
+    const coalescing = await measure('coalescing', `cpu ratio ${options.ratio}, coalesceStatusWrites true (default), statusReportPeriod 5m`, options.minutes);
+    const admin = adminClient(env);
+    try {
+      await admin.delete(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`).catch((e) => {
+        if (!(e instanceof KubeApiError && e.status === 404)) throw e;
+      });
+    } finally {
+      admin.close();
+    }
+    const baseline = await measure('no-webhook', 'MutatingWebhookConfiguration deleted', options.baselineMinutes);
+
+    const phases = [inflation, coalescing, baseline];
+    const ratio = (x: number, y: number) => (y === 0 ? null : round(x / y, 2));
+    const report = {
+      benchmark: 'cluster-hollow',
+      command: `npm run bench:cluster -- ${process.argv.slice(2).join(' ')}`.trim(),
+      startedAt: new Date(t0).toISOString(),
+      finishedAt: new Date().toISOString(),
+      machine: machineInfo(),
+      cluster: { kubernetes: env.k8sVersion, kubelets: `${options.nodes} × kubemark --morph=kubelet (${env.k8sVersion}), ${rssMiB} MiB RSS in all` },
+      options,
+      sources: {
+        statusPatchesPerMin: 'apiserver_request_total{resource="nodes",subresource="status",verb="PATCH"}',
+        nodeEtcdWritesPerMin: 'the API server\'s etcd_requests_total{resource="nodes",operation="update"}',
+        nodeWatchEventsPerMin: "MODIFIED events of one watch on the kubelets' Nodes",
+        webhookCallsPerMin: 'apiserver_admission_webhook_request_total{name="nodes.kube-overcommit.io"}',
+      },
+      ratiosToNoWebhook: {
+        etcdWritesInflation: ratio(inflation.nodeEtcdWritesPerMin, baseline.nodeEtcdWritesPerMin),
+        etcdWritesCoalesced: ratio(coalescing.nodeEtcdWritesPerMin, baseline.nodeEtcdWritesPerMin),
+        watchEventsInflation: ratio(inflation.nodeWatchEventsPerMin, baseline.nodeWatchEventsPerMin),
+        watchEventsCoalesced: ratio(coalescing.nodeWatchEventsPerMin, baseline.nodeWatchEventsPerMin),
+        statusPatchesCoalesced: ratio(coalescing.statusPatchesPerMin, baseline.statusPatchesPerMin),
+      },
+      phases,
+    };
+    writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
+    const keys = Object.keys(inflation).filter((k) => !['name', 'description', 'decisions', 'cores'].includes(k)) as Array<keyof Phase>;
+    console.log(
+      `\n${table(
+        ['', ...phases.map((p) => p.name)],
+        [
+          ...keys.map((k) => [k, ...phases.map((p) => String(p[k]))]),
+          ['cores: apiserver / etcd / webhook / kubelets', ...phases.map((p) => `${p.cores.apiserver} / ${p.cores.etcd} / ${p.cores.webhook} / ${p.cores.hollowKubelets}`)],
+          ['decisions', ...phases.map((p) => JSON.stringify(p.decisions))],
+        ],
+      )}\n`,
+    );
+    console.log(`÷ no webhook: ${JSON.stringify(report.ratiosToNoWebhook)}; wrote ${outFile}`);
+    return phases.every((p) => p.failedPatches === 0 && p.readyNodesAtEnd === options.nodes);
+  });
+}

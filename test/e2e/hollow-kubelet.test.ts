@@ -1,0 +1,372 @@
+/**
+ * The real kubelet in the loop: kubemark's hollow node (`kubemark --morph=kubelet`, the kubelet's
+ * own status loop, node status setters, pod admission handlers and pod workers over a fake
+ * container runtime and fake cAdvisor: 1 CPU, 3840 Mi, 110 pods) against the control plane, the
+ * webhook registered through the shipped manifests and its shipped defaults
+ * (nodes.coalesceStatusWrites on, the reconciler on, the commitment floor on).
+ *
+ * Two hollow kubelets: `inflated` (a pool at cpu ratio 3) and `plain` (ratio 1). In order:
+ * pods beyond the raw allocatable run; the status loop's cadence from the webhook's own request
+ * counter, with the Node's resourceVersion still while its kubelet keeps posting and, with
+ * coalescing off, moving at each PATCH; the reconciler inflating the idle plain node without a
+ * kubelet write; a kubelet restart's real change stored at once; the commitment floor (ratio
+ * lowered to 1, then a restart: every pod re-admitted); the same restart with the webhook
+ * unreachable (the pod above raw rejected, OutOfcpu); liveness (both kubelets stopped: both
+ * nodes go Unknown, the coalesced one as fast as the other).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  adminClient,
+  apiserverMetrics,
+  claimNodeNames,
+  createNamespace,
+  deleteAllPods,
+  e2eEnv,
+  getNode,
+  HOLLOW_MACHINE,
+  HollowKubelet,
+  NO_KUBELET_TAINT,
+  SimKubelet,
+  tearDown,
+  waitUntil,
+  WebhookProcess,
+  type E2eEnv,
+  type KubeClient,
+} from './harness/index.js';
+
+const NAMESPACE = 'e2e-hollow-kubelet';
+const ROLE_LABEL = 'e2e.kube-overcommit.io/hollow';
+const FLOOR_ANNOTATION = 'kube-overcommit.io/floor';
+const GUARD_ENTRY = 'guard.kube-overcommit.io';
+/** docs/operating.md ("A guard against the outage"). */
+const GUARD_EXPRESSION =
+  "request.userInfo.username == 'system:node:' + oldObject.metadata.name && has(oldObject.metadata.annotations) && " +
+  "('kube-overcommit.io/ratios' in oldObject.metadata.annotations || 'kube-overcommit.io/floor' in oldObject.metadata.annotations)";
+/** The kubelet's nodeStatusUpdateFrequency (kubemark sets the kubelet's default, 10 s). */
+const UPDATE_MS = 10_000;
+const PODS = [
+  { name: 'two-cpu', cpu: '2' },
+  { name: 'half-cpu', cpu: '500m' },
+];
+
+let env: E2eEnv;
+let admin: KubeClient;
+let webhook: WebhookProcess;
+let inflated: HollowKubelet | undefined;
+let plain: HollowKubelet | undefined;
+/** A simulated kubelet (harness/sim-kubelet.ts) on the same machine as the hollow ones, in the inflated pool: its calibration. */
+let sim: SimKubelet | undefined;
+
+function config(ratios: { inflated: number; plain?: number }, nodes: Record<string, unknown> = {}) {
+  const pool = (name: string, role: string, cpu: number) => ({ name, nodeSelector: { matchLabels: { [ROLE_LABEL]: role } }, ratios: { cpu } });
+  return {
+    nodes: {
+      defaultRatios: { cpu: 1, memory: 1 },
+      pools: [pool('hollow-inflated', 'inflated', ratios.inflated), ...(ratios.plain ? [pool('hollow-plain', 'plain', ratios.plain)] : [])],
+      ...nodes,
+    },
+  };
+}
+
+function pod(name: string, node: string, cpu: string): any {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: NAMESPACE },
+    spec: {
+      nodeSelector: { 'kubernetes.io/hostname': node },
+      tolerations: [{ key: NO_KUBELET_TAINT.key, operator: 'Exists', effect: 'NoSchedule' }],
+      automountServiceAccountToken: false,
+      terminationGracePeriodSeconds: 0,
+      containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', resources: { requests: { cpu, memory: '64Mi' } } }],
+    },
+  };
+}
+
+async function pods(): Promise<Map<string, any>> {
+  const list = await admin.get(`/api/v1/namespaces/${NAMESPACE}/pods`);
+  return new Map(list.items.map((p: any) => [p.metadata.name, p]));
+}
+
+/**
+ * The guard measured (not shipped): a second webhook configuration whose one entry calls the
+ * nodes path with failurePolicy Fail, only for a kubelet's own status writes of a node that
+ * carries our ratios or floor annotation.
+ */
+async function installGuard(): Promise<string> {
+  const shipped = await admin.get(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`);
+  const nodes = shipped.webhooks.find((w: any) => w.name.startsWith('nodes.'));
+  const name = 'kube-overcommit-guard-e2e';
+  await admin.post('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingWebhookConfiguration',
+    metadata: { name },
+    webhooks: [
+      {
+        name: GUARD_ENTRY,
+        clientConfig: nodes.clientConfig,
+        rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['nodes/status'], scope: 'Cluster' }],
+        matchConditions: [{ name: 'kubelet-of-inflated-node', expression: GUARD_EXPRESSION }],
+        failurePolicy: 'Fail',
+        sideEffects: 'None',
+        timeoutSeconds: 2,
+        admissionReviewVersions: ['v1'],
+      },
+    ],
+  });
+  return name;
+}
+
+const containerIds = (p: any): string[] => (p?.status?.containerStatuses ?? []).map((c: any) => c.containerID);
+const readyStatus = (node: any): string | undefined => node?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status;
+
+/** nodes/status reviews the webhook answered, and its coalescing decisions. */
+async function webhookCounts(): Promise<{ statusReviews: number; coalesced: number }> {
+  const metrics = await webhook.metrics();
+  return {
+    statusReviews: metrics.sum('kube_overcommit_admission_requests_total', { resource: 'nodes/status' }),
+    coalesced: metrics.sum('kube_overcommit_status_writes_total', { decision: 'coalesced' }),
+  };
+}
+
+/**
+ * Samples both Nodes every second for `ms` (a measurement window: it waits the time out) and
+ * returns every resourceVersion each stored, in order, without repeats.
+ */
+async function resourceVersionsOver(ms: number): Promise<Record<string, string[]>> {
+  const seen: Record<string, string[]> = { [inflated!.name]: [], [plain!.name]: [], [sim!.name]: [] };
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    for (const name of Object.keys(seen)) {
+      const rv = (await admin.get(`/api/v1/nodes/${name}`)).metadata.resourceVersion;
+      if (seen[name]!.at(-1) !== rv) seen[name]!.push(rv);
+    }
+    await new Promise((r) => setTimeout(r, Math.min(1_000, Math.max(0, end - Date.now()))));
+  }
+  return seen;
+}
+
+beforeAll(async () => {
+  env = e2eEnv();
+  admin = adminClient(env);
+  webhook = new WebhookProcess(env);
+  await webhook.start();
+  await createNamespace(env, NAMESPACE);
+  await webhook.useConfig(config({ inflated: 3 }));
+  const [inflatedName, plainName, simName] = claimNodeNames(env, 'sim-node', 3);
+  [inflated, plain, sim] = await Promise.all([
+    HollowKubelet.start(env, { name: inflatedName!, labels: { [ROLE_LABEL]: 'inflated' } }),
+    HollowKubelet.start(env, { name: plainName!, labels: { [ROLE_LABEL]: 'plain' } }),
+    SimKubelet.start(env, { name: simName!, capacity: HOLLOW_MACHINE, labels: { [ROLE_LABEL]: 'inflated' } }),
+  ]);
+}, 120_000);
+
+afterAll(async () => {
+  // Pods of a stopped kubelet are never confirmed deleted: forced.
+  if (admin) await deleteAllPods(admin, NAMESPACE, { force: true }).catch(() => undefined);
+  await Promise.all([inflated, plain].map((k) => k?.stop({ deleteNode: true })));
+  await tearDown({ env, admin, webhook, kubelets: [sim], namespaces: [NAMESPACE] });
+}, 60_000);
+
+describe('the real kubelet (kubemark hollow node) with the webhook on its shipped defaults', () => {
+  it('inflates the hollow node (raw cpu 1 → 3) and pods requesting 2.5 CPUs, beyond the raw allocatable, run there', async () => {
+    const node = await waitUntil('the inflated node at cpu 3', async () => {
+      const view = await getNode(admin, inflated!.name);
+      return view.allocatable.cpu === '3' ? view : undefined;
+    });
+    expect(node.recordedRaw?.allocatable).toMatchObject({ cpu: HOLLOW_MACHINE.cpu, memory: HOLLOW_MACHINE.memory, pods: HOLLOW_MACHINE.pods });
+    expect((await getNode(admin, plain!.name)).allocatable.cpu).toBe('1');
+    for (const { name, cpu } of PODS) await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod(name, inflated!.name, cpu));
+    await waitUntil(
+      'both pods Running on the inflated node',
+      async () => {
+        const all = await pods();
+        return PODS.every(({ name }) => all.get(name)?.status?.phase === 'Running' && all.get(name)?.spec?.nodeName === inflated!.name);
+      },
+      { timeoutMs: 60_000, describe: async () => [...(await pods()).values()].map((p) => [p.metadata.name, p.status]) },
+    );
+  }, 90_000);
+
+  it('status loop: the inflated kubelet PATCHes every 10 s like the simulated one, the plain one not at all; with coalescing (default) no Node moves for ≥ 35 s, without it the inflated ones move at each PATCH', async () => {
+    // Settled: the pod start's changes (images, …) stored, the next write coalesced.
+    const settled = (await webhookCounts()).coalesced;
+    await waitUntil('two coalesced writes', async () => (await webhookCounts()).coalesced >= settled + 2, { timeoutMs: 4 * UPDATE_MS });
+
+    const before = await webhookCounts();
+    const simBefore = sim!.stats.patchSuccesses;
+    const t0 = Date.now();
+    const coalescedWindow = await resourceVersionsOver(40_000);
+    const after = await webhookCounts();
+    const minutes = (Date.now() - t0) / 60_000;
+    const simPerMinute = (sim!.stats.patchSuccesses - simBefore) / minutes;
+    // The hollow kubelet's: every review but the simulated kubelet's (the plain one has nothing to write for 5 min).
+    const hollowPerMinute = (after.statusReviews - before.statusReviews) / minutes - simPerMinute;
+    // 10 s ticks (+ up to 4 % jitter), each a PATCH while the node is inflated: the same cadence from both.
+    for (const perMinute of [hollowPerMinute, simPerMinute]) {
+      expect(perMinute).toBeGreaterThanOrEqual(4.5);
+      expect(perMinute).toBeLessThanOrEqual(7.5);
+    }
+    expect(after.coalesced - before.coalesced).toBeGreaterThanOrEqual(6);
+    expect(coalescedWindow[inflated!.name], 'the inflated Node, coalesced').toHaveLength(1);
+    expect(coalescedWindow[sim!.name], 'the simulated kubelet’s Node, coalesced').toHaveLength(1);
+    expect(coalescedWindow[plain!.name], 'the plain Node').toHaveLength(1);
+
+    await webhook.useConfig(config({ inflated: 3 }, { coalesceStatusWrites: false }));
+    const uncoalesced = await resourceVersionsOver(30_000);
+    expect(uncoalesced[inflated!.name]!.length, 'inflated Node versions without coalescing').toBeGreaterThanOrEqual(3);
+    expect(uncoalesced[sim!.name]!.length, 'the simulated kubelet’s Node versions without coalescing').toBeGreaterThanOrEqual(3);
+    expect(uncoalesced[plain!.name], 'the plain Node').toHaveLength(1);
+
+    // What the webhook receives from each: a status update under the node's own user, its
+    // manager's entry on the status subresource (`hollow-kubelet` is kubemark's User-Agent; a
+    // real kubelet's, and the simulated one's, is `kubelet`), the four standard conditions.
+    for (const [kubelet, manager] of [
+      [inflated!.name, 'hollow-kubelet'],
+      [sim!.name, 'kubelet'],
+    ] as const) {
+      const node = await admin.get(`/api/v1/nodes/${kubelet}`);
+      const entry = node.metadata.managedFields.find((f: any) => f.subresource === 'status' && f.manager === manager);
+      expect(entry, `${kubelet}: ${manager}'s status entry`).toMatchObject({ operation: 'Update', apiVersion: 'v1' });
+      expect(node.status.conditions.map((c: any) => c.type).sort(), kubelet).toEqual(['DiskPressure', 'MemoryPressure', 'PIDPressure', 'Ready']);
+    }
+    sim!.assertHealthy();
+    await sim!.stop({ deleteNode: true });
+    sim = undefined;
+    await webhook.useConfig(config({ inflated: 3 }));
+  }, 180_000);
+
+  it('the reconciler brings the idle plain node to a new ratio at once, with its own write, not the kubelet’s', async () => {
+    const nudged = async () => (await webhook.metrics()).sum('kube_overcommit_reconcile_nudges_total', { outcome: 'applied' });
+    const nudgesBefore = await nudged();
+    const t0 = Date.now();
+    await webhook.useConfig(config({ inflated: 3, plain: 2 }));
+    const node = await waitUntil('the plain node at cpu 2', async () => {
+      const view = await getNode(admin, plain!.name);
+      return view.allocatable.cpu === '2' ? view : undefined;
+    });
+    // Within a kubelet period of the change, by a write that is not the kubelet's.
+    expect(Date.now() - t0).toBeLessThan(UPDATE_MS);
+    expect(await nudged()).toBeGreaterThan(nudgesBefore);
+    const statusOwners = (node.object.metadata.managedFields ?? [])
+      .filter((f: any) => f.subresource === 'status' && f.fieldsV1?.['f:status']?.['f:allocatable'])
+      .map((f: any) => f.manager);
+    expect(statusOwners.some((m: string) => m !== 'hollow-kubelet')).toBe(true);
+  }, 60_000);
+
+  it('a kubelet restart’s real change (its new port in status.daemonEndpoints) is stored at once, coalescing on', async () => {
+    const before = await admin.get(`/api/v1/nodes/${inflated!.name}`);
+    await inflated!.restart();
+    const node = await waitUntil('the new kubelet port stored', async () => {
+      const n = await admin.get(`/api/v1/nodes/${inflated!.name}`);
+      return n.status.daemonEndpoints?.kubeletEndpoint?.Port === inflated!.port && n;
+    });
+    expect(node.metadata.resourceVersion).not.toBe(before.metadata.resourceVersion);
+    expect(node.status.allocatable.cpu).toBe('3');
+  }, 90_000);
+
+  it('commitment floor: ratio lowered to 1, the kubelet restarts and re-admits both pods (2.5 CPUs on a 1-CPU node)', async () => {
+    await webhook.useConfig(config({ inflated: 1, plain: 2 }));
+    const node = await waitUntil('the floor at 2500m', async () => {
+      const view = await getNode(admin, inflated!.name);
+      return view.allocatable.cpu === '2500m' ? view : undefined;
+    });
+    expect(JSON.parse(node.annotations[FLOOR_ANNOTATION]!)).toEqual({ cpu: '2500m' });
+    const running = await pods();
+    await inflated!.restart();
+    // Re-admitted: the new kubelet (a new fake runtime) runs each pod's container again.
+    await waitUntil(
+      'both pods running again under the restarted kubelet',
+      async () => {
+        const now = await pods();
+        for (const { name } of PODS) {
+          const p = now.get(name);
+          expect(p?.status?.phase, name).toBe('Running');
+          if (containerIds(p).join() === containerIds(running.get(name)).join()) return false;
+        }
+        return true;
+      },
+      { timeoutMs: 60_000, describe: async () => [...(await pods()).values()].map((p) => [p.metadata.name, p.status]) },
+    );
+    expect((await getNode(admin, inflated!.name)).allocatable.cpu).toBe('2500m');
+  }, 120_000);
+
+  it('measured, not shipped: a guard entry (failurePolicy Fail, matchConditions: the kubelet’s own writes of an inflated node) keeps the floor through an outage and a restart, and blocks every status write of that kubelet meanwhile', async () => {
+    const guard = await installGuard();
+    await webhook.stop();
+    try {
+      const rejections = async () =>
+        (await apiserverMetrics(env)).sum('apiserver_admission_webhook_rejection_count', { name: GUARD_ENTRY, type: 'admit' });
+      const rejectedBefore = await rejections();
+      const before = await admin.get(`/api/v1/nodes/${inflated!.name}`);
+      const running = await pods();
+      await inflated!.restart({ waitForReady: false });
+      // Protected: the kubelet's status writes are refused, the stored floor stays, both pods are re-admitted against it.
+      await waitUntil(
+        'both pods running again under the restarted kubelet',
+        async () => {
+          const now = await pods();
+          for (const { name } of PODS) {
+            const p = now.get(name);
+            expect(p?.status?.phase, name).toBe('Running');
+            if (containerIds(p).join() === containerIds(running.get(name)).join()) return false;
+          }
+          return true;
+        },
+        { timeoutMs: 60_000 },
+      );
+      await waitUntil('three status writes refused', async () => (await rejections()) >= rejectedBefore + 3, { timeoutMs: 6 * UPDATE_MS });
+      const after = await admin.get(`/api/v1/nodes/${inflated!.name}`);
+      expect(after.status.allocatable.cpu).toBe('2500m');
+      // Blocked: nothing the kubelet reports is stored — its new port, its heartbeats — while its Lease keeps it Ready.
+      expect(after.status.daemonEndpoints.kubeletEndpoint.Port).toBe(before.status.daemonEndpoints.kubeletEndpoint.Port);
+      expect(after.status.daemonEndpoints.kubeletEndpoint.Port).not.toBe(inflated!.port);
+      expect(after.status.conditions).toEqual(before.status.conditions);
+      expect(readyStatus(after)).toBe('True');
+    } finally {
+      await admin.delete(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${guard}`);
+    }
+  }, 150_000);
+
+  it('the same restart with the webhook unreachable (and no guard) stores the raw cpu 1 and rejects the 2-CPU pod (OutOfcpu, Failed)', async () => {
+    expect(webhook.running).toBe(false);
+    try {
+      await inflated!.restart();
+      await waitUntil('the raw cpu 1 stored', async () => (await getNode(admin, inflated!.name)).allocatable.cpu === '1');
+      const rejected = await waitUntil(
+        'the 2-CPU pod rejected',
+        async () => {
+          const p = (await pods()).get('two-cpu');
+          return p?.status?.phase === 'Failed' && p;
+        },
+        { timeoutMs: 60_000, describe: async () => [...(await pods()).values()].map((p) => [p.metadata.name, p.status]) },
+      );
+      expect(rejected.status.reason).toBe('OutOfcpu');
+      expect((await pods()).get('half-cpu')?.status?.phase).toBe('Running');
+    } finally {
+      await webhook.start();
+    }
+  }, 120_000);
+
+  it('liveness: both kubelets stopped, both nodes go Unknown within the controller’s grace period, the coalesced node as fast as the other', async () => {
+    // The inflated node is coalesced again (the webhook is back): wait for one coalesced write.
+    const coalesced = (await webhookCounts()).coalesced;
+    await waitUntil('a coalesced write', async () => (await webhookCounts()).coalesced > coalesced, { timeoutMs: 4 * UPDATE_MS });
+    const stoppedAt = Date.now();
+    await Promise.all([inflated!.stop(), plain!.stop()]);
+    const unknownAfter: Record<string, number> = {};
+    await waitUntil(
+      'both nodes Ready=Unknown',
+      async () => {
+        for (const kubelet of [inflated!, plain!]) {
+          if (unknownAfter[kubelet.name] === undefined && readyStatus(await admin.get(`/api/v1/nodes/${kubelet.name}`)) === 'Unknown')
+            unknownAfter[kubelet.name] = Date.now() - stoppedAt;
+        }
+        return Object.keys(unknownAfter).length === 2;
+      },
+      { timeoutMs: 90_000, intervalMs: 500 },
+    );
+    // node-monitor-grace-period 50 s (v1.34's default) after the last Lease renewal, checked every 5 s.
+    for (const ms of Object.values(unknownAfter)) expect(ms).toBeLessThanOrEqual(70_000);
+    expect(Math.abs(unknownAfter[inflated!.name]! - unknownAfter[plain!.name]!)).toBeLessThanOrEqual(12_000);
+  }, 150_000);
+});
