@@ -380,17 +380,22 @@ async function main(): Promise<number> {
   const totals = (mode: Mode) => {
     const runsOfMode = results.filter((r) => r.mode === mode);
     const resets = runsOfMode.flatMap((r) => [...r.kinds['keep-alive'].resets, ...r.kinds.fresh.resets]);
+    const kinds = runsOfMode.flatMap((r) => [r.kinds['keep-alive'], r.kinds.fresh]);
     return {
-      recordedCalls: runsOfMode.reduce((sum, r) => sum + r.kinds['keep-alive'].calls + r.kinds.fresh.calls, 0),
+      recordedCalls: kinds.reduce((sum, k) => sum + k.calls, 0),
+      answered: kinds.reduce((sum, k) => sum + total(k.byPhase, 'answered'), 0),
       resetsAccepted: resets.filter((r) => r.accepted).length,
       resetsNeverAccepted: resets.filter((r) => !r.accepted).length,
+      refused: kinds.reduce((sum, k) => sum + total(k.byPhase, 'refused'), 0),
+      other: kinds.reduce((sum, k) => sum + total(k.byPhase, 'other'), 0),
     };
   };
   const summary = { 'dial-until-close': totals('dial-until-close'), 'endpoint-removed': totals('endpoint-removed') };
   log('');
   for (const [mode, t] of Object.entries(summary)) {
     log(
-      `${mode}: ${t.resetsAccepted} reset(s) on accepted connections, ${t.resetsNeverAccepted} never accepted, in ${t.recordedCalls} recorded calls over ${runs} run(s)`,
+      `${mode}: ${t.recordedCalls} recorded calls over ${runs} run(s): ${t.answered} answered; resets ${t.resetsAccepted} on accepted connections, ` +
+        `${t.resetsNeverAccepted} on connections never accepted; ${t.refused} refused; ${t.other} other errors`,
     );
   }
   writeFileSync(

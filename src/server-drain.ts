@@ -79,7 +79,8 @@ export class ServerDrain {
     this.draining = true;
     for (const { responses } of this.connections.values()) for (const res of responses) retire(res);
     this.sweep();
-    this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
+    // Connections keep the process alive, not the sweep.
+    this.sweeper = setInterval(() => this.sweep(), SWEEP_MS).unref();
   }
 
   /** Invariants 3 and 4: starts the drain if need be, closes the listeners, waits for every connection to end. */
