@@ -19,6 +19,15 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
+/** Whether a new TCP connection to `port` is refused: the listener is closed. */
+function refuses(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => (socket.destroy(), resolve(false)));
+    socket.once('error', () => resolve(true));
+  });
+}
+
 /** A kubeconfig whose API server refuses connections. */
 async function unreachableKubeconfig(): Promise<string> {
   const port = await closedPort();
@@ -59,12 +68,7 @@ describe('draining on shutdown', () => {
 
     const { httpsPort } = server.running;
     await server.running.close();
-    const refused = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(httpsPort, '127.0.0.1');
-      socket.once('connect', () => (socket.destroy(), resolve(false)));
-      socket.once('error', () => resolve(true));
-    });
-    expect(refused).toBe(true);
+    expect(await refuses(httpsPort)).toBe(true);
     server = undefined;
   });
 });
@@ -90,8 +94,8 @@ function call(url: string, agent: https.Agent, body: string, phase: Phase): Prom
       res.on('end', () => resolve({ ...record, status: res.statusCode, connection: res.headers.connection }));
     });
     req.on('socket', (socket) => {
-      if (!socket.connecting) record.onOpenConnection = true;
-      socket.once('secureConnect', () => (record.onOpenConnection = true));
+      if (req.reusedSocket) record.onOpenConnection = true;
+      else socket.once('secureConnect', () => (record.onOpenConnection = true));
     });
     req.on('error', (error: NodeJS.ErrnoException) => resolve({ ...record, error: error.code ?? error.message }));
     req.end(body);
@@ -154,15 +158,6 @@ describe('draining under load, keep-alive clients', () => {
     expect(late.filter((c) => c.status !== undefined)).toEqual([]);
   });
 });
-
-/** Whether a new TCP connection to `port` is refused: the listener is closed. */
-function refuses(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
-    socket.once('connect', () => (socket.destroy(), resolve(false)));
-    socket.once('error', () => resolve(true));
-  });
-}
 
 /** A POST /mutate written by hand, so a test can send part of it. */
 const rawRequest = (body: string, headers = '') =>
