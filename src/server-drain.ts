@@ -13,10 +13,9 @@
  *     once the endpoint is gone), or, once the listeners are closed, accepted but without a
  *     call yet. Not at once: its client may be sending the next call, and destroying a
  *     connection under a call resets it. While the listeners accept, a connection without a
- *     call yet is left to send it (Node's own timeouts still apply). Closing an idle connection
- *     stays a race that HTTP/1.1 cannot avoid: a call written while the close is on its way is
- *     lost (Go's transport, the API server's, sends it elsewhere only when it saw the close
- *     before writing); after a second of idleness that takes a call within the round trip.
+ *     call yet is left to send it. Closing an idle connection stays a race that HTTP/1.1 cannot
+ *     avoid: a call the client writes within a round trip of the close is lost (Go's transport,
+ *     the API server's, dials again only when it saw the close before writing).
  *  3. Closing the listeners stops new connections only: a call in flight finishes, a connection
  *     accepted before (its TLS handshake finished or not) gets its first call answered. Node's
  *     `server.close()` would destroy at once every connection whose call it has not parsed yet,
