@@ -16,6 +16,7 @@ import { createAdmissionServer } from './admission/admission.server.js';
 import { AppModule } from './app.module.js';
 import { LifecycleService } from './health/lifecycle.service.js';
 import { contextLog, createRootLogger } from './logging.js';
+import { ServerDrain } from './server-drain.js';
 import { BodyBudget, HTTP_REFUSED_METRIC, REFUSAL_REASONS, type ServerLimits, readDeclaredBodyBytes, readServerLimits } from './server-limits.js';
 import { loadInitialTls } from './tls/tls-material.js';
 import { secureContextOptions } from './tls/tls-policy.js';
@@ -94,8 +95,10 @@ async function probePort(port: number, host: string): Promise<void> {
  * (AdmissionHttpMetrics), whoever answers it. With a client CA configured, the HTTPS server asks
  * every client for a certificate but lets the handshake finish without one, so probes and
  * scrapes reach the ops endpoints; the webhook paths answer 401 to a caller without a
- * certificate from that CA. While draining, every response says `Connection: close`, so
- * keep-alive clients move to another replica before the listener closes.
+ * certificate from that CA. Shutdown drains both servers (server-drain.ts): from SIGTERM every
+ * answer says `Connection: close` and idle connections are closed, so keep-alive clients move
+ * to another replica before the listeners close; calls in flight, and connections accepted
+ * before the listeners close, are answered.
  */
 export async function createApp(options: AppOptions): Promise<RunningApp> {
   const env = options.env ?? process.env;
@@ -111,13 +114,12 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   let httpServer!: http.Server;
   // Both set before the servers listen, so every request finds them.
   let admission!: FastifyInstance;
-  let lifecycle!: LifecycleService;
   let refused!: Counter<string>;
   let admissionHttp!: AdmissionHttpMetrics;
+  let drain!: ServerDrain;
 
-  /** The drain's `Connection: close` and the body budget; false when the request was answered here. */
+  /** The body budget; false when the request was answered here. */
   const admit = (req: http.IncomingMessage, res: http.ServerResponse): boolean => {
-    if (lifecycle.isDraining()) res.setHeader('connection', 'close');
     const bytes = readDeclaredBodyBytes(req.headers, MAX_BODY_BYTES);
     if (bytes === 0) return true;
     if (!bodies.tryReserve(bytes)) {
@@ -160,6 +162,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
         applyLimits(server, limits);
         server.on('drop', () => refused.inc({ reason: 'connections' }));
       }
+      drain = new ServerDrain([httpsServer, httpServer]);
       return httpsServer;
     },
   });
@@ -172,7 +175,8 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   );
   app.useLogger(app.get(Logger));
   app.flushLogs();
-  lifecycle = app.get(LifecycleService);
+  const lifecycle = app.get(LifecycleService);
+  lifecycle.onDraining(() => drain.start());
   refused = app.get<Counter<string>>(getToken(HTTP_REFUSED_METRIC));
   for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
   admissionHttp = app.get(AdmissionHttpMetrics);
@@ -189,10 +193,9 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
     httpsPort: (httpsServer.address() as AddressInfo).port,
     httpPort: (httpServer.address() as AddressInfo).port,
     async close() {
-      // Responses still being written end their connection; idle connections close now.
       lifecycle.startDraining();
-      httpServer.closeIdleConnections();
-      await Promise.all([new Promise((resolve) => httpServer.close(resolve)), app.close()]);
+      await drain.close();
+      await app.close();
       await admission.close();
     },
   };

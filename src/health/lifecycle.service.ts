@@ -16,9 +16,17 @@ export function readShutdownDelayMs(env: NodeJS.ProcessEnv): number {
 @Injectable()
 export class LifecycleService {
   private draining = false;
+  private readonly drainListeners: (() => void)[] = [];
 
   startDraining(): void {
+    if (this.draining) return;
     this.draining = true;
+    for (const listener of this.drainListeners) listener();
+  }
+
+  /** Runs `listener` when draining starts (the servers' drain, server-drain.ts). */
+  onDraining(listener: () => void): void {
+    this.drainListeners.push(listener);
   }
 
   isDraining(): boolean {

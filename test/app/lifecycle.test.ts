@@ -3,8 +3,10 @@ import https from 'node:https';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import tls from 'node:tls';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LifecycleService } from '../../src/health/lifecycle.service.js';
+import { IDLE_GRACE_MS } from '../../src/server-drain.js';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
 import { LEVEL, eventually, send, startServer, type TestServer } from './harness.js';
 
@@ -15,6 +17,15 @@ async function closedPort(): Promise<number> {
   const { port } = server.address() as net.AddressInfo;
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** Whether a new TCP connection to `port` is refused: the listener is closed. */
+function refuses(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => (socket.destroy(), resolve(false)));
+    socket.once('error', () => resolve(true));
+  });
 }
 
 /** A kubeconfig whose API server refuses connections. */
@@ -57,12 +68,7 @@ describe('draining on shutdown', () => {
 
     const { httpsPort } = server.running;
     await server.running.close();
-    const refused = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(httpsPort, '127.0.0.1');
-      socket.once('connect', () => (socket.destroy(), resolve(false)));
-      socket.once('error', () => resolve(true));
-    });
-    expect(refused).toBe(true);
+    expect(await refuses(httpsPort)).toBe(true);
     server = undefined;
   });
 });
@@ -88,8 +94,8 @@ function call(url: string, agent: https.Agent, body: string, phase: Phase): Prom
       res.on('end', () => resolve({ ...record, status: res.statusCode, connection: res.headers.connection }));
     });
     req.on('socket', (socket) => {
-      if (!socket.connecting) record.onOpenConnection = true;
-      socket.once('secureConnect', () => (record.onOpenConnection = true));
+      if (req.reusedSocket) record.onOpenConnection = true;
+      else socket.once('secureConnect', () => (record.onOpenConnection = true));
     });
     req.on('error', (error: NodeJS.ErrnoException) => resolve({ ...record, error: error.code ?? error.message }));
     req.end(body);
@@ -150,6 +156,109 @@ describe('draining under load, keep-alive clients', () => {
     const late = calls.filter((c) => c.phase === 'closed');
     expect(late.length).toBeGreaterThanOrEqual(16);
     expect(late.filter((c) => c.status !== undefined)).toEqual([]);
+  });
+});
+
+/** A POST /mutate written by hand, so a test can send part of it. */
+const rawRequest = (body: string, headers = '') =>
+  `POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${headers}\r\n${body}`;
+
+/** A TLS connection whose bytes the test writes itself; what it received, its errors, when it closed. */
+interface RawConnection {
+  socket: tls.TLSSocket;
+  acceptedAt: number;
+  received: () => string;
+  errors: string[];
+  closed: Promise<number>;
+}
+
+async function rawConnection(port: number): Promise<RawConnection> {
+  const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false });
+  let text = '';
+  const errors: string[] = [];
+  socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+  socket.on('error', (error: NodeJS.ErrnoException) => errors.push(error.code ?? error.message));
+  const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now())));
+  await new Promise((resolve) => socket.once('secureConnect', resolve));
+  return { socket, acceptedAt: performance.now(), received: () => text, errors, closed };
+}
+
+/** The answers in `text`: status and `Connection` header of each (100 Continue left out). */
+function answers(text: string): { status: number; connection?: string }[] {
+  return [...text.matchAll(/HTTP\/1\.1 (\d{3})[^\r]*\r\n((?:[^\r]+\r\n)*)\r\n/g)]
+    .map(([, status, head]) => ({ status: Number(status), connection: /^connection: (.*)$/im.exec(head)?.[1] }))
+    .filter((answer) => answer.status !== 100);
+}
+
+describe('the drain, connection by connection', () => {
+  let server: TestServer | undefined;
+  afterAll(async () => {
+    await server?.stop().catch(() => undefined);
+  });
+  const body = JSON.stringify(nodeReview(kubeadmNode()));
+
+  it('closes a kept-alive connection left idle once the drain starts, while the listener still accepts', async () => {
+    server = await startServer('nodes: { defaultRatios: { cpu: 2 } }');
+    const { running } = server;
+    const kept = await rawConnection(running.httpsPort);
+    kept.socket.write(rawRequest(body));
+    await eventually(async () => answers(kept.received()).length === 1);
+    expect(answers(kept.received())).toEqual([{ status: 200, connection: 'keep-alive' }]);
+
+    running.app.get(LifecycleService).startDraining();
+    // Closed by the server, quietly, once idle for the grace (idle since its answer, before the drain).
+    await kept.closed;
+    expect(kept.errors).toEqual([]);
+    // The listeners still accept, and every answer says Connection: close (those answered before
+    // a request reaches a handler too: HTTPS and plain HTTP).
+    expect(await refuses(running.httpsPort)).toBe(false);
+    const fresh = await server.mutate(nodeReview(kubeadmNode()));
+    expect([fresh.status, fresh.headers.connection]).toEqual([200, 'close']);
+    const overHttp = await send(`${server.http}/mutate`, { body });
+    expect([overHttp.status, overHttp.headers.connection]).toEqual([404, 'close']);
+    await running.close();
+    server = undefined;
+  });
+
+  it('lets a call in flight when the listener closes finish: answered 200 with Connection: close, then close() resolves', async () => {
+    server = await startServer('nodes: { defaultRatios: { cpu: 2 } }');
+    const { running } = server;
+    const inFlight = await rawConnection(running.httpsPort);
+    const request = rawRequest(body, 'expect: 100-continue\r\n');
+    // Headers and most of the body: the 100 says the server has the call.
+    inFlight.socket.write(request.slice(0, -100));
+    await eventually(async () => inFlight.received().startsWith('HTTP/1.1 100 Continue'));
+    let closeResolved = false;
+    const closing = running.close().then(() => (closeResolved = true));
+    await eventually(() => refuses(running.httpsPort));
+    expect(closeResolved).toBe(false);
+    inFlight.socket.write(request.slice(-100));
+    await inFlight.closed;
+    expect(inFlight.errors).toEqual([]);
+    expect(answers(inFlight.received())).toEqual([{ status: 200, connection: 'close' }]);
+    await closing;
+    server = undefined;
+  });
+
+  it('answers the first call of a connection accepted before the listener closed, and closes a silent one after the grace', async () => {
+    server = await startServer('nodes: { defaultRatios: { cpu: 2 } }');
+    const { running } = server;
+    const late = await rawConnection(running.httpsPort);
+    const silent = await rawConnection(running.httpsPort);
+    let closeResolved = false;
+    const closing = running.close().then(() => (closeResolved = true));
+    await eventually(() => refuses(running.httpsPort));
+    // Node's own server.close() would have reset both here, their calls not yet received.
+    late.socket.write(rawRequest(body));
+    await late.closed;
+    expect(late.errors).toEqual([]);
+    expect(answers(late.received())).toEqual([{ status: 200, connection: 'close' }]);
+    expect(closeResolved).toBe(false);
+    const silentClosedAt = await silent.closed;
+    expect(silent.received()).toBe('');
+    expect(silentClosedAt - silent.acceptedAt).toBeGreaterThanOrEqual(IDLE_GRACE_MS);
+    await closing;
+    server = undefined;
   });
 });
 

@@ -1,0 +1,123 @@
+/**
+ * Draining the webhook's servers on shutdown so that a rollout loses no call. The API server
+ * pools keep-alive connections to the pod it dialled and keeps sending on them after the
+ * endpoint is gone; a call sent on a connection that the server then destroys is reset, and the
+ * API server applies the webhook's failure policy to it.
+ *
+ * Invariants:
+ *  1. From the drain's start, every answer carries `Connection: close` — calls already in
+ *     flight included, when their headers are not written yet — so the client retires each
+ *     connection after its next answer, and Node closes it once that answer is written.
+ *  2. A connection is closed by the drain only when nothing is in flight on it and it has been
+ *     idle for IDLE_GRACE_MS: kept alive after an answer (so its client dials again, elsewhere
+ *     once the endpoint is gone), or, once the listeners are closed, accepted but without a
+ *     call yet. Not at once: its client may be sending the next call, and destroying a
+ *     connection under a call resets it. While the listeners accept, a connection without a
+ *     call yet is left to send it. Closing an idle connection stays a race that HTTP/1.1 cannot
+ *     avoid: a call the client writes within a round trip of the close is lost (Go's transport,
+ *     the API server's, dials again only when it saw the close before writing).
+ *  3. Closing the listeners stops new connections only: a call in flight finishes, a connection
+ *     accepted before (its TLS handshake finished or not) gets its first call answered. Node's
+ *     `server.close()` would destroy at once every connection whose call it has not parsed yet,
+ *     so the listening socket is closed alone (`net.Server#close`), and `server.close()` runs
+ *     once no connection is left.
+ *  4. `close()` resolves once every connection of every server has ended.
+ */
+import type http from 'node:http';
+import net from 'node:net';
+import tls from 'node:tls';
+
+/** How long a connection with nothing in flight is left to send a call before the drain closes it. */
+export const IDLE_GRACE_MS = 1_000;
+/** How often the drain looks for connections to close. */
+const SWEEP_MS = 100;
+
+/** What the drain knows of one connection. */
+export interface DrainConnection {
+  /** Calls received and not yet answered (more than one when pipelined). */
+  inFlight: number;
+  /** Whether it has carried a call. */
+  used: boolean;
+  /** When it was accepted or its last answer ended (ms, performance.now()). */
+  idleSince: number;
+}
+
+/** Whether the drain closes the connection now (invariant 2). */
+export function planDrainClose(connection: DrainConnection, now: number, listening: boolean): boolean {
+  if (connection.inFlight > 0) return false;
+  if (!connection.used && listening) return false;
+  return now - connection.idleSince >= IDLE_GRACE_MS;
+}
+
+interface Tracked {
+  used: boolean;
+  idleSince: number;
+  /** The answers in flight on it. */
+  responses: Set<http.ServerResponse>;
+}
+
+/** The drain of a set of HTTP(S) servers; `start()` on SIGTERM, `close()` when the listeners close. */
+export class ServerDrain {
+  private readonly connections = new Map<net.Socket, Tracked>();
+  private draining = false;
+  private listening = true;
+  private sweeper?: NodeJS.Timeout;
+
+  constructor(private readonly servers: readonly http.Server[]) {
+    for (const server of servers) {
+      // An HTTPS server's calls arrive on the TLS socket it emits once the handshake is done.
+      server.on(server instanceof tls.Server ? 'secureConnection' : 'connection', (socket: net.Socket) => this.track(socket));
+      // Before the server's own handler, which may answer at once.
+      server.prependListener('request', (req: http.IncomingMessage, res: http.ServerResponse) => this.onCall(req, res));
+    }
+  }
+
+  /** Invariants 1 and 2: answers say `Connection: close` from now on; idle connections get closed. */
+  start(): void {
+    if (this.draining) return;
+    this.draining = true;
+    for (const { responses } of this.connections.values()) for (const res of responses) retire(res);
+    this.sweep();
+    // Connections keep the process alive, not the sweep.
+    this.sweeper = setInterval(() => this.sweep(), SWEEP_MS).unref();
+  }
+
+  /** Invariants 3 and 4: starts the drain if need be, closes the listeners, waits for every connection to end. */
+  async close(): Promise<void> {
+    this.start();
+    this.listening = false;
+    await Promise.all(this.servers.map((server) => new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()))));
+    clearInterval(this.sweeper);
+    // Nothing is left to destroy: this only stops Node's timeout checks (its other close steps have run).
+    for (const server of this.servers) server.close();
+  }
+
+  private track(socket: net.Socket): void {
+    this.connections.set(socket, { used: false, idleSince: performance.now(), responses: new Set() });
+    socket.once('close', () => this.connections.delete(socket));
+  }
+
+  private onCall(req: http.IncomingMessage, res: http.ServerResponse): void {
+    if (this.draining) retire(res);
+    const connection = this.connections.get(req.socket);
+    if (!connection) return;
+    connection.used = true;
+    connection.responses.add(res);
+    res.once('close', () => {
+      connection.responses.delete(res);
+      connection.idleSince = performance.now();
+    });
+  }
+
+  private sweep(): void {
+    const now = performance.now();
+    for (const [socket, { used, idleSince, responses }] of this.connections) {
+      if (planDrainClose({ inFlight: responses.size, used, idleSince }, now, this.listening)) socket.destroy();
+    }
+  }
+}
+
+/** `Connection: close` on an answer whose headers are not written yet. */
+function retire(res: http.ServerResponse): void {
+  if (!res.headersSent) res.setHeader('connection', 'close');
+}
