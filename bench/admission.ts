@@ -13,6 +13,12 @@
  * `overallRate` (which sends each connection's share in a burst at the start of every second) and a
  * paced open-loop client (one request every 1/rate s, the way API server traffic arrives).
  *
+ * With `--against <commit>`, a third server: that commit of this repository, built as its own
+ * `npm ci && npm run build` builds it in a git worktree (bench/.run/against/<commit>, kept for the next
+ * run) and run as ours is, with that tree's Deployment NODE_OPTIONS and compile cache; it takes its
+ * turn in the start-up spawns and the throughput rounds (order ours, against, baseline, reversed every
+ * round), and each size reports its CPU µs/review beside ours' and ours ÷ against.
+ *
  * First, start-up: each server is spawned `--spawns` times (alternating, each in its own memory cgroup)
  * and timed from spawn() to its first 200 answer to the kubeadm-node review, polled every 5 ms on a
  * new connection (the API server's first call after a replica starts); then its RSS 1 s later, idle.
@@ -26,7 +32,8 @@
  *   --rate-duration s (BENCH_RATE_DURATION, 8) --rate-rounds n (BENCH_RATE_ROUNDS, 2)
  *   --spawns n (BENCH_SPAWNS, 7) --sizes bare-node,kubeadm-node,large-node,pod (BENCH_SIZES) --ours-node-args="--flag ..." (BENCH_OURS_NODE_ARGS: extra
  *   node flags for ours only, for experiments) --memory-limit MiB (BENCH_MEMORY_LIMIT; each server in a
- *   memory cgroup at the Deployment's limit by default, as in its pod; 0 for none) --no-build (bench the dist/ there is) --out file
+ *   memory cgroup at the Deployment's limit by default, as in its pod; 0 for none) --against commit (BENCH_AGAINST)
+ *   --no-build (bench the dist/ there is) --out file
  * Writes bench/results/admission.json. Default run: about 6 minutes.
  */
 import autocannon, { type Result } from 'autocannon';
@@ -36,7 +43,9 @@ import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   BUILD_DIR,
+  buildCommit,
   childEnv,
+  compileCache,
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   DEPLOYMENT_NODE_OPTIONS,
   destroyAgent,
@@ -62,8 +71,10 @@ import {
   table,
   waitReady,
   watchProcess,
+  WORKING_TREE,
   writeTls,
 } from './lib.js';
+import type { MemoryCgroup } from '../test/e2e/harness/process.js';
 import { pacedLoad } from './paced-client.js';
 import { type BenchReview, benchReviews } from './reviews.js';
 
@@ -83,6 +94,7 @@ const { values: flags } = parseArgs({
     'ours-node-args': { type: 'string' },
     'memory-limit': { type: 'string' },
     spawns: { type: 'string' },
+    against: { type: 'string' },
     'no-build': { type: 'boolean' },
     out: { type: 'string' },
   },
@@ -108,6 +120,8 @@ const options = {
   memoryLimitMiB: Math.round(numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, { env: 'BENCH_MEMORY_LIMIT' })),
   /** Start-up: each server spawned this many times, timed from spawn to its first answered review. */
   spawns: Math.round(numberOption('spawns', flags.spawns, 7, { env: 'BENCH_SPAWNS' })),
+  /** Another commit run beside the working tree (`--against`), or undefined. */
+  against: flags.against ?? (process.env.BENCH_AGAINST || undefined),
 };
 const outFile = flags.out ?? resultsPath('admission.json');
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -115,24 +129,30 @@ const log = (line: string) => process.stdout.write(`${line}\n`);
 // ---------------------------------------------------------------------------------------------
 // Checks
 
-type ServerName = 'ours' | 'baseline';
+/** `against`: the `--against` commit's build, run as ours is. */
+type ServerName = 'ours' | 'against' | 'baseline';
+
+const SERVERS: ServerName[] = options.against ? ['ours', 'against', 'baseline'] : ['ours', 'baseline'];
+
+/** The servers in the order round `n` runs them: reversed every round, so drift hits each alike. */
+const roundOrder = (n: number): ServerName[] => (n % 2 === 1 ? SERVERS : [...SERVERS].reverse());
 
 /** Whether a response body is the right answer from this server for this review. */
 function verifier(server: ServerName, review: BenchReview): (body: string) => boolean {
-  if (server === 'ours' && review.expectPatch) return (body) => body.includes('"allowed":true') && body.includes('"patch":"');
+  if (server !== 'baseline' && review.expectPatch) return (body) => body.includes('"allowed":true') && body.includes('"patch":"');
   return (body) => body.includes('"allowed":true');
 }
 
 /** A few requests before any load: the answers must be the right ones, or the figures mean nothing. */
-async function checkAnswers(servers: Record<ServerName, ServerProcess>, reviews: BenchReview[]) {
+async function checkAnswers(servers: Partial<Record<ServerName, ServerProcess>>, reviews: BenchReview[]) {
   const checks = [];
   for (const review of reviews) {
     const uid = JSON.parse(review.body.toString('utf8')).request.uid;
-    for (const name of ['ours', 'baseline'] as const) {
+    for (const name of SERVERS) {
       let responseBytes = 0;
       let patchOps: unknown[] = [];
       for (let i = 0; i < 3; i++) {
-        const reply = await post(servers[name].url, review.body);
+        const reply = await post(servers[name]!.url, review.body);
         const fail = (why: string) => new Error(`${name} on ${review.name}: ${why}; HTTP ${reply.status}: ${reply.text.slice(0, 500)}`);
         if (reply.status !== 200) throw fail('not 200');
         const json = JSON.parse(reply.text);
@@ -140,7 +160,7 @@ async function checkAnswers(servers: Record<ServerName, ServerProcess>, reviews:
         if (json.response?.uid !== uid) throw fail('uid not echoed');
         if (json.response?.allowed !== true) throw fail('not allowed');
         if (!verifier(name, review)(reply.text)) throw fail('the load run would count this answer as a mismatch');
-        if (name === 'ours' && review.expectPatch) {
+        if (name !== 'baseline' && review.expectPatch) {
           if (json.response.patchType !== 'JSONPatch') throw fail('no JSONPatch');
           patchOps = JSON.parse(Buffer.from(json.response.patch, 'base64').toString('utf8'));
           if (!patchOps.some((op: any) => op.op === 'replace' && op.path === '/status/allocatable/cpu')) throw fail('patch does not inflate cpu');
@@ -313,6 +333,23 @@ function summarise(runs: RunRecord[]) {
   };
 }
 
+/** bench:admission's cpu ratio (baseline ÷ ours CPU per review) each size should reach (issue 26). */
+const CPU_RATIO_TARGETS = { 'bare-node': 0.68, other: 0.85 };
+const cpuRatioTarget = (size: string): number => (size === 'bare-node' ? CPU_RATIO_TARGETS['bare-node'] : CPU_RATIO_TARGETS.other);
+
+/**
+ * The `--against` build's runs of one size beside ours: its medians, ours ÷ its median CPU per review
+ * (≤ 1: ours costs no more), and the same ratio in each round, where the two ran back to back.
+ */
+function againstSummary(ours: RunRecord[], against: RunRecord[]) {
+  return {
+    median: summarise(against),
+    rounds: against,
+    oursCpuOverAgainst: round(median(ours.map((r) => r.cpuUsPerReq)) / median(against.map((r) => r.cpuUsPerReq)), 3),
+    roundRatios: ours.map((r, i) => round(r.cpuUsPerReq / against[i].cpuUsPerReq, 3)),
+  };
+}
+
 function totalErrors(runs: RunRecord[]): number {
   return runs.reduce((sum, r) => sum + r.errors + r.timeouts + r.non2xx + r.mismatches, 0);
 }
@@ -378,53 +415,61 @@ async function main(): Promise<number> {
   const configFile = join(dir, 'config.yaml');
   writeFileSync(configFile, 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n');
 
-  const [oursPort, oursHttpPort, basePort] = [await freePort(), await freePort(), await freePort()];
-  const oursArgs = [...options.oursNodeArgs, join(ROOT, 'dist', 'main.js')];
-  const oursProcessEnv = oursEnv({ https: oursPort, http: oursHttpPort }, configFile, tls);
-  const baseArgs = [join(BUILD_DIR, 'bench', 'baseline-server.js')];
-  const baseEnv = childEnv({ BASELINE_PORT: String(basePort), BASELINE_TLS_CERT_FILE: tls.certFile, BASELINE_TLS_KEY_FILE: tls.keyFile });
+  const against = options.against ? await buildCommit(options.against, log) : undefined;
+  /** How each server is started: node arguments, environment, HTTPS port. */
+  const launches: Partial<Record<ServerName, { args: string[]; env: NodeJS.ProcessEnv; port: number }>> = {};
+  for (const [name, build] of [
+    ['ours', WORKING_TREE],
+    ['against', against],
+  ] as const) {
+    if (!build) continue;
+    const port = await freePort();
+    const env = oursEnv({ https: port, http: await freePort() }, configFile, tls, build);
+    launches[name] = { args: [...options.oursNodeArgs, join(build.root, 'dist', 'main.js')], env, port };
+  }
+  const basePort = await freePort();
+  launches.baseline = {
+    args: [join(BUILD_DIR, 'bench', 'baseline-server.js')],
+    env: childEnv({ BASELINE_PORT: String(basePort), BASELINE_TLS_CERT_FILE: tls.certFile, BASELINE_TLS_KEY_FILE: tls.keyFile }),
+    port: basePort,
+  };
 
-  const spawns: Record<ServerName, SpawnRecord[]> = { ours: [], baseline: [] };
+  const spawns: Partial<Record<ServerName, SpawnRecord[]>> = Object.fromEntries(SERVERS.map((name) => [name, []]));
   if (options.spawns > 0) log(`\nstart-up: ${options.spawns} spawns per server, spawn → first answered ${rateReview.name} review`);
   for (let i = 1; i <= options.spawns; i++) {
-    const order: ServerName[] = i % 2 === 1 ? ['ours', 'baseline'] : ['baseline', 'ours'];
-    for (const name of order) {
-      const record =
-        name === 'ours'
-          ? await spawnToFirstReview('ours-spawn', oursArgs, oursProcessEnv, oursPort, dir, rateReview.body)
-          : await spawnToFirstReview('baseline-spawn', baseArgs, baseEnv, basePort, dir, rateReview.body);
-      spawns[name].push(record);
+    for (const name of roundOrder(i)) {
+      const { args, env, port } = launches[name]!;
+      const record = await spawnToFirstReview(`${name}-spawn`, args, env, port, dir, rateReview.body);
+      spawns[name]!.push(record);
       log(`spawn ${i} ${name.padEnd(8)} first review ${record.firstReviewMs.toFixed(1).padStart(7)} ms  idle rss ${record.idleRssMiB} MiB`);
     }
   }
   const startup = {
     note: 'spawn() → first 200 answer to the review, polled every 5 ms on a new connection; idle RSS 1 s after it; medians',
     review: rateReview.name,
-    ours: { firstReviewMs: median(spawns.ours.map((s) => s.firstReviewMs)), idleRssMiB: median(spawns.ours.map((s) => s.idleRssMiB)), spawns: spawns.ours },
-    baseline: {
-      firstReviewMs: median(spawns.baseline.map((s) => s.firstReviewMs)),
-      idleRssMiB: median(spawns.baseline.map((s) => s.idleRssMiB)),
-      spawns: spawns.baseline,
-    },
-  };
+    ...Object.fromEntries(
+      SERVERS.map((name) => {
+        const records = spawns[name]!;
+        return [name, { firstReviewMs: median(records.map((r) => r.firstReviewMs)), idleRssMiB: median(records.map((r) => r.idleRssMiB)), spawns: records }];
+      }),
+    ),
+  } as { note: string; review: string } & Partial<Record<ServerName, { firstReviewMs: number; idleRssMiB: number; spawns: SpawnRecord[] }>>;
 
-  const cgroups = {
-    ours: serverCgroup('ours', options.memoryLimitMiB, log),
-    baseline: serverCgroup('baseline', options.memoryLimitMiB, log),
-  };
-  const servers: Record<ServerName, ServerProcess> = {
-    ours: startProcess('ours', oursArgs, oursProcessEnv, oursPort, dir, cgroups.ours),
-    baseline: startProcess('baseline', baseArgs, baseEnv, basePort, dir, cgroups.baseline),
-  };
+  const cgroups: Partial<Record<ServerName, MemoryCgroup | undefined>> = {};
+  const servers: Partial<Record<ServerName, ServerProcess>> = {};
+  for (const name of SERVERS) {
+    const { args, env, port } = launches[name]!;
+    cgroups[name] = serverCgroup(name, options.memoryLimitMiB, log);
+    servers[name] = startProcess(name, args, env, port, dir, cgroups[name]);
+  }
 
   try {
-    await Promise.all([waitReady(servers.ours, reviews[0].body), waitReady(servers.baseline, reviews[0].body)]);
-    const idleRssMiB = {
-      ours: round(statusKiB(servers.ours.pid, 'VmRSS') / 1024, 1),
-      baseline: round(statusKiB(servers.baseline.pid, 'VmRSS') / 1024, 1),
-    };
+    await Promise.all(SERVERS.map((name) => waitReady(servers[name]!, reviews[0].body)));
+    const idleRssMiB = Object.fromEntries(SERVERS.map((name) => [name, round(statusKiB(servers[name]!.pid, 'VmRSS') / 1024, 1)])) as Partial<
+      Record<ServerName, number>
+    >;
     log(
-      `servers up: ours pid ${servers.ours.pid} (${idleRssMiB.ours} MiB), baseline pid ${servers.baseline.pid} (${idleRssMiB.baseline} MiB); ` +
+      `servers up: ${SERVERS.map((name) => `${name} pid ${servers[name]!.pid} (${idleRssMiB[name]} MiB)`).join(', ')}; ` +
         `memory limit ${cgroups.ours ? `${cgroups.ours.limitMiB} MiB each` : 'none'}`,
     );
 
@@ -444,19 +489,18 @@ async function main(): Promise<number> {
     if (options.warmup > 0) {
       log(`\nwarm-up: ${options.warmup} s per server per review`);
       for (const review of reviews) {
-        for (const name of ['ours', 'baseline'] as const) await autocannonRun(servers[name], name, review, { duration: options.warmup, round: 0, position: 0 });
+        for (const name of SERVERS) await autocannonRun(servers[name]!, name, review, { duration: options.warmup, round: 0, position: 0 });
       }
     }
 
     // Throughput: alternate, flipping the order each round.
-    const throughput: Record<string, Record<ServerName, RunRecord[]>> = {};
+    const throughput: Record<string, Partial<Record<ServerName, RunRecord[]>>> = {};
     for (const review of reviews) {
-      throughput[review.name] = { ours: [], baseline: [] };
+      throughput[review.name] = Object.fromEntries(SERVERS.map((name) => [name, []]));
       for (let r = 1; r <= options.rounds; r++) {
-        const order: ServerName[] = r % 2 === 1 ? ['ours', 'baseline'] : ['baseline', 'ours'];
-        for (const [position, name] of order.entries()) {
-          const run = await autocannonRun(servers[name], name, review, { duration: options.duration, round: r, position });
-          throughput[review.name][name].push(run);
+        for (const [position, name] of roundOrder(r).entries()) {
+          const run = await autocannonRun(servers[name]!, name, review, { duration: options.duration, round: r, position });
+          throughput[review.name][name]!.push(run);
           const bad = totalErrors([run]);
           log(
             `${review.name.padEnd(12)} round ${r} ${name.padEnd(8)} ${run.reqPerSec.toFixed(0).padStart(6)} req/s  p50 ${run.latencyMs.p50.toFixed(2)} ms  p99 ${run.latencyMs.p99.toFixed(2)} ms  ` +
@@ -466,18 +510,18 @@ async function main(): Promise<number> {
       }
     }
 
-    // Fixed rate on the kubeadm-node review.
-    const fixed: Record<'autocannon' | 'paced', Record<ServerName, RunRecord[]>> = {
+    // Fixed rate on the kubeadm-node review: ours and the baseline.
+    const fixed: Record<'autocannon' | 'paced', Record<'ours' | 'baseline', RunRecord[]>> = {
       autocannon: { ours: [], baseline: [] },
       paced: { ours: [], baseline: [] },
     };
     for (let r = 1; r <= options.rateRounds; r++) {
-      const order: ServerName[] = r % 2 === 1 ? ['ours', 'baseline'] : ['baseline', 'ours'];
+      const order = r % 2 === 1 ? (['ours', 'baseline'] as const) : (['baseline', 'ours'] as const);
       for (const [position, name] of order.entries()) {
         const spec = { duration: options.rateDuration, round: r, position };
-        const ac = await autocannonRun(servers[name], name, rateReview, { ...spec, overallRate: options.rate });
+        const ac = await autocannonRun(servers[name]!, name, rateReview, { ...spec, overallRate: options.rate });
         fixed.autocannon[name].push(ac);
-        const paced = await pacedRun(servers[name], name, rateReview, { ...spec, rate: options.rate });
+        const paced = await pacedRun(servers[name]!, name, rateReview, { ...spec, rate: options.rate });
         fixed.paced[name].push(paced);
         for (const [mode, run] of [
           ['autocannon', ac],
@@ -492,16 +536,16 @@ async function main(): Promise<number> {
       }
     }
 
-    const hwmMiB = {
-      ours: round(statusKiB(servers.ours.pid, 'VmHWM') / 1024, 1),
-      baseline: round(statusKiB(servers.baseline.pid, 'VmHWM') / 1024, 1),
-    };
+    const hwmMiB = Object.fromEntries(SERVERS.map((name) => [name, round(statusKiB(servers[name]!.pid, 'VmHWM') / 1024, 1)])) as Partial<
+      Record<ServerName, number>
+    >;
 
     // Results
     const sizes = reviews.map((review) => {
-      const runs = throughput[review.name];
+      const runs = throughput[review.name] as Record<ServerName, RunRecord[]>;
       const ours = summarise(runs.ours);
       const baseline = summarise(runs.baseline);
+      const vsAgainst = against && againstSummary(runs.ours, runs.against);
       return {
         name: review.name,
         description: review.description,
@@ -512,6 +556,7 @@ async function main(): Promise<number> {
         cpuRatio: round(baseline.cpuUsPerReq / ours.cpuUsPerReq, 3),
         ours: { median: ours, rounds: runs.ours },
         baseline: { median: baseline, rounds: runs.baseline },
+        ...(vsAgainst ? { against: vsAgainst } : {}),
       };
     });
     const fixedRate = {
@@ -530,18 +575,36 @@ async function main(): Promise<number> {
       },
     };
     const allRuns = [
-      ...Object.values(throughput).flatMap((t) => [...t.ours, ...t.baseline]),
+      ...Object.values(throughput).flatMap((t) => SERVERS.flatMap((name) => t[name]!)),
       ...Object.values(fixed).flatMap((t) => [...t.ours, ...t.baseline]),
     ];
     const errors = totalErrors(allRuns);
     const pacedP99 = fixedRate.paced.ours.median.p99Ms;
-    const peakRss = Math.max(hwmMiB.ours, ...sizes.map((s) => s.ours.median.peakRssMiB));
+    const peakRss = Math.max(hwmMiB.ours!, ...sizes.map((s) => s.ours.median.peakRssMiB));
+    const cpuRatioShort = sizes.filter((s) => s.cpuRatio < cpuRatioTarget(s.name)).map((s) => `${s.name} ${s.cpuRatio}`);
+    const againstOver = sizes.filter((s) => s.against && s.against.oursCpuOverAgainst > 1).map((s) => `${s.name} ${s.against!.oursCpuOverAgainst}`);
     const targets = {
       throughputRatio: { target: '>= 0.85 at every size', value: Math.min(...sizes.map((s) => s.ratio)), pass: sizes.every((s) => s.ratio >= 0.85) },
+      cpuRatio: {
+        target: `>= ${CPU_RATIO_TARGETS['bare-node']} for bare-node, >= ${CPU_RATIO_TARGETS.other} for the others`,
+        value: Object.fromEntries(sizes.map((s) => [s.name, s.cpuRatio])),
+        below: cpuRatioShort,
+        pass: cpuRatioShort.length === 0,
+      },
+      ...(against
+        ? {
+            cpuVsAgainst: {
+              target: `ours' CPU µs/review <= ${against.commit!.slice(0, 12)}'s at every size (oursCpuOverAgainst <= 1)`,
+              value: Object.fromEntries(sizes.map((s) => [s.name, s.against!.oursCpuOverAgainst])),
+              above: againstOver,
+              pass: againstOver.length === 0,
+            },
+          }
+        : {}),
       p99AtRate: { target: `<= 2 ms at ${options.rate} req/s, ${rateReview.name} (paced)`, value: pacedP99, pass: options.rateRounds > 0 && pacedP99 <= 2 },
       rss: { target: '<= 150 MiB', value: peakRss, pass: peakRss <= 150 },
-      idleRss: { target: '<= 110 MiB', value: idleRssMiB.ours, pass: idleRssMiB.ours <= 110 },
-      firstReview: { target: '<= 400 ms from spawn', value: startup.ours.firstReviewMs, pass: options.spawns > 0 && startup.ours.firstReviewMs <= 400 },
+      idleRss: { target: '<= 110 MiB', value: idleRssMiB.ours, pass: idleRssMiB.ours! <= 110 },
+      firstReview: { target: '<= 400 ms from spawn', value: startup.ours!.firstReviewMs, pass: options.spawns > 0 && startup.ours!.firstReviewMs <= 400 },
     };
 
     const report = {
@@ -561,6 +624,19 @@ async function main(): Promise<number> {
           idleRssMiB: idleRssMiB.ours,
           hwmMiB: hwmMiB.ours,
         },
+        ...(against
+          ? {
+              against: {
+                commit: against.commit,
+                command: `node ${relative(ROOT, join(against.root, 'dist', 'main.js'))}`,
+                nodeOptions: against.nodeOptions,
+                compileCache: compileCache(against) !== undefined,
+                memoryLimitMiB: cgroups.against?.limitMiB ?? null,
+                idleRssMiB: idleRssMiB.against,
+                hwmMiB: hwmMiB.against,
+              },
+            }
+          : {}),
         baseline: {
           command: `node ${relative(ROOT, join(BUILD_DIR, 'bench', 'baseline-server.js'))}`,
           memoryLimitMiB: cgroups.baseline?.limitMiB ?? null,
@@ -620,6 +696,25 @@ async function main(): Promise<number> {
         ]),
       ),
     );
+    if (against) {
+      log(
+        `\nours against ${against.commit!.slice(0, 12)} (${options.against}): server CPU µs per review, medians over rounds; ours ÷ against, and each round's`,
+      );
+      log(
+        table(
+          ['review', 'ours cpu', 'against cpu', 'ours ÷ against', 'per round', 'ours rss', 'against rss'],
+          sizes.map((s) => [
+            s.name,
+            s.ours.median.cpuUsPerReq,
+            s.against!.median.cpuUsPerReq,
+            s.against!.oursCpuOverAgainst.toFixed(3),
+            s.against!.roundRatios.map((r) => r.toFixed(2)).join(' '),
+            s.ours.median.peakRssMiB,
+            s.against!.median.peakRssMiB,
+          ]),
+        ),
+      );
+    }
     if (options.rateRounds > 0) {
       log(`\nfixed rate ${options.rate} req/s, ${rateReview.name} (${rateReview.body.length} bytes), medians over rounds`);
       log(
@@ -635,13 +730,17 @@ async function main(): Promise<number> {
       );
     }
     log(
-      `start-up (median of ${options.spawns} spawns): spawn → first review ours ${startup.ours.firstReviewMs} ms, baseline ${startup.baseline.firstReviewMs} ms; ` +
-        `idle RSS ours ${startup.ours.idleRssMiB} MiB, baseline ${startup.baseline.idleRssMiB} MiB`,
+      `start-up (median of ${options.spawns} spawns): spawn → first review ${SERVERS.map((name) => `${name} ${startup[name]!.firstReviewMs} ms`).join(', ')}; ` +
+        `idle RSS ${SERVERS.map((name) => `${name} ${startup[name]!.idleRssMiB} MiB`).join(', ')}`,
     );
-    log(`\npeak RSS since start (VmHWM): ours ${hwmMiB.ours} MiB, baseline ${hwmMiB.baseline} MiB`);
+    log(`\npeak RSS since start (VmHWM): ${SERVERS.map((name) => `${name} ${hwmMiB[name]} MiB`).join(', ')}`);
     log(
       `targets: throughput ratio ${targets.throughputRatio.value} (${targets.throughputRatio.target}) ${targets.throughputRatio.pass ? 'PASS' : 'FAIL'}; ` +
         `p99 ${targets.p99AtRate.value} ms (${targets.p99AtRate.target}) ${targets.p99AtRate.pass ? 'PASS' : 'FAIL'}; ` +
+        `cpu ratio ${targets.cpuRatio.pass ? 'PASS' : `FAIL (${targets.cpuRatio.below.join(', ')})`} (${targets.cpuRatio.target}); ` +
+        (targets.cpuVsAgainst
+          ? `cpu vs against ${targets.cpuVsAgainst.pass ? 'PASS' : `FAIL (${targets.cpuVsAgainst.above.join(', ')})`} (${targets.cpuVsAgainst.target}); `
+          : '') +
         `rss ${targets.rss.value} MiB (${targets.rss.target}) ${targets.rss.pass ? 'PASS' : 'FAIL'}; ` +
         `idle rss ${targets.idleRss.value} MiB (${targets.idleRss.target}) ${targets.idleRss.pass ? 'PASS' : 'FAIL'}; ` +
         `first review ${targets.firstReview.value} ms (${targets.firstReview.target}) ${targets.firstReview.pass ? 'PASS' : 'FAIL'}`,
@@ -651,7 +750,7 @@ async function main(): Promise<number> {
     return errors === 0 ? 0 : 1;
   } finally {
     destroyAgent();
-    await Promise.all([servers.ours.stop(), servers.baseline.stop()]);
+    await Promise.all(SERVERS.map((name) => servers[name]?.stop()));
   }
 }
 

@@ -3,13 +3,13 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { generateSelfSigned } from '../src/tls/tls-material.js';
-import { createMemoryCgroup, inCgroup, type Log, type MemoryCgroup } from '../test/e2e/harness/process.js';
+import { createMemoryCgroup, inCgroup, run, type Log, type MemoryCgroup } from '../test/e2e/harness/process.js';
 import { baseUnits } from '../test/e2e/harness/quantity.js';
 import { buildDist, repoRoot } from '../test/e2e/harness/setup.js';
-import { deploymentNodeOptions, deploymentWebhookContainer } from '../test/e2e/harness/webhook.js';
+import { compileCacheDir, deploymentNodeOptions, deploymentWebhookContainer } from '../test/e2e/harness/webhook.js';
 
 /** The project root (this file runs from bench/.run/build/bench/). */
 export const ROOT = repoRoot();
@@ -50,6 +50,45 @@ export function numberOption(name: string, text: string | undefined, fallback: n
 
 /** `npm run build` when dist/ is missing or older than src/, under the e2e runs' build lock (--no-build skips it). */
 export const ensureBuilt = (log: Log): Promise<void> => buildDist('if-needed', log);
+
+/** A build of this repository at some commit: the working tree's, or another's (bench:admission --against). */
+export interface AppBuild {
+  /** The folder holding its package.json, dist/ and k8s/. */
+  root: string;
+  /** The commit it was built from; undefined for the working tree. */
+  commit?: string;
+  /** NODE_OPTIONS of the webhook container in that tree's k8s/base/deployment.yaml. */
+  nodeOptions: string;
+}
+
+/** The working tree's build (`ensureBuilt`). */
+export const WORKING_TREE: AppBuild = { root: ROOT, nodeOptions: deploymentNodeOptions(ROOT) };
+
+/**
+ * Another commit built as its own `npm ci && npm run build` builds it, in a detached git worktree at
+ * bench/.run/against/<commit> (git-ignored), made once and reused while its `.bench-built` stamp is
+ * there; a half-made one is removed and made again.
+ */
+export async function buildCommit(revision: string, log: Log): Promise<AppBuild> {
+  const resolved = spawnSync('git', ['rev-parse', '--verify', '--quiet', `${revision}^{commit}`], { cwd: ROOT, encoding: 'utf8' });
+  const commit = resolved.stdout?.trim();
+  if (resolved.status !== 0 || !commit) throw new Error(`--against ${revision}: not a commit of this repository`);
+  const root = join(RUN_DIR, 'against', commit);
+  const stamp = join(root, '.bench-built');
+  if (!existsSync(stamp)) {
+    const started = Date.now();
+    log(`--against ${revision}: building ${commit.slice(0, 12)} in ${root} (npm ci, npm run build)`);
+    if (existsSync(root)) await run('git', ['worktree', 'remove', '--force', root], { cwd: ROOT }).catch(() => rmSync(root, { recursive: true, force: true }));
+    await run('git', ['worktree', 'prune'], { cwd: ROOT });
+    await run('git', ['worktree', 'add', '--detach', root, commit], { cwd: ROOT });
+    const env = { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`, NODE_OPTIONS: '' };
+    await run('npm', ['ci', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: root, env });
+    await run('npm', ['run', 'build'], { cwd: root, env });
+    writeFileSync(stamp, `${new Date().toISOString()}\n`);
+    log(`--against ${revision}: built in ${round((Date.now() - started) / 1000, 1)} s`);
+  }
+  return { root, commit, nodeOptions: deploymentNodeOptions(root) };
+}
 
 // ---------------------------------------------------------------------------------------------
 // TLS
@@ -94,7 +133,7 @@ export function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 /** NODE_OPTIONS as k8s/base/deployment.yaml sets it for the webhook container. */
-export const DEPLOYMENT_NODE_OPTIONS = deploymentNodeOptions(ROOT);
+export const DEPLOYMENT_NODE_OPTIONS = WORKING_TREE.nodeOptions;
 
 /** The webhook container's memory limit in k8s/base/deployment.yaml, MiB. */
 export const DEPLOYMENT_MEMORY_LIMIT_MIB = (() => {
@@ -103,23 +142,26 @@ export const DEPLOYMENT_MEMORY_LIMIT_MIB = (() => {
   return Number(baseUnits('memory', limit) / 2n ** 20n);
 })();
 
-let warmedCompileCache: string | undefined;
+const warmedCompileCaches = new Map<string, string | undefined>();
 
 /**
- * Node's compile cache for dist/main.js, filled once per bench process by the script the
- * Dockerfile runs (scripts/warm-compile-cache.js), so that ours starts as the image does.
+ * Node's compile cache for a build's dist/main.js, filled once per bench process by the script its
+ * Dockerfile runs (scripts/warm-compile-cache.js), so that it starts as its image does: the working
+ * tree's in bench/.run/compile-cache, another commit's in its own folder; none (undefined) for a
+ * commit whose image had no cache.
  */
-export function compileCache(): string {
-  if (warmedCompileCache) return warmedCompileCache;
-  const dir = join(RUN_DIR, 'compile-cache');
-  rmSync(dir, { recursive: true, force: true });
-  const result = spawnSync(process.execPath, [join(ROOT, 'scripts', 'warm-compile-cache.js')], {
-    cwd: ROOT,
-    stdio: 'inherit',
-    env: childEnv({ NODE_COMPILE_CACHE: dir }),
-  });
-  if (result.status !== 0) throw new Error('scripts/warm-compile-cache.js failed');
-  return (warmedCompileCache = dir);
+export function compileCache(build: AppBuild = WORKING_TREE): string | undefined {
+  if (warmedCompileCaches.has(build.root)) return warmedCompileCaches.get(build.root);
+  const script = join(build.root, 'scripts', 'warm-compile-cache.js');
+  let dir: string | undefined;
+  if (existsSync(script)) {
+    dir = build.root === ROOT ? join(RUN_DIR, 'compile-cache') : compileCacheDir(build.root);
+    rmSync(dir, { recursive: true, force: true });
+    const result = spawnSync(process.execPath, [script, build.root], { cwd: build.root, stdio: 'inherit', env: childEnv({ NODE_COMPILE_CACHE: dir }) });
+    if (result.status !== 0) throw new Error(`${script} failed`);
+  }
+  warmedCompileCaches.set(build.root, dir);
+  return dir;
 }
 
 /**
@@ -127,10 +169,11 @@ export function compileCache(): string {
  * the Deployment's NODE_OPTIONS, the image's compile cache, the run's config file and
  * certificate, no drain delay, warn logs.
  */
-export function oursEnv(ports: { https: number; http: number }, configFile: string, tls: TlsFiles): NodeJS.ProcessEnv {
+export function oursEnv(ports: { https: number; http: number }, configFile: string, tls: TlsFiles, build: AppBuild = WORKING_TREE): NodeJS.ProcessEnv {
+  const cache = compileCache(build);
   return childEnv({
-    NODE_OPTIONS: DEPLOYMENT_NODE_OPTIONS,
-    NODE_COMPILE_CACHE: compileCache(),
+    NODE_OPTIONS: build.nodeOptions,
+    ...(cache ? { NODE_COMPILE_CACHE: cache } : {}),
     OVERCOMMIT_HTTPS_PORT: String(ports.https),
     OVERCOMMIT_HTTP_PORT: String(ports.http),
     OVERCOMMIT_CONFIG_FILE: configFile,

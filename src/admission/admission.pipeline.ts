@@ -18,7 +18,7 @@ import {
 } from './admission.types.js';
 import { ADMISSION_DURATION, ReviewTally, STRATEGY_ERRORS } from './admission.metrics.js';
 import { planEntryRoutes, planRoutes, readRoute, type RouteTable } from './admission.routes.js';
-import { applyToCopy } from './patch-error.js';
+import { applyToCopy, patchError } from './patch-error.js';
 import { RequestLog } from './request-log.js';
 
 interface RegisteredStrategy {
@@ -137,10 +137,16 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
         // Every patch returned applies to request.object: each strategy's is tried on the object
         // as the earlier ones left it (a later strategy sees the result). Only the containers a
         // patch goes through are copied: the rest of the object may be nested arbitrarily deep.
+        // The last strategy's is only checked (patchError: most patches without a copy).
         try {
-          const applied = applyToCopy(working.object, result.patch);
-          if ('error' in applied) throw applied.error;
-          if (index < selected.length - 1) working = { ...working, object: applied.document as AdmissionRequest['object'] };
+          if (index === selected.length - 1) {
+            const error = patchError(working.object, result.patch);
+            if (error) throw error;
+          } else {
+            const applied = applyToCopy(working.object, result.patch);
+            if ('error' in applied) throw applied.error;
+            working = { ...working, object: applied.document as AdmissionRequest['object'] };
+          }
         } catch (error) {
           failed = true;
           this.strategyErrors.inc({ strategy: meta.name });

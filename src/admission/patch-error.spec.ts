@@ -101,4 +101,41 @@ describe('patchError', () => {
     );
     expect(applied).toBeGreaterThan(40);
   });
+  it('answers as fast-json-patch validate does for add and replace of strings through objects, the patches decided without a copy (property)', () => {
+    // Keys where "~" and "/" need escaping, spelled both ways ("~" unescaped is the same key as "~0").
+    const token = fc.constantFrom('a', 'b', '0', 'x~1y', '~0', '~', '', 'constructor');
+    const path = fc.array(token, { minLength: 1, maxLength: 3 }).map((tokens) => tokens.map((t) => `/${t}`).join(''));
+    const operation: fc.Arbitrary<Operation> = fc.record({
+      op: fc.constantFrom('add' as const, 'replace' as const),
+      path,
+      value: fc.oneof(fc.string({ maxLength: 2 }), fc.constant({})),
+    });
+    const { value } = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small' },
+        fc.string({ maxLength: 2 }),
+        fc.dictionary(fc.constantFrom('a', 'b', '0', 'x/y', '~', ''), tie('value'), { maxKeys: 3 }),
+      ),
+    }));
+    const document = fc.dictionary(fc.constantFrom('a', 'b', '0', 'x/y', '~', ''), value, { minKeys: 1, maxKeys: 4 });
+    let applied = 0;
+    fc.assert(
+      fc.property(document, fc.array(operation, { minLength: 1, maxLength: 4 }), (doc, patch) => {
+        const [input, operations] = [structuredClone(doc), structuredClone(patch)];
+        const ours = patchError(input, operations);
+        let theirs: Error | undefined;
+        try {
+          theirs = fastJsonPatch.validate(structuredClone(patch), structuredClone(doc));
+        } catch (error) {
+          theirs = error as Error;
+        }
+        expect(ours === undefined, JSON.stringify({ doc, patch })).toBe(theirs === undefined);
+        expect(input).toEqual(doc);
+        expect(operations).toEqual(patch);
+        if (ours === undefined) applied += 1;
+      }),
+      { numRuns: Number(process.env.PROPERTY_RUNS ?? 1500) },
+    );
+    expect(applied).toBeGreaterThan(100);
+  });
 });

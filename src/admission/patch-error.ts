@@ -15,8 +15,53 @@ const isContainer = (value: unknown): value is Container => typeof value === 'ob
  * validation on, so what applies is decided by the library's own rules.
  */
 export function patchError(document: unknown, patch: readonly Operation[]): Error | undefined {
+  if (appliesAsIs(document, patch)) return undefined;
   const applied = applyToCopy(document, patch);
   return 'error' in applied ? applied.error : undefined;
+}
+
+/** Keys fast-json-patch bans or treats apart (`__proto__`, `constructor/prototype`): never decided by appliesAsIs. */
+const GUARDED_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/**
+ * True when the patch certainly applies, decided without a copy: every operation is an `add` or
+ * a `replace` of a string, at a path whose parents are the document's own objects (no arrays),
+ * a `replace` only of an own key, and no operation's path is another's or leads through it. Each
+ * operation then only sets a key of a container no other operation changes or goes through, so
+ * they apply in any order, and fast-json-patch's rules (an `add` needs its parent, a `replace`
+ * the key) hold for each. This is what a node patch is at every heartbeat (a few allocatable
+ * values and annotations); anything else — false — is tried on a copy by applyToCopy, so false
+ * never means that the patch does not apply.
+ */
+function appliesAsIs(document: unknown, patch: readonly Operation[]): boolean {
+  const paths: string[][] = [];
+  for (const operation of patch) {
+    if ((operation.op !== 'add' && operation.op !== 'replace') || typeof operation.value !== 'string') return false;
+    if (typeof operation.path !== 'string' || !operation.path.startsWith('/')) return false;
+    const tokens = operation.path.split('/');
+    let parent = document;
+    for (let i = 1; i < tokens.length; i++) {
+      if (!isContainer(parent) || Array.isArray(parent)) return false;
+      const token = tokens[i].includes('~') ? fastJsonPatch.unescapePathComponent(tokens[i]) : tokens[i];
+      if (GUARDED_KEYS.has(token)) return false;
+      tokens[i] = token;
+      const present = Object.hasOwn(parent, token);
+      if (i < tokens.length - 1) {
+        if (!present) return false;
+        parent = parent[token];
+      } else if (operation.op === 'replace' && (!present || parent[token] === undefined)) return false;
+    }
+    if (paths.some((other) => leadsThrough(other, tokens) || leadsThrough(tokens, other))) return false;
+    paths.push(tokens);
+  }
+  return true;
+}
+
+/** Whether the path `path` (unescaped tokens) is `prefix` or goes through it. */
+function leadsThrough(path: readonly string[], prefix: readonly string[]): boolean {
+  if (prefix.length > path.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (path[i] !== prefix[i]) return false;
+  return true;
 }
 
 /**
