@@ -64,9 +64,7 @@ async function readyNodes(env: E2eEnv, names: readonly string[]): Promise<number
   try {
     const list = await admin.get('/api/v1/nodes', { labelSelector: `${FLEET_LABEL}=true` });
     const mine = new Set(names);
-    return list.items.filter(
-      (n: any) => mine.has(n.metadata.name) && n.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'),
-    ).length;
+    return list.items.filter((n: any) => mine.has(n.metadata.name) && n.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True')).length;
   } finally {
     admin.close();
   }
@@ -139,7 +137,9 @@ export function hollowMain(options: HollowOptions): void {
         statusPatchesPerMin: perMin(counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', statusPatch)),
         nodeEtcdWritesPerMin: perMin(counterDelta(before.apiserver, after.apiserver, 'etcd_requests_total', { resource: 'nodes', operation: 'update' })),
         nodeWatchEventsPerMin: perMin(events),
-        webhookCallsPerMin: perMin(counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', { name: nodesEntry, type: 'admit' })),
+        webhookCallsPerMin: perMin(
+          counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', { name: nodesEntry, type: 'admit' }),
+        ),
         decisions,
         failedPatches: counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', {
           ...statusPatch,
@@ -204,7 +204,10 @@ export function hollowMain(options: HollowOptions): void {
         ['', ...phases.map((p) => p.name)],
         [
           ...keys.map((k) => [k, ...phases.map((p) => String(p[k]))]),
-          ['cores: apiserver / etcd / webhook / kubelets', ...phases.map((p) => `${p.cores.apiserver} / ${p.cores.etcd} / ${p.cores.webhook} / ${p.cores.hollowKubelets}`)],
+          [
+            'cores: apiserver / etcd / webhook / kubelets',
+            ...phases.map((p) => `${p.cores.apiserver} / ${p.cores.etcd} / ${p.cores.webhook} / ${p.cores.hollowKubelets}`),
+          ],
           ['decisions', ...phases.map((p) => JSON.stringify(p.decisions))],
         ],
       )}\n`,

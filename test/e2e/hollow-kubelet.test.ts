@@ -294,8 +294,7 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     const guard = await installGuard();
     await webhook.stop();
     try {
-      const rejections = async () =>
-        (await apiserverMetrics(env)).sum('apiserver_admission_webhook_rejection_count', { name: GUARD_ENTRY, type: 'admit' });
+      const rejections = async () => (await apiserverMetrics(env)).sum('apiserver_admission_webhook_rejection_count', { name: GUARD_ENTRY, type: 'admit' });
       const rejectedBefore = await rejections();
       const before = await admin.get(`/api/v1/nodes/${inflated!.name}`);
       const running = await pods();
