@@ -2,7 +2,7 @@
  * The shutdown drain (src/server-drain.ts) against the real kube-apiserver: its webhook client
  * pools keep-alive connections to the webhook and keeps sending on them after a SIGTERM. While
  * the webhook drains, the API server keeps calling it (node status PATCHes); every call is
- * answered, and no connection the API server held at the signal is left once the drain is 1.5 s
+ * answered, and no connection the API server held at the signal is left once the drain is 2 s
  * old: the busy ones are retired after their next answer (`Connection: close`), the idle ones
  * closed after 1 s of idleness. The load stops before the listener closes, as a rollout's does
  * once the endpoint is gone: the harness points the webhook entries at 127.0.0.1, so there is
@@ -28,11 +28,11 @@ import {
   type KubeClient,
 } from './harness/index.js';
 
-const DRAIN_MS = 4_000;
+const DRAIN_MS = 5_000;
 /** When the load stops, after the signal: the endpoint gone, before the listener closes. */
-const LOAD_UNTIL_MS = 3_000;
+const LOAD_UNTIL_MS = 3_500;
 /** From when the connections are sampled: an idle one held at the signal is closed after 1 s (IDLE_GRACE_MS). */
-const SAMPLE_FROM_MS = 1_500;
+const SAMPLE_FROM_MS = 2_000;
 const WRITERS = 4;
 
 let env: E2eEnv;
@@ -127,7 +127,7 @@ it('a SIGTERM while the API server calls: every call answered, the connections i
   expect([...seen].filter((port) => heldAtSignal.has(port))).toEqual([]);
 });
 
-it('pooled connections left idle at the signal are closed within the drain: calls resumed after 1.5 s go on new connections, all answered', async () => {
+it('pooled connections left idle at the signal are closed within the drain: calls resumed after 2 s go on new connections, all answered', async () => {
   const entry = nodesWebhookName(env);
   // A burst leaves the API server's pool holding several connections, then nothing uses them.
   const burst = startWriters();
