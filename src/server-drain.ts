@@ -19,10 +19,9 @@
  *     before writing).
  *  3. Closing the listeners stops new connections only: a call in flight finishes, a connection
  *     accepted before (its TLS handshake finished or not) gets its first call answered, when it
- *     comes within IDLE_GRACE_MS (invariant 2). Node's
- *     `server.close()` would destroy at once every connection whose call it has not parsed yet,
- *     so the listening socket is closed alone (`net.Server#close`), and `server.close()` runs
- *     once no connection is left.
+ *     comes within IDLE_GRACE_MS (invariant 2). Node's `server.close()` would destroy at once
+ *     every connection whose call it has not parsed yet, so the listening socket is closed alone
+ *     (`net.Server#close`), and `server.close()` runs once no connection is left.
  *  4. `close()` resolves once every connection of every server has ended.
  */
 import type http from 'node:http';
