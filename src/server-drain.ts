@@ -9,18 +9,19 @@
  *     flight included, when their headers are not written yet — so the client retires each
  *     connection after its next answer, and Node closes it once that answer is written.
  *  2. A connection is closed by the drain only when nothing is in flight on it and it has been
- *     idle for IDLE_GRACE_MS: kept alive after an answer (so its client dials again, elsewhere
- *     once the endpoint is gone), or, once the listeners are closed, accepted but without a
- *     call yet. Not at once: its client may be sending the next call, and destroying a
- *     connection under a call resets it. While the listeners accept, a connection without a
- *     call yet is left to send it. Closing an idle connection stays a race that HTTP/1.1 cannot
- *     avoid: a call the client writes within a round trip of the close is lost (Go's transport,
- *     the API server's, dials again only when it saw the close before writing).
+ *     idle for IDLE_GRACE_MS since it was accepted or since its last answer: kept alive after an
+ *     answer, or never used (Go's transport, the API server's, keeps spare connections it dialled
+ *     and did not need), its client dials again, elsewhere once the endpoint is gone. Not at
+ *     once: its client may be sending the next call (a new connection's first call comes right
+ *     after the handshake), and destroying a connection under a call resets it. Closing an idle
+ *     connection stays a race that HTTP/1.1 cannot avoid: a call the client writes within a
+ *     round trip of the close is lost (Go's transport dials again only when it saw the close
+ *     before writing).
  *  3. Closing the listeners stops new connections only: a call in flight finishes, a connection
- *     accepted before (its TLS handshake finished or not) gets its first call answered. Node's
- *     `server.close()` would destroy at once every connection whose call it has not parsed yet,
- *     so the listening socket is closed alone (`net.Server#close`), and `server.close()` runs
- *     once no connection is left.
+ *     accepted before (its TLS handshake finished or not) gets its first call answered, when it
+ *     comes within IDLE_GRACE_MS (invariant 2). Node's `server.close()` would destroy at once
+ *     every connection whose call it has not parsed yet, so the listening socket is closed alone
+ *     (`net.Server#close`), and `server.close()` runs once no connection is left.
  *  4. `close()` resolves once every connection of every server has ended.
  */
 import type http from 'node:http';
@@ -36,21 +37,16 @@ const SWEEP_MS = 100;
 export interface DrainConnection {
   /** Calls received and not yet answered (more than one when pipelined). */
   inFlight: number;
-  /** Whether it has carried a call. */
-  used: boolean;
   /** When it was accepted or its last answer ended (ms, performance.now()). */
   idleSince: number;
 }
 
 /** Whether the drain closes the connection now (invariant 2). */
-export function planDrainClose(connection: DrainConnection, now: number, listening: boolean): boolean {
-  if (connection.inFlight > 0) return false;
-  if (!connection.used && listening) return false;
-  return now - connection.idleSince >= IDLE_GRACE_MS;
+export function planDrainClose(connection: DrainConnection, now: number): boolean {
+  return connection.inFlight === 0 && now - connection.idleSince >= IDLE_GRACE_MS;
 }
 
 interface Tracked {
-  used: boolean;
   idleSince: number;
   /** The answers in flight on it. */
   responses: Set<http.ServerResponse>;
@@ -60,7 +56,6 @@ interface Tracked {
 export class ServerDrain {
   private readonly connections = new Map<net.Socket, Tracked>();
   private draining = false;
-  private listening = true;
   private sweeper?: NodeJS.Timeout;
 
   constructor(private readonly servers: readonly http.Server[]) {
@@ -85,7 +80,6 @@ export class ServerDrain {
   /** Invariants 3 and 4: starts the drain if need be, closes the listeners, waits for every connection to end. */
   async close(): Promise<void> {
     this.start();
-    this.listening = false;
     await Promise.all(this.servers.map((server) => new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()))));
     clearInterval(this.sweeper);
     // Nothing is left to destroy: this only stops Node's timeout checks (its other close steps have run).
@@ -93,7 +87,7 @@ export class ServerDrain {
   }
 
   private track(socket: net.Socket): void {
-    this.connections.set(socket, { used: false, idleSince: performance.now(), responses: new Set() });
+    this.connections.set(socket, { idleSince: performance.now(), responses: new Set() });
     socket.once('close', () => this.connections.delete(socket));
   }
 
@@ -101,7 +95,6 @@ export class ServerDrain {
     if (this.draining) retire(res);
     const connection = this.connections.get(req.socket);
     if (!connection) return;
-    connection.used = true;
     connection.responses.add(res);
     res.once('close', () => {
       connection.responses.delete(res);
@@ -111,8 +104,8 @@ export class ServerDrain {
 
   private sweep(): void {
     const now = performance.now();
-    for (const [socket, { used, idleSince, responses }] of this.connections) {
-      if (planDrainClose({ inFlight: responses.size, used, idleSince }, now, this.listening)) socket.destroy();
+    for (const [socket, { idleSince, responses }] of this.connections) {
+      if (planDrainClose({ inFlight: responses.size, idleSince }, now)) socket.destroy();
     }
   }
 }
