@@ -361,6 +361,9 @@ describe('helm install on the real control plane', () => {
     });
     const namespace = await admin.get(`/api/v1/namespaces/${env.webhook.namespace}`);
     expect(namespace.metadata.labels['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    // system-cluster-critical admitted outside kube-system, its priority resolved by the API server.
+    const [pod] = (await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/pods`, { labelSelector: 'app.kubernetes.io/name=kube-overcommit' })).items;
+    expect(pod.spec).toMatchObject({ priorityClassName: 'system-cluster-critical', priority: 2_000_000_000 });
 
     const [name] = claimNodeNames(env, 'sim-node', 1);
     const kubelet = await SimKubelet.start(env, {
