@@ -348,6 +348,19 @@ describe('helm install on the real control plane', () => {
   const configMapVersion = async () =>
     (await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/configmaps/${env.webhook.configMap}`)).metadata.resourceVersion as string;
 
+  it('certificates.mode auto keeps the mode of an installed release: its Secret kube-overcommit-tls is Opaque, so self-managed even where cert-manager.io/v1 is served', async () => {
+    const mode = (namespace: string) =>
+      find(
+        docsOf(helm(['template', 'kube-overcommit', CHART, '--namespace', namespace, '--dry-run=server', '--api-versions', 'cert-manager.io/v1'])),
+        'Deployment',
+      )!.spec.template.spec.containers[0].env.find((e: Doc) => e.name === 'OVERCOMMIT_CERT_MODE').value;
+    const secret = await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/secrets/kube-overcommit-tls`);
+    expect(secret.type).toBe('Opaque');
+    expect(mode(env.webhook.namespace)).toBe('self-managed');
+    // Where nothing is installed, the served API versions decide.
+    expect(mode('default')).toBe('files');
+  });
+
   it("installs, serves the chart's config through the chart's webhook configuration, and a helm upgrade changes the ratio live", async () => {
     const values = (cpu: number) =>
       writeValues({ namespace: { create: true }, config: { nodes: { defaultRatios: { cpu }, pools: [] } }, webhook: { url: env.webhook.url, caBundle } });
@@ -365,6 +378,9 @@ describe('helm install on the real control plane', () => {
     });
     const namespace = await admin.get(`/api/v1/namespaces/${env.webhook.namespace}`);
     expect(namespace.metadata.labels['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    // system-cluster-critical admitted outside kube-system, its priority resolved by the API server.
+    const [pod] = (await admin.get(`/api/v1/namespaces/${env.webhook.namespace}/pods`, { labelSelector: 'app.kubernetes.io/name=kube-overcommit' })).items;
+    expect(pod.spec).toMatchObject({ priorityClassName: 'system-cluster-critical', priority: 2_000_000_000 });
 
     const [name] = claimNodeNames(env, 'sim-node', 1);
     const kubelet = await SimKubelet.start(env, {

@@ -51,12 +51,19 @@ metadata:
 
 {{/*
 "true" when cert-manager issues the serving certificate: certificates.mode cert-manager, or auto
-on a cluster that serves cert-manager.io/v1 (values.schema.json admits only auto, self-managed
-and cert-manager).
+(values.schema.json admits only auto, self-managed and cert-manager) where cert-manager.io/v1 is
+served. An installed release keeps its mode under auto: the Secret kube-overcommit-tls is
+cert-manager's (kubernetes.io/tls) or the webhook's (Opaque), and cannot change type in place
+(docs/certificates.md). `helm template` looks nothing up: the API versions decide.
 */}}
 {{- define "kube-overcommit.certManager" -}}
 {{- $mode := .Values.certificates.mode }}
-{{- if or (eq $mode "cert-manager") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "cert-manager.io/v1")) }}true{{ end -}}
+{{- if eq $mode "auto" }}
+{{- $installed := lookup "v1" "Secret" .Release.Namespace "kube-overcommit-tls" }}
+{{- if $installed }}
+{{- if eq $installed.type "kubernetes.io/tls" }}true{{ end }}
+{{- else if .Capabilities.APIVersions.Has "cert-manager.io/v1" }}true{{ end }}
+{{- else if eq $mode "cert-manager" }}true{{ end -}}
 {{- end }}
 
 {{/*
