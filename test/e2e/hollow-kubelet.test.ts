@@ -117,7 +117,28 @@ async function installGuard(): Promise<string> {
   return name;
 }
 
-const containerIds = (p: any): string[] => (p?.status?.containerStatuses ?? []).map((c: any) => c.containerID);
+/**
+ * Waits until the kubelet (re)started at `since` runs every pod of PODS: Running, its container
+ * started since then and ready. The fake runtime of a restarted kubelet holds no container, so
+ * a pod it admits is started again; one it rejects goes Failed.
+ */
+async function runningAgainSince(since: number): Promise<void> {
+  await waitUntil(
+    'both pods running again under the restarted kubelet',
+    async () => {
+      const now = await pods();
+      return PODS.every(({ name }) => {
+        const p = now.get(name);
+        expect(p?.status?.phase, name).not.toBe('Failed');
+        const container = p?.status?.containerStatuses?.[0];
+        return (
+          p?.status?.phase === 'Running' && container?.ready === true && Date.parse(container.state?.running?.startedAt) >= Math.floor(since / 1000) * 1000
+        );
+      });
+    },
+    { timeoutMs: 60_000, describe: async () => [...(await pods()).values()].map((p) => [p.metadata.name, p.status]) },
+  );
+}
 const readyStatus = (node: any): string | undefined => node?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status;
 
 /** nodes/status reviews the webhook answered, and its coalescing decisions. */
@@ -195,7 +216,7 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     const before = await webhookCounts();
     const simBefore = sim!.stats.patchSuccesses;
     const t0 = Date.now();
-    const coalescedWindow = await resourceVersionsOver(40_000);
+    const coalescedWindow = await resourceVersionsOver(45_000);
     const after = await webhookCounts();
     const minutes = (Date.now() - t0) / 60_000;
     const simPerMinute = (sim!.stats.patchSuccesses - simBefore) / minutes;
@@ -206,6 +227,7 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
       expect(perMinute).toBeGreaterThanOrEqual(4.5);
       expect(perMinute).toBeLessThanOrEqual(7.5);
     }
+    console.log(`status PATCHes a minute, inflated and coalesced: hollow kubelet ${hollowPerMinute.toFixed(2)}, simulated kubelet ${simPerMinute.toFixed(2)}`);
     expect(after.coalesced - before.coalesced).toBeGreaterThanOrEqual(6);
     expect(coalescedWindow[inflated!.name], 'the inflated Node, coalesced').toHaveLength(1);
     expect(coalescedWindow[sim!.name], 'the simulated kubelet’s Node, coalesced').toHaveLength(1);
@@ -235,9 +257,10 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     await webhook.useConfig(config({ inflated: 3 }));
   }, 180_000);
 
-  it('the reconciler brings the idle plain node to a new ratio at once, with its own write, not the kubelet’s', async () => {
+  it('the reconciler brings the idle plain node to a new ratio at once, by its own write (the heartbeats unchanged), not the kubelet’s', async () => {
     const nudged = async () => (await webhook.metrics()).sum('kube_overcommit_reconcile_nudges_total', { outcome: 'applied' });
     const nudgesBefore = await nudged();
+    const conditionsBefore = (await admin.get(`/api/v1/nodes/${plain!.name}`)).status.conditions;
     const t0 = Date.now();
     await webhook.useConfig(config({ inflated: 3, plain: 2 }));
     const node = await waitUntil('the plain node at cpu 2', async () => {
@@ -247,10 +270,8 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     // Within a kubelet period of the change, by a write that is not the kubelet's.
     expect(Date.now() - t0).toBeLessThan(UPDATE_MS);
     expect(await nudged()).toBeGreaterThan(nudgesBefore);
-    const statusOwners = (node.object.metadata.managedFields ?? [])
-      .filter((f: any) => f.subresource === 'status' && f.fieldsV1?.['f:status']?.['f:allocatable'])
-      .map((f: any) => f.manager);
-    expect(statusOwners.some((m: string) => m !== 'hollow-kubelet')).toBe(true);
+    // The reconciler's nudge is an empty PATCH: a kubelet's write would have stored new heartbeats with the new value.
+    expect(node.object.status.conditions).toEqual(conditionsBefore);
   }, 60_000);
 
   it('a kubelet restart’s real change (its new port in status.daemonEndpoints) is stored at once, coalescing on', async () => {
@@ -271,22 +292,10 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
       return view.allocatable.cpu === '2500m' ? view : undefined;
     });
     expect(JSON.parse(node.annotations[FLOOR_ANNOTATION]!)).toEqual({ cpu: '2500m' });
-    const running = await pods();
+    const restartedAt = Date.now();
     await inflated!.restart();
     // Re-admitted: the new kubelet (a new fake runtime) runs each pod's container again.
-    await waitUntil(
-      'both pods running again under the restarted kubelet',
-      async () => {
-        const now = await pods();
-        for (const { name } of PODS) {
-          const p = now.get(name);
-          expect(p?.status?.phase, name).toBe('Running');
-          if (containerIds(p).join() === containerIds(running.get(name)).join()) return false;
-        }
-        return true;
-      },
-      { timeoutMs: 60_000, describe: async () => [...(await pods()).values()].map((p) => [p.metadata.name, p.status]) },
-    );
+    await runningAgainSince(restartedAt);
     expect((await getNode(admin, inflated!.name)).allocatable.cpu).toBe('2500m');
   }, 120_000);
 
@@ -294,26 +303,13 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     const guard = await installGuard();
     await webhook.stop();
     try {
-      const rejections = async () =>
-        (await apiserverMetrics(env)).sum('apiserver_admission_webhook_rejection_count', { name: GUARD_ENTRY, type: 'admit' });
+      const rejections = async () => (await apiserverMetrics(env)).sum('apiserver_admission_webhook_rejection_count', { name: GUARD_ENTRY, type: 'admit' });
       const rejectedBefore = await rejections();
       const before = await admin.get(`/api/v1/nodes/${inflated!.name}`);
-      const running = await pods();
+      const restartedAt = Date.now();
       await inflated!.restart({ waitForReady: false });
       // Protected: the kubelet's status writes are refused, the stored floor stays, both pods are re-admitted against it.
-      await waitUntil(
-        'both pods running again under the restarted kubelet',
-        async () => {
-          const now = await pods();
-          for (const { name } of PODS) {
-            const p = now.get(name);
-            expect(p?.status?.phase, name).toBe('Running');
-            if (containerIds(p).join() === containerIds(running.get(name)).join()) return false;
-          }
-          return true;
-        },
-        { timeoutMs: 60_000 },
-      );
+      await runningAgainSince(restartedAt);
       await waitUntil('three status writes refused', async () => (await rejections()) >= rejectedBefore + 3, { timeoutMs: 6 * UPDATE_MS });
       const after = await admin.get(`/api/v1/nodes/${inflated!.name}`);
       expect(after.status.allocatable.cpu).toBe('2500m');
@@ -348,7 +344,16 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
   }, 120_000);
 
   it('liveness: both kubelets stopped, both nodes go Unknown within the controller’s grace period, the coalesced node as fast as the other', async () => {
-    // The inflated node is coalesced again (the webhook is back): wait for one coalesced write.
+    // The inflated node inflated and coalesced again, the plain one back at its raw value (nothing to coalesce).
+    await webhook.useConfig(config({ inflated: 3 }));
+    await waitUntil(
+      'inflated at cpu 3, plain at cpu 1',
+      async () => {
+        const [a, b] = await Promise.all([getNode(admin, inflated!.name), getNode(admin, plain!.name)]);
+        return a.allocatable.cpu === '3' && b.allocatable.cpu === '1';
+      },
+      { timeoutMs: 3 * UPDATE_MS },
+    );
     const coalesced = (await webhookCounts()).coalesced;
     await waitUntil('a coalesced write', async () => (await webhookCounts()).coalesced > coalesced, { timeoutMs: 4 * UPDATE_MS });
     const stoppedAt = Date.now();
@@ -366,6 +371,7 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
       { timeoutMs: 90_000, intervalMs: 500 },
     );
     // node-monitor-grace-period 50 s (v1.34's default) after the last Lease renewal, checked every 5 s.
+    console.log(`Ready=Unknown after the kubelets stopped: ${JSON.stringify(unknownAfter)} ms`);
     for (const ms of Object.values(unknownAfter)) expect(ms).toBeLessThanOrEqual(70_000);
     expect(Math.abs(unknownAfter[inflated!.name]! - unknownAfter[plain!.name]!)).toBeLessThanOrEqual(12_000);
   }, 150_000);

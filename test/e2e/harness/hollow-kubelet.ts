@@ -147,7 +147,9 @@ export class HollowKubelet {
         `${this.name}: the hollow kubelet's Node Ready`,
         async () => {
           if (!this.running) throw new Error(`kubemark exited (${this.child?.exitCode ?? this.child?.signalCode}); see ${this.logFile}:\n${this.logTail()}`);
-          const node = await admin.get(`/api/v1/nodes/${this.name}`).catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
+          const node = await admin
+            .get(`/api/v1/nodes/${this.name}`)
+            .catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
           const ready = node?.status?.conditions?.find((c: any) => c.type === 'Ready');
           // Heartbeats are whole seconds.
           return ready?.status === 'True' && Date.parse(ready.lastHeartbeatTime) >= Math.floor(since / 1000) * 1000;
