@@ -281,7 +281,7 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     await sim!.stop({ deleteNode: true });
     sim = undefined;
     await webhook.useConfig(config({ inflated: 3 }));
-  }, 180_000);
+  }, 240_000);
 
   it('the reconciler brings the idle plain node to a new ratio at once, by its own write (the heartbeats unchanged), not the kubelet’s', async () => {
     const nudged = async () => (await webhook.metrics()).sum('kube_overcommit_reconcile_nudges_total', { outcome: 'applied' });
