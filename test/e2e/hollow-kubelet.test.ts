@@ -10,9 +10,10 @@
  * counter, with the Node's resourceVersion still while its kubelet keeps posting and, with
  * coalescing off, moving at each PATCH; the reconciler inflating the idle plain node without a
  * kubelet write; a kubelet restart's real change stored at once; the commitment floor (ratio
- * lowered to 1, then a restart: every pod re-admitted); the same restart with the webhook
- * unreachable (the pod above raw rejected, OutOfcpu); liveness (both kubelets stopped: both
- * nodes go Unknown, the coalesced one as fast as the other).
+ * lowered to 1, then a restart: every pod re-admitted); the guard measured in docs/operating.md;
+ * the same restart with the webhook unreachable (the pod above raw rejected, OutOfcpu); a node
+ * opted out by label (out of the webhook's path: the same rejection); liveness (both kubelets
+ * stopped: both nodes go Unknown, the coalesced one as fast as the other).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -20,6 +21,7 @@ import {
   apiserverMetrics,
   claimNodeNames,
   createNamespace,
+  DISABLED_LABEL,
   deleteAllPods,
   e2eEnv,
   getNode,
@@ -368,6 +370,32 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
       await webhook.start();
     }
   }, 120_000);
+
+  it('a node opted out by label leaves the webhook’s path: its kubelet stores the raw cpu 1 under a pod of 1.5 CPU, and a restart rejects that pod (OutOfcpu)', async () => {
+    // The webhook is back: the reconciler has put the plain node at its plan, cpu 2.
+    await waitUntil('the plain node at cpu 2', async () => (await getNode(admin, plain!.name)).allocatable.cpu === '2', { timeoutMs: 3 * UPDATE_MS });
+    await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod('opted-out', plain!.name, '1500m'));
+    await waitUntil('the 1.5-CPU pod Running on the plain node', async () => (await pods()).get('opted-out')?.status?.phase === 'Running', {
+      timeoutMs: 60_000,
+    });
+    await admin.patch(`/api/v1/nodes/${plain!.name}`, { metadata: { labels: { [DISABLED_LABEL]: 'true' } } }, 'merge');
+    try {
+      // The shipped objectSelector sends no write of the node to the webhook: nothing applies the floor.
+      await waitUntil('the raw cpu 1 stored', async () => (await getNode(admin, plain!.name)).allocatable.cpu === '1', { timeoutMs: 3 * UPDATE_MS });
+      await plain!.restart();
+      const rejected = await waitUntil(
+        'the 1.5-CPU pod rejected',
+        async () => {
+          const p = (await pods()).get('opted-out');
+          return p?.status?.phase === 'Failed' ? p : undefined;
+        },
+        { timeoutMs: 60_000 },
+      );
+      expect(rejected.status.reason).toBe('OutOfcpu');
+    } finally {
+      await admin.patch(`/api/v1/nodes/${plain!.name}`, { metadata: { labels: { [DISABLED_LABEL]: null } } }, 'merge');
+    }
+  }, 150_000);
 
   it('liveness: both kubelets stopped, both nodes go Unknown within the controller’s grace period, the coalesced node as fast as the other', async () => {
     // The inflated node inflated and coalesced again, the plain one back at its raw value (nothing to coalesce).
