@@ -189,7 +189,11 @@ describe('Helm chart charts/kube-overcommit', () => {
     });
     // Helm merges maps with the defaults (memory: 1 stays) and replaces lists.
     expect(parse(find(docs, 'ConfigMap', 'kube-overcommit-config')!.data['config.yaml'])).toEqual({
-      nodes: { defaultRatios: { cpu: 2, memory: 1 }, coalesceStatusWrites: true, pools: [{ name: 'batch', nodeSelector: { matchLabels: { pool: 'batch' } }, ratios: { cpu: 3 } }] },
+      nodes: {
+        defaultRatios: { cpu: 2, memory: 1 },
+        coalesceStatusWrites: true,
+        pools: [{ name: 'batch', nodeSelector: { matchLabels: { pool: 'batch' } }, ratios: { cpu: 3 } }],
+      },
       pods: {},
     });
     const webhook = find(docs, 'MutatingWebhookConfiguration')!;

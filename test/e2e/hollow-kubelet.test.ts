@@ -27,7 +27,6 @@ import {
   getNode,
   HOLLOW_MACHINE,
   HollowKubelet,
-  NO_KUBELET_TAINT,
   SimKubelet,
   tearDown,
   waitUntil,
@@ -77,7 +76,6 @@ function pod(name: string, node: string, cpu: string): any {
     metadata: { name, namespace: NAMESPACE },
     spec: {
       nodeSelector: { 'kubernetes.io/hostname': node },
-      tolerations: [{ key: NO_KUBELET_TAINT.key, operator: 'Exists', effect: 'NoSchedule' }],
       automountServiceAccountToken: false,
       terminationGracePeriodSeconds: 0,
       containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', resources: { requests: { cpu, memory: '64Mi' } } }],
