@@ -4,14 +4,17 @@
  * kubelet's status loop at its own frequencies, update every 10 s, report every 5 min, over a
  * fake runtime and fake cAdvisor, 1 CPU each) — instead of bench/fleet.ts's simulated ones.
  *
- * Three phases of one run, each measured over `--minutes` after `--settle` s:
+ * Three phases of one run:
  *
- *   inflation   cpu ratio `--ratio` (1.5), nodes.coalesceStatusWrites false
+ *   inflation   cpu ratio `--ratio` (1.5), nodes.coalesceStatusWrites false; `--minutes` (3)
+ *               after `--settle` s (20)
  *   coalescing  the same with coalesceStatusWrites true (the default) and the default
- *               statusReportPeriod (5m, the kubelet's nodeStatusReportFrequency)
+ *               statusReportPeriod (5m, the kubelet's nodeStatusReportFrequency); `--baseline-minutes`
+ *               (5: one whole report period, so every node's heartbeats pass once) after `--settle` s
  *   no-webhook  the MutatingWebhookConfiguration deleted: what the kubelets write without us
- *               (a change, or a report every 5 min); measured over `--baseline-minutes` (5),
- *               one whole report period
+ *               (their raw value once, then a report every 5 min, the first one delayed by a
+ *               random ±50 %); `--baseline-minutes` after `--baseline-settle` s (180: the window
+ *               then holds exactly one report of every node)
  *
  * Per phase: the kubelets' node-status PATCHes (the API server's apiserver_request_total), the
  * etcd writes for Node keys the API server made (etcd_requests_total{resource="nodes",
@@ -36,6 +39,7 @@ export interface HollowOptions {
   minutes: number;
   baselineMinutes: number;
   settleSeconds: number;
+  baselineSettleSeconds: number;
   ratio: number;
   keep: boolean;
   out?: string;
@@ -99,9 +103,9 @@ export function hollowMain(options: HollowOptions): void {
     stage.onTearDown(() => nodeWatcher.stop());
 
     const nodesEntry = nodesWebhookName(env);
-    const measure = async (name: string, description: string, minutes: number): Promise<Phase> => {
-      log(`phase ${name}: settling ${options.settleSeconds} s`);
-      await sleep(options.settleSeconds * 1000);
+    const measure = async (name: string, description: string, settleSeconds: number, minutes: number): Promise<Phase> => {
+      log(`phase ${name}: settling ${settleSeconds} s`);
+      await sleep(settleSeconds * 1000);
       log(`phase ${name}: measuring ${minutes} min`);
       const pids: Record<string, number> = {
         apiserver: processes.pids.apiserver,
@@ -159,9 +163,14 @@ export function hollowMain(options: HollowOptions): void {
       return phase;
     };
 
-    const inflation = await measure('inflation', `cpu ratio ${options.ratio}, coalesceStatusWrites false`, options.minutes);
+    const inflation = await measure('inflation', `cpu ratio ${options.ratio}, coalesceStatusWrites false`, options.settleSeconds, options.minutes);
     await webhook.useConfig({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 } } });
-    const coalescing = await measure('coalescing', `cpu ratio ${options.ratio}, coalesceStatusWrites true (default), statusReportPeriod 5m`, options.minutes);
+    const coalescing = await measure(
+      'coalescing',
+      `cpu ratio ${options.ratio}, coalesceStatusWrites true (default), statusReportPeriod 5m`,
+      options.settleSeconds,
+      options.baselineMinutes,
+    );
     const admin = adminClient(env);
     try {
       await admin.delete(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`).catch((e) => {
@@ -170,7 +179,7 @@ export function hollowMain(options: HollowOptions): void {
     } finally {
       admin.close();
     }
-    const baseline = await measure('no-webhook', 'MutatingWebhookConfiguration deleted', options.baselineMinutes);
+    const baseline = await measure('no-webhook', 'MutatingWebhookConfiguration deleted', options.baselineSettleSeconds, options.baselineMinutes);
 
     const phases = [inflation, coalescing, baseline];
     const ratio = (x: number, y: number) => (y === 0 ? null : round(x / y, 2));

@@ -9,8 +9,9 @@
  * frequencies — update every 10 s, report every 5 min with the kubelet's ±50 % one-time delay,
  * Lease renewed every 10 s — registration spread over 10 s) in two phases of the same run:
  *
- *   inflation  the ConfigMap gives cpu a ratio of `--ratio` (1.5): every kubelet sync sees a
- *              stored allocatable that differs from its own, so it PATCHes every update period
+ *   inflation  the ConfigMap gives cpu a ratio of `--ratio` (1.5) and turns coalescing off: every
+ *              kubelet sync sees a stored allocatable that differs from its own, so it PATCHes
+ *              every update period, and each PATCH is stored
  *   coalescing with `--coalesce` only, between the two: inflation with nodes.coalesceStatusWrites on
  *              and statusReportPeriod = `--report-seconds` (docs/status-coalescing.md), measured
  *              after `--settle` s; the run then also writes bench/results/cluster-coalesce.json
@@ -43,8 +44,8 @@
  * Writes bench/results/cluster-scale.json. Default run: about 25 minutes.
  *
  * `--kubelet hollow` runs kubemark's hollow kubelets instead of the simulated fleet
- * (bench/cluster-hollow.ts: --nodes, --minutes, --ratio, --settle (20), --baseline-minutes (5),
- * --keep, --out).
+ * (bench/cluster-hollow.ts: --nodes, --minutes (3), --ratio, --settle (20), --baseline-minutes (5),
+ * --baseline-settle (180), --keep, --out).
  */
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -95,6 +96,7 @@ const { values: flags } = parseArgs({
     out: { type: 'string' },
     kubelet: { type: 'string' },
     'baseline-minutes': { type: 'string' },
+    'baseline-settle': { type: 'string' },
   },
 });
 
@@ -373,8 +375,9 @@ function main(): void {
       `webhook pid ${webhook.pid} on ${env.webhook.url} (memory limit ${webhook.memoryLimitMiB ?? 'none'} MiB); ` +
         `API server pid ${processes.pids.apiserver}, etcd pid ${processes.pids.etcd}`,
     );
-    await webhook.useConfig({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 } } });
-    log(`ConfigMap: cpu ratio ${options.ratio}`);
+    // Inflation alone: coalescing (on by default) is the --coalesce phase's.
+    await webhook.useConfig({ nodes: { defaultRatios: { cpu: options.ratio, memory: 1 }, coalesceStatusWrites: false } });
+    log(`ConfigMap: cpu ratio ${options.ratio}, coalesceStatusWrites false`);
 
     const names = claimNodeNames(env, 'sim-node', options.nodes);
     const fleet = new Fleet(env, {
@@ -444,7 +447,7 @@ function main(): void {
     const beforeSwitch = fleet.snapshot();
     let baselineDescription: string;
     if (options.baseline === 'ratio-1') {
-      await webhook.useConfig({ nodes: { defaultRatios: { cpu: 1, memory: 1 } } });
+      await webhook.useConfig({ nodes: { defaultRatios: { cpu: 1, memory: 1 }, coalesceStatusWrites: false } });
       baselineDescription = 'every ratio 1 in the ConfigMap; the webhook stays registered';
     } else {
       const admin = adminClient(env);
@@ -666,9 +669,10 @@ const kubelet = flags.kubelet ?? 'sim';
 if (kubelet === 'hollow') {
   hollowMain({
     nodes: options.nodes,
-    minutes: options.minutes,
+    minutes: numberOption('minutes', flags.minutes, 3, { min: 0.1 }),
     baselineMinutes: numberOption('baseline-minutes', flags['baseline-minutes'], 5, { min: 0.1 }),
     settleSeconds: numberOption('settle', flags.settle, 20),
+    baselineSettleSeconds: numberOption('baseline-settle', flags['baseline-settle'], 180),
     ratio: options.ratio,
     keep: options.keep,
     out: flags.out,

@@ -147,7 +147,7 @@ describe('node oversell against a real control plane', () => {
       reinvocationPolicy: 'IfNeeded',
     });
     expect(nodes.timeoutSeconds).toBeLessThanOrEqual(2);
-    // PodSecurity `restricted` admitted the Deployment's pods; every node's taint keeps them Pending (kwok never runs them).
+    // PodSecurity `restricted` admitted the Deployment's pods; the overlay's nodeSelector keeps them Pending (no kubelet runs them).
     const pods = await waitUntil('the 2 pods of the Deployment', async () => {
       const list = await listPods(admin, env.webhook.namespace);
       return list.length === 2 ? list : undefined;

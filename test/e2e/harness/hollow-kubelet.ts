@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { E2eEnv } from './env.js';
 import { adminClient, KubeApiError, nodeToken, writeTokenKubeconfig } from './kube-client.js';
 import { alive, freePort } from './process.js';
-import { NO_KUBELET_TAINT, type Taint } from './sim-kubelet.js';
+import type { Taint } from './sim-kubelet.js';
 import { waitUntil } from './wait.js';
 
 export interface HollowKubeletOptions {
@@ -13,11 +13,7 @@ export interface HollowKubeletOptions {
   name: string;
   /** --node-labels. */
   labels?: Record<string, string>;
-  /**
-   * --register-with-taints. Default `e2e.kube-overcommit.io/no-kubelet=true:NoSchedule`
-   * (NO_KUBELET_TAINT): the Deployment's pods of k8s/base never land here, only pods that
-   * tolerate it. `[]` registers without taints.
-   */
+  /** --register-with-taints; default none, as kubemark (the harness keeps the Deployment's pods off every node). */
   taints?: Taint[];
 }
 
@@ -94,7 +90,7 @@ export class HollowKubelet {
     const logFile = join(this.env.logDir, `hollow-kubelet-${this.name}-${++instances}.log`);
     this.logFiles.push(logFile);
     const fd = openSync(logFile, 'a');
-    const taints = (this.options.taints ?? [NO_KUBELET_TAINT]).map((t) => `${t.key}=${t.value ?? ''}:${t.effect}`).join(',');
+    const taints = (this.options.taints ?? []).map((t) => `${t.key}=${t.value ?? ''}:${t.effect}`).join(',');
     const labels = Object.entries(this.options.labels ?? {})
       .map(([k, v]) => `${k}=${v}`)
       .join(',');
