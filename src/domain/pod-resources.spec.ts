@@ -144,4 +144,25 @@ describe('exclusiveCpus (the static CPU manager policy)', () => {
     // pod-level resources: the CPU manager leaves the pod in the shared pool
     expect(exclusiveCpus(pod([container('a', fixed('2'))], [], { resources: fixed('2') }))).toBe(0n);
   });
+
+  it('property: whole cores, never more than the cpu the scheduler counts for the pod', () => {
+    const cpu = fc.oneof(
+      fc.integer({ min: 1, max: 8 }).map(String),
+      fc.integer({ min: 1, max: 8000 }).map((m) => `${m}m`),
+    );
+    const member = fc.record({ cpu, kind: fc.constantFrom('app', 'init', 'sidecar'), limitOnly: fc.boolean() });
+    fc.assert(
+      fc.property(fc.array(member, { minLength: 1, maxLength: 6 }), (members) => {
+        const make = (m: (typeof members)[number], i: number) =>
+          m.kind === 'sidecar'
+            ? nativeSidecar(`s${i}`, m.limitOnly ? { limits: { cpu: m.cpu, memory: '1Gi' } } : fixed(m.cpu))
+            : container(`c${i}`, m.limitOnly ? { limits: { cpu: m.cpu, memory: '1Gi' } } : fixed(m.cpu));
+        const apps = members.filter((m) => m.kind === 'app');
+        const p = pod((apps.length > 0 ? apps : [{ cpu: '1', kind: 'app' as const, limitOnly: false }]).map(make), members.filter((m) => m.kind !== 'app').map(make));
+        const exclusive = exclusiveCpus(p);
+        expect(exclusive % 1000n).toBe(0n);
+        expect(exclusive).toBeLessThanOrEqual(effectivePodRequests(p).cpu ?? 0n);
+      }),
+    );
+  });
 });
