@@ -41,6 +41,8 @@ const act = (request: AdmissionRequest, key: string, log: RequestLog): StrategyR
   };
 };
 const RULES = [{ resource: 'widgets', subResource: '', operations: ['CREATE' as const] }];
+/** What LastStrategy.isActive answers. */
+let lastActive = true;
 
 @Injectable()
 @AdmissionStrategyProvider({ name: 'first', entry: 'sidecars', rules: RULES, order: 1 })
@@ -52,6 +54,7 @@ class FirstStrategy implements AdmissionStrategy {
 @AdmissionStrategyProvider({ name: 'last', entry: 'pod-policy', rules: RULES, order: 2 })
 class LastStrategy implements AdmissionStrategy {
   admit = (request: AdmissionRequest, _config: OvercommitConfig, log: RequestLog) => act(request, 'last', log);
+  isActive = () => lastActive;
 }
 
 @Module({ providers: [FirstStrategy, LastStrategy] })
@@ -243,6 +246,19 @@ describe('AdmissionPipeline', () => {
       team: 'a',
       size: 'm',
     });
+  });
+
+  it('does not run a strategy that is not active under the config, and keeps the earlier patch', async () => {
+    const before = await errors('last');
+    lastActive = false;
+    try {
+      const review = widgetReview({ first: ADD_ANNOTATION, last: { throws: 'ran while inactive' } });
+      expect(decodePatch(pipeline.review(review).response)).toEqual(ADD_ANNOTATION);
+    } finally {
+      lastActive = true;
+    }
+    expect(await errors('last')).toBe(before);
+    expect(errorLines()).toEqual([]);
   });
 
   it('keeps an earlier strategy’s patch on an object nested thousands of levels deep (tried on a copy of the path only)', () => {

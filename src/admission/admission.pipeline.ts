@@ -109,7 +109,11 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
     // A later strategy sees the object as the earlier ones left it: work on a copy only when
     // there is a later strategy to see it.
     let working = request;
-    for (const [index, { meta, strategy }] of selected.entries()) {
+    const active = ({ strategy }: RegisteredStrategy) => strategy.isActive?.(config) ?? true;
+    const last = selected.findLastIndex(active);
+    for (const [index, registered] of selected.entries()) {
+      if (!active(registered)) continue;
+      const { meta, strategy } = registered;
       let result;
       let json: string | undefined;
       try {
@@ -139,7 +143,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
         // patch goes through are copied: the rest of the object may be nested arbitrarily deep.
         // The last strategy's is only checked (patchError: most patches without a copy).
         try {
-          if (index === selected.length - 1) {
+          if (index === last) {
             const error = patchError(working.object, result.patch);
             if (error) throw error;
           } else {

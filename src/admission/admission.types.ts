@@ -62,6 +62,11 @@ export interface StrategyMetadata {
 export interface AdmissionStrategy {
   /** `log`: this review's logger (uid, resource, name, namespace, user, operation on every line). */
   admit(request: AdmissionRequest, config: OvercommitConfig, log: RequestLog): StrategyResult;
+  /**
+   * False when, under `config`, `admit` would return `{}` for every review without reading it:
+   * the pipeline then does not run it, nor copy the object for it. Absent: always runs.
+   */
+  isActive?(config: OvercommitConfig): boolean;
 }
 
 export interface AdmissionResponse {

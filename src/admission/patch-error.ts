@@ -16,8 +16,26 @@ const isContainer = (value: unknown): value is Container => typeof value === 'ob
  */
 export function patchError(document: unknown, patch: readonly Operation[]): Error | undefined {
   if (appliesAsIs(document, patch)) return undefined;
-  const applied = applyToCopy(document, patch);
+  const applied = applyEach(document, patch);
   return 'error' in applied ? applied.error : undefined;
+}
+
+/**
+ * `patch` applied to a copy of `document` that shares every container the patch does not go
+ * through (so no depth of nesting elsewhere costs anything), or why it does not apply.
+ * `document` is never modified.
+ */
+export function applyToCopy(document: unknown, patch: readonly Operation[]): { document: unknown } | { error: Error } {
+  if (!appliesAsIs(document, patch)) return applyEach(document, patch);
+  // Each operation sets one key of a container that no other one changes or goes through
+  // (appliesAsIs): what fast-json-patch's add and replace do there, on copies of its path.
+  const copies = new Set<unknown>();
+  const root = copyOf(document as Container, copies);
+  for (const operation of patch) {
+    const parent = copyAlong(root, operation.path, copies) as Record<string, unknown>;
+    parent[unescapeToken(operation.path.slice(operation.path.lastIndexOf('/') + 1))] = (operation as { value: string }).value;
+  }
+  return { document: root };
 }
 
 /** Keys fast-json-patch bans or treats apart (`__proto__`, `constructor/prototype`): never decided by appliesAsIs. */
@@ -30,8 +48,8 @@ const GUARDED_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
  * operation then only sets a key of a container no other operation changes or goes through, so
  * they apply in any order, and fast-json-patch's rules (an `add` needs its parent, a `replace`
  * the key) hold for each. This is what a node patch is at every heartbeat (a few allocatable
- * values and annotations); anything else — false — is tried on a copy by applyToCopy, so false
- * never means that the patch does not apply.
+ * values and annotations); anything else — false — is tried on a copy, operation by operation,
+ * so false never means that the patch does not apply.
  */
 function appliesAsIs(document: unknown, patch: readonly Operation[]): boolean {
   const paths: string[][] = [];
@@ -42,7 +60,7 @@ function appliesAsIs(document: unknown, patch: readonly Operation[]): boolean {
     let parent = document;
     for (let i = 1; i < tokens.length; i++) {
       if (!isContainer(parent) || Array.isArray(parent)) return false;
-      const token = tokens[i].includes('~') ? fastJsonPatch.unescapePathComponent(tokens[i]) : tokens[i];
+      const token = unescapeToken(tokens[i]);
       if (GUARDED_KEYS.has(token)) return false;
       tokens[i] = token;
       const present = Object.hasOwn(parent, token);
@@ -64,12 +82,8 @@ function leadsThrough(path: readonly string[], prefix: readonly string[]): boole
   return true;
 }
 
-/**
- * `patch` applied to a copy of `document` that shares every container the patch does not go
- * through (so no depth of nesting elsewhere costs anything), or why it does not apply.
- * `document` is never modified.
- */
-export function applyToCopy(document: unknown, patch: readonly Operation[]): { document: unknown } | { error: Error } {
+/** The patch applied operation by operation by fast-json-patch, each on copies of the containers along its paths. */
+function applyEach(document: unknown, patch: readonly Operation[]): { document: unknown } | { error: Error } {
   const copies = new Set<unknown>();
   let root = isContainer(document) ? copyOf(document, copies) : document;
   try {
@@ -116,7 +130,7 @@ function copyAlong(root: unknown, pointer: unknown, copies: Set<unknown>): unkno
   // tokens[0] is the empty string before the first "/"; the last token is what the operation changes.
   for (let i = 1; i < tokens.length - 1; i++) {
     if (!isContainer(parent)) return undefined;
-    const token = fastJsonPatch.unescapePathComponent(tokens[i]);
+    const token = unescapeToken(tokens[i]);
     if (!Object.prototype.hasOwnProperty.call(parent, token)) return undefined;
     const child = ownCopy(parent, token, copies);
     if (child === undefined) return undefined;
@@ -124,6 +138,9 @@ function copyAlong(root: unknown, pointer: unknown, copies: Set<unknown>): unkno
   }
   return parent;
 }
+
+/** A JSON Pointer token's key, unescaped as fast-json-patch does it (only a token with a "~" needs it). */
+const unescapeToken = (token: string): string => (token.includes('~') ? fastJsonPatch.unescapePathComponent(token) : token);
 
 /** Replaces every container below `container` by a copy of its own. */
 function copyBelow(container: unknown, copies: Set<unknown>): void {

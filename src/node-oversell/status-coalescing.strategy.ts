@@ -33,6 +33,10 @@ export const statusCoalescingMetrics = [
 export class StatusCoalescingStrategy implements AdmissionStrategy {
   constructor(@InjectMetric(STATUS_WRITES_METRIC) private readonly writes: Counter<string>) {}
 
+  isActive(config: OvercommitConfig): boolean {
+    return config.nodes?.coalesceStatusWrites === true;
+  }
+
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
     const nodes = config.nodes;
     if (!nodes?.coalesceStatusWrites) return {};
