@@ -5,6 +5,7 @@ import { PinoLogger } from 'nestjs-pino';
 import { pino } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
 import { ConfigStore } from '../config/config.store.js';
+import type { OvercommitConfig } from '../overcommit.config.js';
 import { AdmissionStrategyProvider } from './admission-strategy.decorator.js';
 import { decodeAdmissionReview } from './admission-review.decoder.js';
 import {
@@ -24,6 +25,11 @@ import { RequestLog } from './request-log.js';
 interface RegisteredStrategy {
   meta: StrategyMetadata;
   strategy: AdmissionStrategy;
+}
+
+/** Whether a strategy runs under `config` (AdmissionStrategy.isActive). */
+function runsUnder(config: OvercommitConfig, { strategy }: RegisteredStrategy): boolean {
+  return strategy.isActive?.(config) ?? true;
 }
 
 export type Outcome = 'patched' | 'unchanged' | 'denied' | 'error';
@@ -109,10 +115,10 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
     // A later strategy sees the object as the earlier ones left it: work on a copy only when
     // there is a later strategy to see it.
     let working = request;
-    const active = ({ strategy }: RegisteredStrategy) => strategy.isActive?.(config) ?? true;
-    const last = selected.findLastIndex(active);
+    let last = selected.length - 1;
+    while (last >= 0 && !runsUnder(config, selected[last])) last--;
     for (const [index, registered] of selected.entries()) {
-      if (!active(registered)) continue;
+      if (!runsUnder(config, registered)) continue;
       const { meta, strategy } = registered;
       let result;
       let json: string | undefined;
