@@ -99,7 +99,9 @@ describe('patchError', () => {
       }),
       { numRuns: 1500 },
     );
-    expect(applied).toBeGreaterThan(40);
+    // About 55 of the 1,500 patches apply (46–63 over eight seeds); a bound of 40 failed on a rare
+    // seed. 20 still fails a generator that stops producing patches that apply.
+    expect(applied).toBeGreaterThan(20);
   });
   it('answers as fast-json-patch validate does for add and replace of strings through objects, the patches decided without a copy, and copies them as it does (property)', () => {
     // Keys where "~" and "/" need escaping, spelled both ways ("~" unescaped is the same key as "~0").
