@@ -98,6 +98,12 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
     };
   }
 
+  /** Mutation fails open: this strategy's changes are dropped, the request goes on; counted and logged. */
+  private failOpen(strategy: string, log: RequestLog, what: string, error: unknown): void {
+    this.strategyErrors.inc({ strategy });
+    log.error(`strategy ${strategy} ${what}`, { strategy, err: error });
+  }
+
   private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[], log: RequestLog) {
     const config = this.config.snapshot().config;
     const patch: PatchOperation[] = [];
@@ -116,10 +122,8 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
         result = strategy.admit(working, config, log.forStrategy(meta.name));
         if (result.patch?.length) json = JSON.stringify(result.patch).slice(1, -1);
       } catch (error) {
-        // Mutation fails open: this strategy's changes are dropped, the request goes on.
         failed = true;
-        this.strategyErrors.inc({ strategy: meta.name });
-        log.error(`strategy ${meta.name} failed; admitting unchanged`, { strategy: meta.name, err: error });
+        this.failOpen(meta.name, log, 'failed; admitting unchanged', error);
         continue;
       }
       if (result.deny) {
@@ -149,8 +153,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
           }
         } catch (error) {
           failed = true;
-          this.strategyErrors.inc({ strategy: meta.name });
-          log.error(`strategy ${meta.name} returned a patch that does not apply; dropped`, { strategy: meta.name, err: error });
+          this.failOpen(meta.name, log, 'returned a patch that does not apply; dropped', error);
           continue;
         }
         patch.push(...result.patch);

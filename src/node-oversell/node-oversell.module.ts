@@ -8,14 +8,6 @@ import { Reconciler, reconcilerMetrics } from './reconciler.service.js';
 import { StatusCoalescingStrategy, statusCoalescingMetrics } from './status-coalescing.strategy.js';
 import { NODE_USAGE, UsageRatios } from './usage-ratios.service.js';
 
-export {
-  NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
-  NODE_ALLOCATABLE_RAW_METRIC,
-  NODE_ALLOCATABLE_REASON_METRIC,
-  NODE_METRICS_DROPPED_METRIC,
-  NODE_RATIO_METRIC,
-} from './node-oversell.metrics.js';
-
 /**
  * Node oversell: contributes NodeOversellStrategy (found by the admission pipeline through its
  * @AdmissionStrategyProvider decorator), its per-node gauges, the commitment floor's view of the

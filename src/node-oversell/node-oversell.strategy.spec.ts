@@ -16,8 +16,8 @@ import {
   NODE_ALLOCATABLE_REASON_METRIC,
   NODE_METRICS_DROPPED_METRIC,
   NODE_RATIO_METRIC,
-  NodeOversellModule,
-} from './node-oversell.module.js';
+} from './node-oversell.metrics.js';
+import { NodeOversellModule } from './node-oversell.module.js';
 import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, USAGE_ANNOTATION } from './node-oversell.rules.js';
 import { type ResourceAmounts } from '../domain/resources.js';
 import { type NodeUsageEntry } from './usage-aware.rules.js';

@@ -5,6 +5,7 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
 import { annotationPatch } from '../common/annotation-patch.js';
 import { BackgroundTasks } from '../common/background-tasks.js';
+import { readEnvInteger } from '../common/env-integer.js';
 import { jsonPointer } from '../domain/json-pointer.js';
 import { type OvercommitConfig } from '../overcommit.config.js';
 import { MANAGED_RESOURCES } from '../domain/resources.js';
@@ -69,11 +70,7 @@ export const DEFAULT_NODE_METRICS_MAX_NODES = 10_000;
 
 /** OVERCOMMIT_NODE_METRICS_MAX_NODES, a positive integer. Throws (the app does not start) on anything else. */
 export function nodeMetricsMaxNodes(env: NodeJS.ProcessEnv): number {
-  const text = env.OVERCOMMIT_NODE_METRICS_MAX_NODES;
-  if (text === undefined || text === '') return DEFAULT_NODE_METRICS_MAX_NODES;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`OVERCOMMIT_NODE_METRICS_MAX_NODES must be a positive integer, got ${JSON.stringify(text)}`);
-  return value;
+  return readEnvInteger(env, 'OVERCOMMIT_NODE_METRICS_MAX_NODES', { fallback: DEFAULT_NODE_METRICS_MAX_NODES, min: 1, expected: 'a positive integer' });
 }
 
 const MAX_NODE_NAME_LENGTH = 253;
@@ -150,12 +147,15 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     const { pool } = this.exported.get(node)!;
     this.exported.delete(node);
     this.dropped.inc({ reason });
-    for (const resource of MANAGED_RESOURCES) {
-      this.rawGauge.remove({ node, resource });
-      this.overcommittedGauge.remove({ node, resource });
-      this.ratioGauge.remove({ node, resource, pool });
-      for (const reason of ALLOCATABLE_REASONS) this.reasonGauge.remove({ node, resource, reason });
-    }
+    for (const resource of MANAGED_RESOURCES) this.removeSeries(node, resource, pool);
+  }
+
+  /** Every gauge series of one node's resource. */
+  private removeSeries(node: string, resource: (typeof MANAGED_RESOURCES)[number], pool: string): void {
+    this.rawGauge.remove({ node, resource });
+    this.overcommittedGauge.remove({ node, resource });
+    this.ratioGauge.remove({ node, resource, pool });
+    for (const reason of ALLOCATABLE_REASONS) this.reasonGauge.remove({ node, resource, reason });
   }
 
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
@@ -221,10 +221,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
       const raw = plan.raw[resource];
       const inflated = plan.allocatable[resource];
       if (raw === undefined || inflated === undefined) {
-        this.rawGauge.remove({ node, resource });
-        this.overcommittedGauge.remove({ node, resource });
-        this.ratioGauge.remove({ node, resource, pool });
-        for (const reason of ALLOCATABLE_REASONS) this.reasonGauge.remove({ node, resource, reason });
+        this.removeSeries(node, resource, pool);
         continue;
       }
       this.rawGauge.set({ node, resource }, baseAmountToNumber(resource, raw));

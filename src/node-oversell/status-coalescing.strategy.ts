@@ -5,6 +5,7 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import { parseDuration } from '../common/duration.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
+import { STRATEGY_ORDER } from '../strategy-order.js';
 import { type NodeLike, resolveNodePolicy } from './node-oversell.rules.js';
 import { planStatusCoalescing } from './status-coalescing.rules.js';
 
@@ -28,7 +29,7 @@ export const statusCoalescingMetrics = [
   name: 'status-coalescing',
   entry: 'nodes',
   rules: [{ resource: 'nodes', subResource: 'status', operations: ['UPDATE'] }],
-  order: 10,
+  order: STRATEGY_ORDER['status-coalescing'],
 })
 export class StatusCoalescingStrategy implements AdmissionStrategy {
   constructor(@InjectMetric(STATUS_WRITES_METRIC) private readonly writes: Counter<string>) {}
