@@ -1,5 +1,4 @@
 import { Module } from '@nestjs/common';
-import { PodPolicyModule } from '../pod-policy/pod-policy.module.js';
 import { CommitmentFloor, NODE_COMMITMENTS } from './commitment-floor.service.js';
 import { NODE_EVENTS, NodeEvents } from './node-events.service.js';
 import { nodeOversellMetrics } from './node-oversell.metrics.js';
@@ -13,10 +12,9 @@ import { NODE_USAGE, UsageRatios } from './usage-ratios.service.js';
  * @AdmissionStrategyProvider decorator), its per-node gauges, the commitment floor's view of the
  * shared pod cache, the Node Events it records, usage-aware ratios (UsageRatios); StatusCoalescingStrategy,
  * which runs after it on nodes/status, and its counter; the Reconciler, which nudges nodes whose stored
- * allocatable differs from the plan (it reads the Node cache of PodPolicyModule's PodFactsService).
+ * allocatable differs from the plan (it reads the shared NodeCache of KubeModule).
  */
 @Module({
-  imports: [PodPolicyModule],
   providers: [
     ...reconcilerMetrics,
     Reconciler,

@@ -19,16 +19,8 @@ import {
   NODE_METRICS_DROPPED_METRIC,
   NODE_RATIO_METRIC,
 } from './node-oversell.metrics.js';
-import {
-  FLOOR_ANNOTATION,
-  inflate,
-  NODE_ANNOTATIONS,
-  type NodeLike,
-  type NodePolicy,
-  type NodeStatusPlan,
-  planNodeStatus,
-  resolveNodePolicy,
-} from './node-oversell.rules.js';
+import { FLOOR_ANNOTATION, inflate, NODE_ANNOTATIONS, type NodePolicy, type NodeStatusPlan, planNodeStatus, resolveNodePolicy } from './node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
 import { baseAmountToNumber, formatResourceQuantity } from '../domain/quantity.js';
 import { NODE_USAGE, type NodeUsageRatios } from './usage-ratios.service.js';
 import { formatUsageEntry, type NodeUsageEntry } from './usage-aware.rules.js';

@@ -24,16 +24,8 @@
  */
 import { type NodeMode, type NodesConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
-import {
-  type AppliedRatios,
-  type NodeLike,
-  type NodePolicy,
-  type NodeStatusPlan,
-  planNodeStatus,
-  readAmounts,
-  readRecord,
-  resolveNodePolicy,
-} from './node-oversell.rules.js';
+import { type AppliedRatios, type NodePolicy, type NodeStatusPlan, planNodeStatus, readAmounts, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
 import { floorEnabled } from './commitment-floor.service.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { effectivePolicy, type NodeUsageEntry, type UsageReason } from './usage-aware.rules.js';

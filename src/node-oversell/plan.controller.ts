@@ -1,7 +1,7 @@
 import { BadRequestException, Controller, Get, Module, Query, ServiceUnavailableException } from '@nestjs/common';
 import { ConfigStore } from '../config/config.store.js';
-import { PodFactsService } from '../pod-policy/pod-facts.service.js';
-import { PodPolicyModule } from '../pod-policy/pod-policy.module.js';
+import { NodeCache } from '../kube/node-cache.service.js';
+import { PodCache } from '../kube/pod-cache.service.js';
 import { type ClusterPlan, planCluster, readPodSize } from './node-plan.js';
 import { NodeOversellModule } from './node-oversell.module.js';
 import { UsageRatios } from './usage-ratios.service.js';
@@ -18,10 +18,22 @@ export interface PlanResponse extends ClusterPlan {
  * `?podSize=cpu=500m,memory=1Gi` counts how many more such pods fit. 503 outside a cluster
  * and until the caches have listed (the first call starts them), 400 on a bad podSize.
  */
+/**
+ * Starts the node and pod caches for the plan, kept from then on (one LIST each, then
+ * watches). True once both have listed.
+ */
+export function watchForPlan(nodes: NodeCache, pods: PodCache): boolean {
+  if (!nodes.available) return false;
+  nodes.use('plan', true);
+  pods.use('plan', true);
+  return nodes.isSynced() && pods.isSynced();
+}
+
 @Controller()
 export class PlanController {
   constructor(
-    private readonly facts: PodFactsService,
+    private readonly nodes: NodeCache,
+    private readonly pods: PodCache,
     private readonly config: ConfigStore,
     private readonly usage: UsageRatios,
   ) {}
@@ -34,23 +46,23 @@ export class PlanController {
     } catch (error) {
       throw new BadRequestException((error as Error).message);
     }
-    if (!this.facts.available) throw new ServiceUnavailableException('not in a cluster: no node or pod cache to plan from');
-    if (!this.facts.watchForPlan()) throw new ServiceUnavailableException('node and pod caches not listed yet: retry in a few seconds');
+    if (!this.nodes.available) throw new ServiceUnavailableException('not in a cluster: no node or pod cache to plan from');
+    if (!watchForPlan(this.nodes, this.pods)) throw new ServiceUnavailableException('node and pod caches not listed yet: retry in a few seconds');
     const { config, generation, origin } = this.config.snapshot();
     return {
       generation,
       origin,
       ...planCluster(
-        this.facts.nodes(),
-        (node) => this.facts.nodeUsage(node).requests,
+        this.nodes.nodes(),
+        (node) => this.pods.usage(node).requests,
         config.nodes,
         size,
         (node) => this.usage.published(node),
-        (node) => this.facts.nodeUsage(node).exclusiveCpu ?? 0n,
+        (node) => this.pods.usage(node).exclusiveCpu ?? 0n,
       ),
     };
   }
 }
 
-@Module({ imports: [PodPolicyModule, NodeOversellModule], controllers: [PlanController] })
+@Module({ imports: [NodeOversellModule], controllers: [PlanController] })
 export class PlanModule {}

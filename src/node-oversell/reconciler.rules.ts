@@ -21,7 +21,7 @@
  */
 import { type NodesConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
-import type { NodeLike } from './node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
 import { planNode } from './node-plan.js';
 import type { NodeUsageEntry } from './usage-aware.rules.js';
 

@@ -6,7 +6,8 @@ import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../adm
 import { parseDuration } from '../common/duration.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
 import { STRATEGY_ORDER } from '../strategy-order.js';
-import { type NodeLike, resolveNodePolicy } from './node-oversell.rules.js';
+import { resolveNodePolicy } from './node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
 import { planStatusCoalescing } from './status-coalescing.rules.js';
 
 /** nodes/status updates seen with coalescing on, by decision (`coalesced`, `passed`) and reason. */

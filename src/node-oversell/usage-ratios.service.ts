@@ -13,7 +13,8 @@ import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
 import { LeaderLease } from '../kube/leader-lease.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
-import { type NodeLike, type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
+import { type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
 import { NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from './node-oversell.metrics.js';
 import { baseAmountToNumber, parseResourceQuantity } from '../domain/quantity.js';
 import {
