@@ -10,7 +10,7 @@ import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { NodeOversellModule } from './node-oversell/node-oversell.module.js';
 import { OVERCOMMIT_CONFIG } from './overcommit.config.js';
-import { PlanModule } from './node-oversell/plan.controller.js';
+import { PlanModule } from './plan/plan.controller.js';
 import { PodPolicyModule } from './pod-policy/pod-policy.module.js';
 import { SidecarModule } from './sidecar/sidecar.module.js';
 import type { TlsMaterial } from './tls/tls-material.js';

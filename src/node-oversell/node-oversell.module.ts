@@ -3,9 +3,9 @@ import { CommitmentFloor, NODE_COMMITMENTS } from './commitment-floor.service.js
 import { NODE_EVENTS, NodeEvents } from './node-events.service.js';
 import { nodeOversellMetrics } from './node-oversell.metrics.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
-import { Reconciler, reconcilerMetrics } from './reconciler.service.js';
-import { StatusCoalescingStrategy, statusCoalescingMetrics } from './status-coalescing.strategy.js';
-import { NODE_USAGE, UsageRatios } from './usage-ratios.service.js';
+import { Reconciler, reconcilerMetrics } from '../reconciler/reconciler.service.js';
+import { StatusCoalescingStrategy, statusCoalescingMetrics } from '../status-coalescing/status-coalescing.strategy.js';
+import { NODE_USAGE, UsageRatios } from '../usage/usage-ratios.service.js';
 
 /**
  * Node oversell: contributes NodeOversellStrategy (found by the admission pipeline through its

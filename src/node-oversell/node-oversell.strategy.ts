@@ -22,8 +22,8 @@ import {
 import { FLOOR_ANNOTATION, inflate, NODE_ANNOTATIONS, type NodePolicy, type NodeStatusPlan, planNodeStatus, resolveNodePolicy } from './node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
 import { baseAmountToNumber, formatResourceQuantity } from '../domain/quantity.js';
-import { NODE_USAGE, type NodeUsageRatios } from './usage-ratios.service.js';
-import { formatUsageEntry, type NodeUsageEntry } from './usage-aware.rules.js';
+import { NODE_USAGE, type NodeUsageRatios } from '../usage/usage-ratios.service.js';
+import { formatUsageEntry, type NodeUsageEntry } from '../usage/usage-aware.rules.js';
 import { isRecord } from '../common/is-record.js';
 
 // The allocatable paths a node patch touches, escaped once (the patch is built at every heartbeat).

@@ -3,8 +3,8 @@ import { ConfigStore } from '../config/config.store.js';
 import { NodeCache } from '../kube/node-cache.service.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { type ClusterPlan, planCluster, readPodSize } from './node-plan.js';
-import { NodeOversellModule } from './node-oversell.module.js';
-import { UsageRatios } from './usage-ratios.service.js';
+import { NodeOversellModule } from '../node-oversell/node-oversell.module.js';
+import { UsageRatios } from '../usage/usage-ratios.service.js';
 
 export interface PlanResponse extends ClusterPlan {
   /** The config generation and origin the plan was computed with. */
