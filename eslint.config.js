@@ -5,7 +5,15 @@ import eslint from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
-const FEATURES = ['../node-oversell/**', '../pod-policy/**', '../sidecar/**'];
+/** The feature folders: each contributes its own Nest module; only the ones named in `imports` below reach into another. */
+const FEATURE_FOLDERS = ['node-oversell', 'usage', 'status-coalescing', 'reconciler', 'plan', 'pod-policy', 'sidecar'];
+const FEATURES = FEATURE_FOLDERS.map((folder) => `../${folder}/**`);
+
+/** A feature folder's boundary: it may import the folders in `imports` and nothing else of another feature. */
+function featureBoundary(folder, imports, message) {
+  const group = FEATURE_FOLDERS.filter((other) => other !== folder && !imports.includes(other)).map((other) => `../${other}/**`);
+  return { files: [`src/${folder}/**/*.ts`], message, group };
+}
 
 /** One `no-restricted-imports` block per folder: `group` is what its non-spec files may not import. */
 function importBoundaries(boundaries) {
@@ -89,21 +97,17 @@ export default tseslint.config(
       group: [...FEATURES, '../*.js'],
       allowTypeImports: true,
     },
-    {
-      files: ['src/sidecar/**/*.ts'],
-      message: 'sidecar/ imports no other feature',
-      group: ['../node-oversell/**', '../pod-policy/**'],
-    },
+    featureBoundary('sidecar', [], 'sidecar/ imports no other feature'),
     {
       files: ['src/pod-policy/**/*.ts'],
-      message: 'pod-policy/ reads node-oversell only through the node rules (node-oversell.rules.ts), and imports no sidecar code',
-      group: ['../node-oversell/**', '!../node-oversell/node-oversell.rules.js', '../sidecar/**'],
+      message: 'pod-policy/ reads node-oversell only through the node rules (node-oversell.rules.ts), and imports no other feature',
+      group: [...FEATURES.filter((glob) => glob !== '../pod-policy/**'), '!../node-oversell/node-oversell.rules.js'],
     },
-    {
-      files: ['src/node-oversell/**/*.ts'],
-      message: 'node-oversell/ imports no other feature: the Node and pod caches it shares are in kube/',
-      group: ['../pod-policy/**', '../sidecar/**'],
-    },
+    featureBoundary('node-oversell', ['usage'], 'node-oversell/ imports only the usage-aware ratios (usage/): the Node and pod caches it shares are in kube/'),
+    featureBoundary('usage', ['node-oversell'], 'usage/ imports only the node rules, config and metrics of node-oversell/'),
+    featureBoundary('status-coalescing', ['node-oversell'], 'status-coalescing/ imports only the node rules of node-oversell/'),
+    featureBoundary('plan', ['node-oversell', 'usage'], 'plan/ imports only node-oversell/ and usage/'),
+    featureBoundary('reconciler', ['node-oversell', 'usage', 'plan'], 'reconciler/ imports only node-oversell/, usage/ and the plan rules (plan/)'),
   ]),
   {
     files: ['**/*.js'],

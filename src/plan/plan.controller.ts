@@ -1,9 +1,8 @@
-import { BadRequestException, Controller, Get, Module, Query, ServiceUnavailableException } from '@nestjs/common';
+import { BadRequestException, Controller, Get, Query, ServiceUnavailableException } from '@nestjs/common';
 import { ConfigStore } from '../config/config.store.js';
 import { NodeCache } from '../kube/node-cache.service.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { type ClusterPlan, planCluster, readPodSize } from './node-plan.js';
-import { NodeOversellModule } from '../node-oversell/node-oversell.module.js';
 import { UsageRatios } from '../usage/usage-ratios.service.js';
 
 export interface PlanResponse extends ClusterPlan {
@@ -63,6 +62,3 @@ export class PlanController {
     };
   }
 }
-
-@Module({ imports: [NodeOversellModule], controllers: [PlanController] })
-export class PlanModule {}
