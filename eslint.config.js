@@ -39,8 +39,6 @@ export default tseslint.config(
       // Parsed JSON (AdmissionReview objects, API responses) is typed `any` where it is read.
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true }],
-      // A `let x!: T` assigned once after the closures that read it are built (app.factory.ts).
-      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
       // The errors rethrown name their cause's message, which is what an operator reads.
       'preserve-caught-error': 'off',
       complexity: ['error', 26],
