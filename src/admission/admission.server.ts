@@ -13,7 +13,7 @@ export interface AdmissionServerOptions {
 
 /**
  * The webhook endpoint as its own minimal Fastify instance, beside Nest's (which serves the
- * ops endpoints on the same sockets; see app.factory.ts), in the way controller-runtime keeps
+ * ops endpoints on the same sockets; see edge.ts), in the way controller-runtime keeps
  * its webhook server apart from metrics and probes. Nest's per-request layer (its router,
  * middleware matching and seven request hooks) has nothing to add here — the pipeline decodes,
  * counts and answers — and it measured about a third of a small node's call
