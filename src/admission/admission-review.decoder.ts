@@ -19,8 +19,8 @@ const isNonEmptyString = (value: unknown) => isString(value) && value.length > 0
 const isOptional = (value: unknown, check: (v: unknown) => boolean) => value == null || check(value);
 
 /**
- * The same rules as AdmissionReviewDto, written out: validating through the DTO cost 40–75 µs
- * per call, several times the JSON parse of a small review (bench/README.md). A well-formed
+ * The same rules as AdmissionReviewDto, written out: validating through the DTO cost several
+ * times the JSON parse of a small review (docs/performance.md, docs/adr/0003). A well-formed
  * review — every call the API server makes — takes this path; anything else goes through the
  * DTO, which names the problems. A spec checks that the two agree on every declared field. A key
  * that `kind` or `resource` does not declare is ignored here, as the API server's decoder ignores

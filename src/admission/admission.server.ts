@@ -16,8 +16,8 @@ export interface AdmissionServerOptions {
  * ops endpoints on the same sockets; see edge.ts), in the way controller-runtime keeps
  * its webhook server apart from metrics and probes. Nest's per-request layer (its router,
  * middleware matching and seven request hooks) has nothing to add here — the pipeline decodes,
- * counts and answers — and it measured about a third of a small node's call
- * (docs/performance.md). Fastify still does the HTTP work: body limit (413), content type
+ * counts and answers — and it was a large share of a small node's call
+ * (docs/performance.md, docs/adr/0001). Fastify still does the HTTP work: body limit (413), content type
  * (415), JSON parsing (400 for an empty or invalid body), and 404 for a path under /mutate that
  * is not served. `/mutate` runs every strategy; each webhook entry's path, only its own.
  */
