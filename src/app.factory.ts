@@ -86,8 +86,9 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   lifecycle.onDraining(() => edge.drain.start());
   const refused = app.get<Counter<string>>(getToken(HTTP_REFUSED_METRIC));
   for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
-  const admission = await createAdmissionServer(app.get(AdmissionPipeline), { bodyLimit: MAX_BODY_BYTES });
+  // After init: the pipeline knows the strategies, so the entries to serve.
   await app.init();
+  const admission = await createAdmissionServer(app.get(AdmissionPipeline), { bodyLimit: MAX_BODY_BYTES });
   const ops = app.getHttpAdapter().getInstance();
   await ops.ready();
   const ports = await edge.serve(

@@ -13,11 +13,10 @@ import {
   type AdmissionStrategy,
   type PatchOperation,
   type StrategyMetadata,
-  WEBHOOK_ENTRIES,
   type WebhookEntry,
 } from './admission.types.js';
 import { ADMISSION_DURATION, ReviewTally, STRATEGY_ERRORS } from './admission.metrics.js';
-import { planEntryRoutes, planRoutes, readRoute, type RouteTable } from './admission.routes.js';
+import { admissionPaths, planEntryRoutes, planRoutes, readRoute, type RouteTable, type ServedPaths, webhookEntries } from './admission.routes.js';
 import { applyToCopy, patchError } from './patch-error.js';
 import { RequestLog } from './request-log.js';
 
@@ -40,12 +39,15 @@ const NO_ROOT_LOGGER = pino({ level: 'silent' });
  * are pure; this is the one place that builds patches and responses.
  */
 @Injectable()
-export class AdmissionPipeline implements OnApplicationBootstrap {
+export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
   private readonly logger = new Logger('Admission');
   private strategies: RegisteredStrategy[] = [];
   // Selection and labels depend only on (entry, resource, subresource, operation): fixed at bootstrap.
   private routes = planRoutes<RegisteredStrategy>([]);
   private entryRoutes = new Map<WebhookEntry, RouteTable<RegisteredStrategy>>();
+  /** The webhook entries the strategies declare, and the paths served: set at bootstrap. */
+  entries: readonly WebhookEntry[] = [];
+  paths: readonly string[] = admissionPaths([]);
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -65,7 +67,9 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
       }))
       .sort((a, b) => (a.meta.order ?? 0) - (b.meta.order ?? 0));
     this.routes = planRoutes(this.strategies);
-    this.entryRoutes = new Map(WEBHOOK_ENTRIES.map((entry) => [entry, planEntryRoutes(this.routes, entry)]));
+    this.entries = webhookEntries(this.strategies);
+    this.paths = admissionPaths(this.entries);
+    this.entryRoutes = new Map(this.entries.map((entry) => [entry, planEntryRoutes(this.routes, entry)]));
     // Every series at 0 from the start, so the first failure shows in rate() and increase().
     for (const { meta } of this.strategies) this.strategyErrors.inc({ strategy: meta.name }, 0);
     this.logger.log(`admission strategies: ${this.strategies.map((s) => s.meta.name).join(', ') || 'none'}`);

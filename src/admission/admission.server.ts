@@ -4,7 +4,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { InvalidAdmissionReview } from './admission-review.decoder.js';
 import type { AdmissionPipeline } from './admission.pipeline.js';
 import { ADMISSION_PATH, entryPath } from './admission.routes.js';
-import { WEBHOOK_ENTRIES, type WebhookEntry } from './admission.types.js';
+import type { WebhookEntry } from './admission.types.js';
 
 export interface AdmissionServerOptions {
   /** The largest body accepted (docs/architecture.md, "A request's path"): a larger one gets 413. */
@@ -37,7 +37,7 @@ export async function createAdmissionServer(pipeline: AdmissionPipeline, options
       }
     });
   route(ADMISSION_PATH);
-  for (const entry of WEBHOOK_ENTRIES) route(entryPath(entry), entry);
+  for (const entry of pipeline.entries) route(entryPath(entry), entry);
   server.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) => {
     const statusCode = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (statusCode >= 500) logger.error({ err: error }, 'admission request failed');
