@@ -3,6 +3,7 @@ import { ConfigStore } from '../config/config.store.js';
 import { NodeCache } from '../kube/node-cache.service.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { type ClusterPlan, planCluster, readPodSize } from './node-plan.js';
+import { watchForPlan } from './plan-caches.js';
 import { UsageRatios } from '../usage/usage-ratios.service.js';
 
 export interface PlanResponse extends ClusterPlan {
@@ -17,17 +18,6 @@ export interface PlanResponse extends ClusterPlan {
  * `?podSize=cpu=500m,memory=1Gi` counts how many more such pods fit. 503 outside a cluster
  * and until the caches have listed (the first call starts them), 400 on a bad podSize.
  */
-/**
- * Starts the node and pod caches for the plan, kept from then on (one LIST each, then
- * watches). True once both have listed.
- */
-export function watchForPlan(nodes: NodeCache, pods: PodCache): boolean {
-  if (!nodes.available) return false;
-  nodes.use('plan', true);
-  pods.use('plan', true);
-  return nodes.isSynced() && pods.isSynced();
-}
-
 @Controller()
 export class PlanController {
   constructor(

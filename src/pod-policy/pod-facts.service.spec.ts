@@ -12,7 +12,7 @@ import { ConfigStore } from '../config/config.store.js';
 import { NON_TERMINAL_PODS, PodCache } from '../kube/pod-cache.service.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
 import { NodeCache, trimCachedNode } from '../kube/node-cache.service.js';
-import { watchForPlan } from '../plan/plan.controller.js';
+import { watchForPlan } from '../plan/plan-caches.js';
 import { PodFactsService } from './pod-facts.service.js';
 import { effectivePodRequests } from '../domain/pod-resources.js';
 import { OVERCOMMIT_CONFIG } from '../overcommit.config.js';
