@@ -22,7 +22,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { cachedPod, PodsByNode } from '../src/kube/pods-by-node.js';
 import { stripManagedFields } from '../src/kube/resilient-informer.js';
 import type { PodLike } from '../src/domain/pod-resources.js';
-import { trimCachedNode } from '../src/pod-policy/pod-facts.service.js';
+import { trimCachedNode } from '../src/kube/node-cache.service.js';
 import { kubeadmNode, kwokNode } from '../test/fixtures/nodes.js';
 import { runningPod } from '../test/fixtures/pods.js';
 import { median, numberOption, round, table } from './lib.js';

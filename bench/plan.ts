@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   const { parseConfig } = await dist('overcommit.config.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
-  const { planCluster } = await dist('node-oversell/node-plan.js');
+  const { planCluster } = await dist('plan/node-plan.js');
   const { PodsByNode } = await dist('kube/pods-by-node.js');
   const { default: fastJsonPatch } = await import('fast-json-patch');
 

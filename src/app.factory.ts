@@ -1,30 +1,22 @@
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Logger } from 'nestjs-pino';
-import http from 'node:http';
-import https from 'node:https';
-import net, { type AddressInfo } from 'node:net';
-import type { TLSSocket } from 'node:tls';
+import type http from 'node:http';
+import type https from 'node:https';
+import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import { getToken } from '@willsoto/nestjs-prometheus';
-import type { FastifyInstance } from 'fastify';
 import type { Logger as PinoLogger } from 'pino';
 import type { Counter } from 'prom-client';
 import { AdmissionHttpMetrics } from './admission/admission.metrics.js';
 import { AdmissionPipeline } from './admission/admission.pipeline.js';
-import { isAdmissionTarget } from './admission/admission.routes.js';
 import { createAdmissionServer } from './admission/admission.server.js';
 import { AppModule } from './app.module.js';
+import { AdmissionEdge, MAX_BODY_BYTES } from './edge.js';
 import { LifecycleService } from './health/lifecycle.service.js';
 import { contextLog, createRootLogger } from './logging.js';
-import { ServerDrain } from './server-drain.js';
-import { BodyBudget, HTTP_REFUSED_METRIC, REFUSAL_REASONS, type ServerLimits, readDeclaredBodyBytes, readServerLimits } from './server-limits.js';
+import { HTTP_REFUSED_METRIC, REFUSAL_REASONS, readServerLimits } from './server-limits.js';
 import { loadInitialTls } from './tls/tls-material.js';
-import { secureContextOptions } from './tls/tls-policy.js';
-
-/** The largest AdmissionReview accepted: the API server's own request limit is 3 MiB; a larger body gets 413. */
-export const MAX_BODY_BYTES = 3 * 1024 * 1024;
-/** How often Node checks the headers and request timeouts (its default, 30 s, would let a stalled request live 40 s). */
-const TIMEOUT_CHECK_MS = 1_000;
 
 export interface AppOptions {
   httpsPort: number;
@@ -42,25 +34,6 @@ export interface RunningApp {
   httpsPort: number;
   httpPort: number;
   close(): Promise<void>;
-}
-
-function applyLimits(server: http.Server, limits: ServerLimits): void {
-  server.keepAliveTimeout = limits.keepAliveMs;
-  server.headersTimeout = limits.headersTimeoutMs;
-  server.requestTimeout = limits.requestTimeoutMs;
-  if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections;
-}
-
-function answer(res: http.ServerResponse, statusCode: number, message: string, headers: http.OutgoingHttpHeaders = {}): void {
-  res.writeHead(statusCode, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify({ statusCode, error: http.STATUS_CODES[statusCode], message }));
-}
-
-/** 401 for a /mutate caller whose certificate (if any) is not from the client CA, saying which. */
-function refuseClient(socket: TLSSocket, res: http.ServerResponse, clientCaFile: string): void {
-  const presented = Object.keys(socket.getPeerCertificate()).length > 0;
-  const reason = presented ? `the certificate presented was refused: ${socket.authorizationError}` : 'no certificate presented';
-  answer(res, 401, `a client certificate issued by the CA in ${clientCaFile} is required (${reason})`);
 }
 
 /**
@@ -87,18 +60,10 @@ async function probePort(port: number, host: string): Promise<void> {
 }
 
 /**
- * Two servers: HTTPS serves /mutate and the paths under it (the admission Fastify instance,
- * admission.server.ts) and the ops endpoints (Nest's Fastify instance); plain HTTP serves the
- * ops endpoints only and answers 404 for /mutate and its paths (admission is never accepted
- * without TLS). Both apply the limits of server-limits.ts before a request reaches either
- * instance. Every call on the webhook paths over HTTPS is counted and timed from its arrival
- * (AdmissionHttpMetrics), whoever answers it. With a client CA configured, the HTTPS server asks
- * every client for a certificate but lets the handshake finish without one, so probes and
- * scrapes reach the ops endpoints; the webhook paths answer 401 to a caller without a
- * certificate from that CA. Shutdown drains both servers (server-drain.ts): from SIGTERM every
- * answer says `Connection: close` and idle connections are closed, so keep-alive clients move
- * to another replica before the listeners close; calls in flight, and connections accepted
- * before the listeners close, are answered.
+ * Composes the application: Nest (the ops endpoints and every provider), the admission server
+ * (admission.server.ts) and the edge in front of both (edge.ts: the two servers, their limits,
+ * the client-certificate check, HTTP metrics and the drain). Every part is built before the
+ * edge serves.
  */
 export async function createApp(options: AppOptions): Promise<RunningApp> {
   const env = options.env ?? process.env;
@@ -108,93 +73,42 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   await probePort(options.httpsPort, host);
   await probePort(options.httpPort, host);
   const tls = await loadInitialTls(env, contextLog(logger, 'Tls'));
-  const clientCaFile = tls.policy?.clientCaFile;
-  const bodies = new BodyBudget(limits.maxBodyBytesInFlight);
-  let httpsServer!: https.Server;
-  let httpServer!: http.Server;
-  // Both set before the servers listen, so every request finds them.
-  let admission!: FastifyInstance;
-  let refused!: Counter<string>;
-  let admissionHttp!: AdmissionHttpMetrics;
-  let drain!: ServerDrain;
-
-  /** The body budget; false when the request was answered here. */
-  const admit = (req: http.IncomingMessage, res: http.ServerResponse): boolean => {
-    const bytes = readDeclaredBodyBytes(req.headers, MAX_BODY_BYTES);
-    if (bytes === 0) return true;
-    if (!bodies.tryReserve(bytes)) {
-      // Node discards the unread body as it arrives (never buffered) and keeps the connection.
-      refused.inc({ reason: 'body-bytes' });
-      answer(res, 503, `too many request bodies in flight (over ${limits.maxBodyBytesInFlight} bytes); retry`, { 'retry-after': '1' });
-      return false;
-    }
-    res.once('close', () => bodies.release(bytes));
-    return true;
-  };
-
-  const adapter = new FastifyAdapter({
-    bodyLimit: MAX_BODY_BYTES,
-    serverFactory: (handler: http.RequestListener) => {
-      const httpOptions = { connectionsCheckingInterval: TIMEOUT_CHECK_MS };
-      httpsServer = https.createServer(
-        {
-          ...httpOptions,
-          ...secureContextOptions(tls, tls.policy),
-          handshakeTimeout: limits.handshakeTimeoutMs,
-          requestCert: clientCaFile !== undefined,
-          rejectUnauthorized: false,
-        },
-        (req, res) => {
-          const mutate = isAdmissionTarget(req.url);
-          if (mutate) admissionHttp.track(req, res);
-          if (mutate && clientCaFile && !(req.socket as TLSSocket).authorized) return refuseClient(req.socket as TLSSocket, res, clientCaFile);
-          if (!admit(req, res)) return;
-          if (mutate) admission.routing(req, res);
-          else handler(req, res);
-        },
-      );
-      httpServer = http.createServer(httpOptions, (req, res) => {
-        if (!admit(req, res)) return;
-        if (isAdmissionTarget(req.url)) return answer(res, 404, '/mutate is served over HTTPS only');
-        handler(req, res);
-      });
-      for (const server of [httpsServer, httpServer]) {
-        applyLimits(server, limits);
-        server.on('drop', () => refused.inc({ reason: 'connections' }));
-      }
-      drain = new ServerDrain([httpsServer, httpServer]);
-      return httpsServer;
-    },
-  });
+  const edge = new AdmissionEdge({ limits, tls });
+  // Nest's Fastify instance never listens: the edge hands it the ops requests.
   const app = await NestFactory.create<NestFastifyApplication>(
-    AppModule.forRoot(env, logger, tls, () => httpsServer),
-    adapter,
-    {
-      bufferLogs: true,
-    },
+    AppModule.forRoot(env, logger, tls, () => edge.httpsServer),
+    new FastifyAdapter({ bodyLimit: MAX_BODY_BYTES }),
+    { bufferLogs: true },
   );
   app.useLogger(app.get(Logger));
   app.flushLogs();
   const lifecycle = app.get(LifecycleService);
-  lifecycle.onDraining(() => drain.start());
-  refused = app.get<Counter<string>>(getToken(HTTP_REFUSED_METRIC));
+  lifecycle.onDraining(() => edge.drain.start());
+  const refused = app.get<Counter<string>>(getToken(HTTP_REFUSED_METRIC));
   for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
-  admissionHttp = app.get(AdmissionHttpMetrics);
-  admission = await createAdmissionServer(app.get(AdmissionPipeline), { bodyLimit: MAX_BODY_BYTES });
-  await app.listen(options.httpsPort, host);
-  await new Promise<void>((resolve, reject) => {
-    httpServer.once('error', reject);
-    httpServer.listen(options.httpPort, host, () => resolve());
-  });
+  // After init: the pipeline knows the strategies, so the entries to serve.
+  await app.init();
+  const admission = await createAdmissionServer(app.get(AdmissionPipeline), { bodyLimit: MAX_BODY_BYTES });
+  const ops = app.getHttpAdapter().getInstance();
+  await ops.ready();
+  const ports = await edge.serve(
+    {
+      admission: (req, res) => admission.routing(req, res),
+      ops: (req, res) => ops.routing(req, res),
+      refused,
+      admissionHttp: app.get(AdmissionHttpMetrics),
+      clientError: ops.server.listeners('clientError')[0] as ((error: Error, socket: Duplex) => void) | undefined,
+    },
+    { httpsPort: options.httpsPort, httpPort: options.httpPort, host },
+  );
   return {
     app,
-    httpsServer,
-    httpServer,
-    httpsPort: (httpsServer.address() as AddressInfo).port,
-    httpPort: (httpServer.address() as AddressInfo).port,
+    httpsServer: edge.httpsServer,
+    httpServer: edge.httpServer,
+    ...ports,
     async close() {
       lifecycle.startDraining();
-      await drain.close();
+      await edge.drain.close();
       await app.close();
       await admission.close();
     },

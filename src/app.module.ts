@@ -10,7 +10,10 @@ import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { NodeOversellModule } from './node-oversell/node-oversell.module.js';
 import { OVERCOMMIT_CONFIG } from './overcommit.config.js';
-import { PlanModule } from './node-oversell/plan.controller.js';
+import { PlanModule } from './plan/plan.module.js';
+import { ReconcilerModule } from './reconciler/reconciler.module.js';
+import { StatusCoalescingModule } from './status-coalescing/status-coalescing.module.js';
+import { UsageModule } from './usage/usage.module.js';
 import { PodPolicyModule } from './pod-policy/pod-policy.module.js';
 import { SidecarModule } from './sidecar/sidecar.module.js';
 import type { TlsMaterial } from './tls/tls-material.js';
@@ -37,7 +40,10 @@ export class AppModule {
         ...(readCertMode(env) === 'self-managed' ? [SelfManagedCertModule] : []),
         HealthModule,
         AdmissionModule,
+        UsageModule,
         NodeOversellModule,
+        StatusCoalescingModule,
+        ReconcilerModule,
         PodPolicyModule,
         SidecarModule,
         PlanModule,

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The config classes' decorators read design-time metadata: loaded before any of them.
 import 'reflect-metadata';
-import { runCli } from './node-oversell/plan.cli.js';
+import { runCli } from './plan/plan.cli.js';
 
 process.exitCode = await runCli(
   process.argv.slice(2),

@@ -3,14 +3,11 @@ import './node-version.js';
 import 'reflect-metadata';
 import { Logger } from 'nestjs-pino';
 import { createApp, portInUse } from './app.factory.js';
+import { readEnvInteger } from './common/env-integer.js';
 import { LifecycleService, readShutdownDelayMs } from './health/lifecycle.service.js';
 import { createRootLogger } from './logging.js';
 
-const port = (name: string, fallback: number) => {
-  const value = Number(process.env[name] ?? fallback);
-  if (!Number.isInteger(value) || value < 0 || value > 65535) throw new Error(`${name} must be a port number, got ${process.env[name]}`);
-  return value;
-};
+const port = (name: string, fallback: number) => readEnvInteger(process.env, name, { fallback, max: 65535, expected: 'a port number' });
 
 const rootLogger = createRootLogger(process.env);
 

@@ -20,6 +20,8 @@
  *     non-negative integer stops the start naming the variable.
  */
 
+import { readEnvInteger } from './common/env-integer.js';
+
 /** Counter of what the limits refused, by `reason`: `connections` (closed on accept) or `body-bytes` (503). */
 export const HTTP_REFUSED_METRIC = 'kube_overcommit_http_refused_total';
 export const REFUSAL_REASONS = ['connections', 'body-bytes'] as const;
@@ -53,10 +55,7 @@ export const SERVER_LIMIT_VARIABLES: Readonly<Record<keyof ServerLimits, readonl
 export function readServerLimits(env: NodeJS.ProcessEnv): ServerLimits {
   const limits = {} as ServerLimits;
   for (const [field, [name, fallback]] of Object.entries(SERVER_LIMIT_VARIABLES) as [keyof ServerLimits, readonly [string, number]][]) {
-    const text = env[name]?.trim();
-    const value = text ? Number(text) : fallback;
-    if (!Number.isSafeInteger(value) || value < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(env[name])}`);
-    limits[field] = value;
+    limits[field] = readEnvInteger(env, name, { fallback });
   }
   if (limits.requestTimeoutMs > 0 && limits.headersTimeoutMs > limits.requestTimeoutMs) {
     throw new Error(

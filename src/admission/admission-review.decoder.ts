@@ -1,3 +1,4 @@
+import { isRecord } from '../common/is-record.js';
 import { validateAs } from '../common/validation.js';
 import { AdmissionReviewDto } from './admission-review.dto.js';
 import { OPERATIONS, type AdmissionRequest } from './admission.types.js';
@@ -12,18 +13,14 @@ export class InvalidAdmissionReview extends Error {
 const ENVELOPE_KEYS = ['uid', 'kind', 'resource', 'subResource', 'name', 'namespace', 'operation', 'dryRun'];
 const OBJECT_KEYS = ['object', 'oldObject'] as const;
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 const isString = (value: unknown): value is string => typeof value === 'string';
 const isNonEmptyString = (value: unknown) => isString(value) && value.length > 0;
 // As class-validator's @IsOptional: null counts as absent.
 const isOptional = (value: unknown, check: (v: unknown) => boolean) => value == null || check(value);
 
 /**
- * The same rules as AdmissionReviewDto, written out: validating through the DTO cost 40–75 µs
- * per call, several times the JSON parse of a small review (bench/README.md). A well-formed
+ * The same rules as AdmissionReviewDto, written out: validating through the DTO cost several
+ * times the JSON parse of a small review (docs/performance.md, docs/adr/0003). A well-formed
  * review — every call the API server makes — takes this path; anything else goes through the
  * DTO, which names the problems. A spec checks that the two agree on every declared field. A key
  * that `kind` or `resource` does not declare is ignored here, as the API server's decoder ignores
@@ -32,15 +29,15 @@ const isOptional = (value: unknown, check: (v: unknown) => boolean) => value == 
  */
 export function isWellFormedReview(body: Record<string, unknown>): boolean {
   const request = body.request;
-  if (body.apiVersion !== 'admission.k8s.io/v1' || body.kind !== 'AdmissionReview' || !isPlainObject(request)) return false;
+  if (body.apiVersion !== 'admission.k8s.io/v1' || body.kind !== 'AdmissionReview' || !isRecord(request)) return false;
   const { kind, resource } = request;
   return (
     isNonEmptyString(request.uid) &&
-    isPlainObject(kind) &&
+    isRecord(kind) &&
     isString(kind.group) &&
     isString(kind.version) &&
     isNonEmptyString(kind.kind) &&
-    isPlainObject(resource) &&
+    isRecord(resource) &&
     isString(resource.group) &&
     isString(resource.version) &&
     isNonEmptyString(resource.resource) &&
@@ -49,7 +46,7 @@ export function isWellFormedReview(body: Record<string, unknown>): boolean {
     isOptional(request.namespace, isString) &&
     (OPERATIONS as readonly unknown[]).includes(request.operation) &&
     isOptional(request.dryRun, (v) => typeof v === 'boolean') &&
-    OBJECT_KEYS.every((key) => request[key] == null || isPlainObject(request[key]))
+    OBJECT_KEYS.every((key) => request[key] == null || isRecord(request[key]))
   );
 }
 
@@ -58,13 +55,13 @@ export function envelopeProblems(body: Record<string, unknown>): string[] {
   const request = body.request;
   const envelope: Record<string, unknown> = { apiVersion: body.apiVersion, kind: body.kind, request };
   const problems: string[] = [];
-  if (isPlainObject(request)) {
+  if (isRecord(request)) {
     // Validate only the fields we read; unknown request fields (userInfo, options, ...) are allowed.
     const view: Record<string, unknown> = {};
     for (const key of ENVELOPE_KEYS) if (request[key] !== undefined) view[key] = request[key];
     envelope.request = view;
     for (const key of OBJECT_KEYS) {
-      if (request[key] != null && !isPlainObject(request[key])) problems.push(`request.${key}: must be an object`);
+      if (request[key] != null && !isRecord(request[key])) problems.push(`request.${key}: must be an object`);
     }
   }
   const result = validateAs(AdmissionReviewDto, envelope);
@@ -77,7 +74,7 @@ export function envelopeProblems(body: Record<string, unknown>): string[] {
  * (a Node can be 100 KB) are checked for shape and passed on as parsed, never copied.
  */
 export function decodeAdmissionReview(body: unknown): AdmissionRequest {
-  if (!isPlainObject(body)) throw new InvalidAdmissionReview(['body must be a JSON object']);
+  if (!isRecord(body)) throw new InvalidAdmissionReview(['body must be a JSON object']);
   if (isWellFormedReview(body)) return body.request as AdmissionRequest;
   const problems = envelopeProblems(body);
   // The fast path is stricter than the DTO only if they disagree; the spec keeps them equal.

@@ -4,6 +4,7 @@ import { Socket } from 'node:net';
 import { Counter, register, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdmissionHttpMetrics, admissionMetrics, HTTP_DURATION, HTTP_REQUESTS, IN_FLIGHT, Tally } from './admission.metrics.js';
+import { SERVED_PATHS } from './admission.routes.js';
 
 describe('Tally', () => {
   const counterIn = (registry: Registry) => new Counter({ name: 'answers_total', help: 'h', labelNames: ['path', 'code'], registers: [registry] });
@@ -44,7 +45,13 @@ describe('AdmissionHttpMetrics', () => {
 
   beforeAll(async () => {
     register.clear();
-    moduleRef = await Test.createTestingModule({ providers: [...admissionMetrics, AdmissionHttpMetrics] }).compile();
+    moduleRef = await Test.createTestingModule({
+      providers: [
+        ...admissionMetrics,
+        AdmissionHttpMetrics,
+        { provide: SERVED_PATHS, useValue: { paths: ['/mutate', '/mutate/nodes', '/mutate/pod-policy', '/mutate/sidecars'] } },
+      ],
+    }).compile();
     edge = moduleRef.get(AdmissionHttpMetrics);
   });
   afterAll(async () => {

@@ -1,8 +1,8 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { InjectMetric, makeCounterProvider, makeGaugeProvider, makeHistogramProvider } from '@willsoto/nestjs-prometheus';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Counter, Gauge, Histogram } from 'prom-client';
-import { readPathLabel, type Route } from './admission.routes.js';
+import { readPathLabel, type Route, SERVED_PATHS, type ServedPaths } from './admission.routes.js';
 
 export const ADMISSION_REQUESTS = 'kube_overcommit_admission_requests_total';
 export const ADMISSION_DURATION = 'kube_overcommit_admission_duration_seconds';
@@ -112,12 +112,13 @@ export class AdmissionHttpMetrics {
     private readonly answers: HttpAnswerTally,
     @InjectMetric(HTTP_DURATION) private readonly duration: Histogram<string>,
     @InjectMetric(IN_FLIGHT) private readonly inFlight: Gauge<string>,
+    @Inject(SERVED_PATHS) private readonly served: ServedPaths,
   ) {}
 
   /** Call as the request arrives: it is in flight until its response closes, then counted if it was answered. */
   track(req: IncomingMessage, res: ServerResponse): void {
     const started = process.hrtime.bigint();
-    const path = readPathLabel(req.url ?? '');
+    const path = readPathLabel(req.url ?? '', this.served.paths);
     this.inFlight.inc();
     res.once('close', () => {
       this.inFlight.dec();

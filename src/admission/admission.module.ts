@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { AdmissionHttpMetrics, admissionMetrics } from './admission.metrics.js';
 import { AdmissionPipeline } from './admission.pipeline.js';
+import { SERVED_PATHS } from './admission.routes.js';
 
 /**
  * Owns the admission pipeline; strategies come from feature modules by discovery. The endpoint
@@ -9,7 +10,7 @@ import { AdmissionPipeline } from './admission.pipeline.js';
  */
 @Module({
   imports: [DiscoveryModule],
-  providers: [...admissionMetrics, AdmissionPipeline, AdmissionHttpMetrics],
+  providers: [...admissionMetrics, AdmissionPipeline, { provide: SERVED_PATHS, useExisting: AdmissionPipeline }, AdmissionHttpMetrics],
   exports: [AdmissionPipeline, AdmissionHttpMetrics],
 })
 export class AdmissionModule {}

@@ -14,11 +14,10 @@ import {
   type AdmissionStrategy,
   type PatchOperation,
   type StrategyMetadata,
-  WEBHOOK_ENTRIES,
   type WebhookEntry,
 } from './admission.types.js';
 import { ADMISSION_DURATION, ReviewTally, STRATEGY_ERRORS } from './admission.metrics.js';
-import { planEntryRoutes, planRoutes, readRoute, type RouteTable } from './admission.routes.js';
+import { admissionPaths, planEntryRoutes, planRoutes, readRoute, type RouteTable, type ServedPaths, webhookEntries } from './admission.routes.js';
 import { applyToCopy, patchError } from './patch-error.js';
 import { RequestLog } from './request-log.js';
 
@@ -46,12 +45,15 @@ const NO_ROOT_LOGGER = pino({ level: 'silent' });
  * are pure; this is the one place that builds patches and responses.
  */
 @Injectable()
-export class AdmissionPipeline implements OnApplicationBootstrap {
+export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
   private readonly logger = new Logger('Admission');
   private strategies: RegisteredStrategy[] = [];
   // Selection and labels depend only on (entry, resource, subresource, operation): fixed at bootstrap.
   private routes = planRoutes<RegisteredStrategy>([]);
   private entryRoutes = new Map<WebhookEntry, RouteTable<RegisteredStrategy>>();
+  /** The webhook entries the strategies declare, and the paths served: set at bootstrap. */
+  entries: readonly WebhookEntry[] = [];
+  paths: readonly string[] = admissionPaths([]);
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -71,7 +73,9 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
       }))
       .sort((a, b) => (a.meta.order ?? 0) - (b.meta.order ?? 0));
     this.routes = planRoutes(this.strategies);
-    this.entryRoutes = new Map(WEBHOOK_ENTRIES.map((entry) => [entry, planEntryRoutes(this.routes, entry)]));
+    this.entries = webhookEntries(this.strategies);
+    this.paths = admissionPaths(this.entries);
+    this.entryRoutes = new Map(this.entries.map((entry) => [entry, planEntryRoutes(this.routes, entry)]));
     // Every series at 0 from the start, so the first failure shows in rate() and increase().
     for (const { meta } of this.strategies) this.strategyErrors.inc({ strategy: meta.name }, 0);
     this.logger.log(`admission strategies: ${this.strategies.map((s) => s.meta.name).join(', ') || 'none'}`);
@@ -104,6 +108,12 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
     };
   }
 
+  /** Mutation fails open: this strategy's changes are dropped, the request goes on; counted and logged. */
+  private failOpen(strategy: string, log: RequestLog, what: string, error: unknown): void {
+    this.strategyErrors.inc({ strategy });
+    log.error(`strategy ${strategy} ${what}`, { strategy, err: error });
+  }
+
   private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[], log: RequestLog) {
     const config = this.config.snapshot().config;
     const patch: PatchOperation[] = [];
@@ -126,10 +136,8 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
         result = strategy.admit(working, config, log.forStrategy(meta.name));
         if (result.patch?.length) json = JSON.stringify(result.patch).slice(1, -1);
       } catch (error) {
-        // Mutation fails open: this strategy's changes are dropped, the request goes on.
         failed = true;
-        this.strategyErrors.inc({ strategy: meta.name });
-        log.error(`strategy ${meta.name} failed; admitting unchanged`, { strategy: meta.name, err: error });
+        this.failOpen(meta.name, log, 'failed; admitting unchanged', error);
         continue;
       }
       if (result.deny) {
@@ -159,8 +167,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap {
           }
         } catch (error) {
           failed = true;
-          this.strategyErrors.inc({ strategy: meta.name });
-          log.error(`strategy ${meta.name} returned a patch that does not apply; dropped`, { strategy: meta.name, err: error });
+          this.failOpen(meta.name, log, 'returned a patch that does not apply; dropped', error);
           continue;
         }
         patch.push(...result.patch);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { AdmissionRequest, StrategyMetadata } from './admission.types.js';
-import { isAdmissionTarget, OTHER, planEntryRoutes, planRoutes, readPathLabel, readRoute } from './admission.routes.js';
+import { admissionPaths, isAdmissionTarget, OTHER, planEntryRoutes, planRoutes, readPathLabel, readRoute } from './admission.routes.js';
 
 // The rules the three strategies register (node-oversell, pod-policy, sidecars), in their order.
 const nodeOversell = {
@@ -100,6 +100,8 @@ describe('planEntryRoutes', () => {
 });
 
 describe('isAdmissionTarget / readPathLabel', () => {
+  const SERVED = admissionPaths(['nodes', 'pod-policy', 'sidecars']);
+
   it('takes /mutate and every path under it, with or without a query string; nothing else', () => {
     for (const url of ['/mutate', '/mutate?timeout=2s', '/mutate/nodes', '/mutate/pod-policy?x', '/mutate/', '/mutate/made-up'])
       expect(isAdmissionTarget(url), url).toBe(true);
@@ -107,15 +109,15 @@ describe('isAdmissionTarget / readPathLabel', () => {
   });
 
   it('labels a served path by itself and anything else as other: the label set is fixed', () => {
-    expect(['/mutate', '/mutate/nodes', '/mutate/pod-policy', '/mutate/sidecars'].map(readPathLabel)).toEqual([
+    expect(['/mutate', '/mutate/nodes', '/mutate/pod-policy', '/mutate/sidecars'].map((url) => readPathLabel(url, SERVED))).toEqual([
       '/mutate',
       '/mutate/nodes',
       '/mutate/pod-policy',
       '/mutate/sidecars',
     ]);
-    expect(readPathLabel('/mutate/sidecars?timeout=2s')).toBe('/mutate/sidecars');
+    expect(readPathLabel('/mutate/sidecars?timeout=2s', SERVED)).toBe('/mutate/sidecars');
     for (const url of ['/mutate/', '/mutate/nodes/status', `/mutate/${'x'.repeat(1 << 16)}`, '/mutate/__proto__', '/mutate?/nodes']) {
-      expect(readPathLabel(url), url.slice(0, 40)).toBe(url === '/mutate?/nodes' ? '/mutate' : OTHER);
+      expect(readPathLabel(url, SERVED), url.slice(0, 40)).toBe(url === '/mutate?/nodes' ? '/mutate' : OTHER);
     }
   });
 });

@@ -13,7 +13,7 @@
  *   5. The `path` label of an HTTP answer is `/mutate` or an entry's path; any other target
  *      under `/mutate` (answered 404) is counted as `other` (readPathLabel).
  */
-import { type AdmissionRequest, type StrategyMetadata, WEBHOOK_ENTRIES, type WebhookEntry } from './admission.types.js';
+import type { AdmissionRequest, StrategyMetadata, WebhookEntry } from './admission.types.js';
 
 /** The label value of every resource and operation that no strategy registers, and of every unserved path. */
 export const OTHER = 'other';
@@ -24,8 +24,21 @@ export const ADMISSION_PATH = '/mutate';
 /** The path of one webhook entry (invariant 4). */
 export const entryPath = (entry: WebhookEntry): string => `${ADMISSION_PATH}/${entry}`;
 
-/** Every path the webhook answers reviews on. */
-export const ADMISSION_PATHS: readonly string[] = [ADMISSION_PATH, ...WEBHOOK_ENTRIES.map(entryPath)];
+/** The entries the strategies declare, each once, in the order of the strategies. */
+export function webhookEntries(strategies: readonly { meta: StrategyMetadata }[]): WebhookEntry[] {
+  return [...new Set(strategies.map(({ meta }) => meta.entry))];
+}
+
+/** Every path the webhook answers reviews on: `/mutate` and one per entry. */
+export function admissionPaths(entries: readonly WebhookEntry[]): string[] {
+  return [ADMISSION_PATH, ...entries.map(entryPath)];
+}
+
+/** Where AdmissionHttpMetrics reads the paths served (the pipeline's, once the strategies are known). */
+export const SERVED_PATHS = Symbol('SERVED_PATHS');
+export interface ServedPaths {
+  readonly paths: readonly string[];
+}
 
 /** Whether a request target is for the webhook: `/mutate`, a path under it, or either with a query string. */
 export function isAdmissionTarget(url: string | undefined): boolean {
@@ -34,11 +47,11 @@ export function isAdmissionTarget(url: string | undefined): boolean {
   return Number.isNaN(next) || next === 0x2f /* / */ || next === 0x3f; /* ? */
 }
 
-/** The `path` label of a webhook target (invariant 5): the path without its query if served, else OTHER. */
-export function readPathLabel(url: string): string {
+/** The `path` label of a webhook target (invariant 5): the path without its query if among `served`, else OTHER. */
+export function readPathLabel(url: string, served: readonly string[]): string {
   const query = url.indexOf('?');
   const path = query === -1 ? url : url.slice(0, query);
-  return ADMISSION_PATHS.includes(path) ? path : OTHER;
+  return served.includes(path) ? path : OTHER;
 }
 
 export interface Route<S> {

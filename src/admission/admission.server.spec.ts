@@ -6,6 +6,7 @@ import type { AdmissionPipeline } from './admission.pipeline.js';
 // The pipeline answers with what the parser gave it, so the spec sees the parsed body, and
 // whether its prototype is still Object.prototype.
 const echoPipeline = {
+  entries: [],
   review: (body: unknown) => ({ parsed: body, plainPrototype: Object.getPrototypeOf(body) === Object.prototype }),
 } as unknown as AdmissionPipeline;
 

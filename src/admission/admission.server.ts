@@ -4,7 +4,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { InvalidAdmissionReview } from './admission-review.decoder.js';
 import type { AdmissionPipeline } from './admission.pipeline.js';
 import { ADMISSION_PATH, entryPath } from './admission.routes.js';
-import { WEBHOOK_ENTRIES, type WebhookEntry } from './admission.types.js';
+import type { WebhookEntry } from './admission.types.js';
 
 export interface AdmissionServerOptions {
   /** The largest body accepted (docs/architecture.md, "A request's path"): a larger one gets 413. */
@@ -13,11 +13,11 @@ export interface AdmissionServerOptions {
 
 /**
  * The webhook endpoint as its own minimal Fastify instance, beside Nest's (which serves the
- * ops endpoints on the same sockets; see app.factory.ts), in the way controller-runtime keeps
+ * ops endpoints on the same sockets; see edge.ts), in the way controller-runtime keeps
  * its webhook server apart from metrics and probes. Nest's per-request layer (its router,
  * middleware matching and seven request hooks) has nothing to add here — the pipeline decodes,
- * counts and answers — and it measured about a third of a small node's call
- * (docs/performance.md). Fastify still does the HTTP work: body limit (413), content type
+ * counts and answers — and it was a large share of a small node's call
+ * (docs/performance.md, docs/adr/0001). Fastify still does the HTTP work: body limit (413), content type
  * (415), JSON parsing (400 for an empty or invalid body), and 404 for a path under /mutate that
  * is not served. `/mutate` runs every strategy; each webhook entry's path, only its own.
  */
@@ -37,7 +37,7 @@ export async function createAdmissionServer(pipeline: AdmissionPipeline, options
       }
     });
   route(ADMISSION_PATH);
-  for (const entry of WEBHOOK_ENTRIES) route(entryPath(entry), entry);
+  for (const entry of pipeline.entries) route(entryPath(entry), entry);
   server.setErrorHandler((error: Error & { statusCode?: number }, _request, reply) => {
     const statusCode = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (statusCode >= 500) logger.error({ err: error }, 'admission request failed');

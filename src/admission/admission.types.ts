@@ -44,11 +44,11 @@ export interface StrategyRule {
 }
 
 /**
- * The webhook entries of k8s/base/webhook.yaml, each served at `/mutate/<entry>` and running only
- * its own strategies; `/mutate` runs every strategy.
+ * A webhook entry of k8s/base/webhook.yaml, served at `/mutate/<entry>` and running only its own
+ * strategies; `/mutate` runs every strategy. Each strategy declares its entry: the entries served
+ * are those the strategies found at bootstrap declare (AdmissionPipeline.entries).
  */
-export const WEBHOOK_ENTRIES = ['nodes', 'pod-policy', 'sidecars'] as const;
-export type WebhookEntry = (typeof WEBHOOK_ENTRIES)[number];
+export type WebhookEntry = string;
 
 export interface StrategyMetadata {
   name: string;

@@ -14,6 +14,7 @@
 import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from './resources.js';
 import { parseResourceQuantity } from './quantity.js';
 import { isRecord } from '../common/is-record.js';
+import type { KubeObject } from './kube-objects.js';
 
 export type ResourceList = Record<string, string | number>;
 
@@ -43,6 +44,8 @@ export interface PodLike {
     nodeName?: string;
     containers?: ContainerLike[];
     initContainers?: ContainerLike[];
+    ephemeralContainers?: ContainerLike[];
+    volumes?: KubeObject[];
     overhead?: ResourceList;
     resources?: ResourceRequirements;
     [other: string]: unknown;

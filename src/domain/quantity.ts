@@ -36,7 +36,6 @@ export const QUANTITY = /^([+-]?)(?:(\d+)(?:\.(\d*))?|\.(\d+))(?:(Ki|Mi|Gi|Ti|Pi
 
 const BINARY_POWER: Record<string, bigint> = { Ki: 1n, Mi: 2n, Gi: 3n, Ti: 4n, Pi: 5n, Ei: 6n };
 const DECIMAL_EXPONENT: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
-const DECIMAL_SUFFIX: Record<number, string> = { [-9]: 'n', [-6]: 'u', [-3]: 'm', 0: '', 3: 'k', 6: 'M', 9: 'G', 12: 'T', 15: 'P', 18: 'E' };
 const BINARY_SUFFIX = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'];
 
 export class QuantityFormatError extends Error {
@@ -79,17 +78,6 @@ export function parseQuantity(text: string): Decimal {
   return { coefficient, exponent };
 }
 
-/** Strips trailing zeros: the representation with the largest exponent. Zero is `0 × 10^0`. */
-export function normalize(value: Decimal): Decimal {
-  let { coefficient, exponent } = value;
-  if (coefficient === 0n) return { coefficient: 0n, exponent: 0 };
-  while (coefficient % 10n === 0n) {
-    coefficient /= 10n;
-    exponent += 1;
-  }
-  return { coefficient, exponent };
-}
-
 /** Compares two exact decimals by value. */
 export function compareDecimal(a: Decimal, b: Decimal): -1 | 0 | 1 {
   const exponent = Math.min(a.exponent, b.exponent);
@@ -115,19 +103,6 @@ export function scaledValue(value: Decimal, scale: number): bigint {
 export const milliValue = (value: Decimal): bigint => scaledValue(value, 3);
 /** Quantity.Value(): units, rounded away from zero ("0.5" → 1). */
 export const unitValue = (value: Decimal): bigint => scaledValue(value, 0);
-
-/**
- * Formats an exact decimal as a Quantity string that parses back to the same value: the
- * DecimalSI canonical form where a suffix fits (`1500m`, `2k`, `1500`, `34254879948`), an
- * exponent form below nano (`1e-12`). Never loses precision.
- */
-export function formatQuantity(value: Decimal): string {
-  const { coefficient, exponent } = normalize(value);
-  if (coefficient === 0n) return '0';
-  const suffixExponent = Math.min(Math.floor(exponent / 3) * 3, 18);
-  if (suffixExponent < -9) return `${coefficient}e${exponent}`;
-  return `${coefficient * pow10(exponent - suffixExponent)}${DECIMAL_SUFFIX[suffixExponent]}`;
-}
 
 /** How a resource's quantities are counted once converted: cpu in millicores, the rest in whole units. */
 export type BaseUnit = 'millicores' | 'bytes' | 'count';

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { readEnvInteger } from '../common/env-integer.js';
 
 /**
  * How long readiness reports "draining" before the servers close, so that endpoints drop this
@@ -6,10 +7,7 @@ import { Injectable } from '@nestjs/common';
  * cluster and none outside one, where no Service routes to the process (Ctrl-C stops at once).
  */
 export function readShutdownDelayMs(env: NodeJS.ProcessEnv): number {
-  const text = env.OVERCOMMIT_SHUTDOWN_DELAY_MS?.trim();
-  const value = text ? Number(text) : env.KUBERNETES_SERVICE_HOST ? 5_000 : 0;
-  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`OVERCOMMIT_SHUTDOWN_DELAY_MS must be a non-negative integer, got ${JSON.stringify(text)}`);
-  return value;
+  return readEnvInteger(env, 'OVERCOMMIT_SHUTDOWN_DELAY_MS', { fallback: env.KUBERNETES_SERVICE_HOST ? 5_000 : 0 });
 }
 
 /** Set once SIGTERM arrives: readiness fails so endpoints drop us before the server closes. */

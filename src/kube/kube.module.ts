@@ -2,12 +2,13 @@ import { type DynamicModule, Global, Logger, Module } from '@nestjs/common';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KUBE_ENV, describeKubeConfigSource, kubeConfigSource } from './kube.env.js';
 import { NamespaceCache } from './namespace-cache.service.js';
+import { NodeCache } from './node-cache.service.js';
 import { PodCache } from './pod-cache.service.js';
 
 /**
  * The API client configuration (OVERCOMMIT_KUBECONFIG when set, else in a pod its service
  * account, else none: see kubeConfigSource) and the caches shared by strategies (namespaces,
- * pods). Loading the
+ * pods, nodes). Loading the
  * configuration makes no request: the webhook starts without a cluster.
  */
 @Global()
@@ -31,8 +32,9 @@ export class KubeModule {
         },
         NamespaceCache,
         PodCache,
+        NodeCache,
       ],
-      exports: [KUBE_ENV, KubeConfig, NamespaceCache, PodCache],
+      exports: [KUBE_ENV, KubeConfig, NamespaceCache, PodCache, NodeCache],
     };
   }
 }

@@ -13,8 +13,8 @@ import { ResilientInformer } from './resilient-informer.js';
  */
 export const NON_TERMINAL_PODS = 'status.phase!=Succeeded,status.phase!=Failed';
 
-/** Who reads the pod cache: the pod policies' node cap, node oversell's commitment floor and usage-aware ratios. */
-export type PodCacheUser = 'node-cap' | 'commitment-floor' | 'usage-aware';
+/** Who reads the pod cache: the pod policies' node cap, node oversell's commitment floor and usage-aware ratios, GET /plan. */
+export type PodCacheUser = 'node-cap' | 'commitment-floor' | 'usage-aware' | 'plan';
 
 /**
  * One informer of the cluster's non-terminal pods (all namespaces), each kept as a CachedPod

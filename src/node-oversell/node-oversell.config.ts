@@ -112,7 +112,7 @@ export class NodePool {
   @IsOptional() @IsBoolean() exclusiveCpus?: boolean;
 }
 
-/** The reconciler (src/node-oversell/reconciler.rules.ts): nudges nodes whose stored allocatable differs from the plan. */
+/** The reconciler (src/reconciler/reconciler.rules.ts): nudges nodes whose stored allocatable differs from the plan. */
 export class ReconcileConfig {
   @IsOptional() @IsBoolean() enabled: boolean = true;
   /** At most this many nudges (nodes/status PATCHes) a second, from the replica holding the Lease. */

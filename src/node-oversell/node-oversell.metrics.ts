@@ -22,7 +22,8 @@ export const USAGE_PUBLISH_METRIC = 'kube_overcommit_usage_publish_total';
 /** The usage-aware leader's failed reads of metrics.k8s.io. */
 export const USAGE_METRICS_ERRORS_METRIC = 'kube_overcommit_usage_metrics_errors_total';
 
-export const nodeOversellMetrics = [
+/** Provided by UsageModule (src/usage/). */
+export const usageMetrics = [
   makeGaugeProvider({
     name: NODE_USAGE_RATIO_METRIC,
     help: 'Usage-aware effective ratio as published by the leader (ConfigMap kube-overcommit-usage), per node and resource; the webhook caps it at the ceiling of the config in force.',
@@ -42,6 +43,9 @@ export const nodeOversellMetrics = [
     name: USAGE_METRICS_ERRORS_METRIC,
     help: 'Failed reads of metrics.k8s.io by the usage-aware leader (the nodes get no new sample and go stale).',
   }),
+];
+
+export const nodeOversellMetrics = [
   makeGaugeProvider({
     name: NODE_ALLOCATABLE_RAW_METRIC,
     help: 'Raw allocatable the kubelet reported, per node and managed resource (cpu in cores, memory and ephemeral-storage in bytes, pods as a count). Updated at each nodes/status admission this replica served; the series of a node go after an hour without one (a deleted node).',

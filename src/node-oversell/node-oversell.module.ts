@@ -1,44 +1,26 @@
 import { Module } from '@nestjs/common';
-import { PodPolicyModule } from '../pod-policy/pod-policy.module.js';
+import { UsageModule } from '../usage/usage.module.js';
 import { CommitmentFloor, NODE_COMMITMENTS } from './commitment-floor.service.js';
 import { NODE_EVENTS, NodeEvents } from './node-events.service.js';
 import { nodeOversellMetrics } from './node-oversell.metrics.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
-import { Reconciler, reconcilerMetrics } from './reconciler.service.js';
-import { StatusCoalescingStrategy, statusCoalescingMetrics } from './status-coalescing.strategy.js';
-import { NODE_USAGE, UsageRatios } from './usage-ratios.service.js';
-
-export {
-  NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
-  NODE_ALLOCATABLE_RAW_METRIC,
-  NODE_ALLOCATABLE_REASON_METRIC,
-  NODE_METRICS_DROPPED_METRIC,
-  NODE_RATIO_METRIC,
-} from './node-oversell.metrics.js';
 
 /**
  * Node oversell: contributes NodeOversellStrategy (found by the admission pipeline through its
  * @AdmissionStrategyProvider decorator), its per-node gauges, the commitment floor's view of the
- * shared pod cache, the Node Events it records, usage-aware ratios (UsageRatios); StatusCoalescingStrategy,
- * which runs after it on nodes/status, and its counter; the Reconciler, which nudges nodes whose stored
- * allocatable differs from the plan (it reads the Node cache of PodPolicyModule's PodFactsService).
+ * shared pod cache and the Node Events it records. The usage-aware ratios it applies come from
+ * UsageModule.
  */
 @Module({
-  imports: [PodPolicyModule],
+  imports: [UsageModule],
   providers: [
-    ...reconcilerMetrics,
-    Reconciler,
     ...nodeOversellMetrics,
-    ...statusCoalescingMetrics,
     CommitmentFloor,
     { provide: NODE_COMMITMENTS, useExisting: CommitmentFloor },
     NodeEvents,
     { provide: NODE_EVENTS, useExisting: NodeEvents },
-    UsageRatios,
-    { provide: NODE_USAGE, useExisting: UsageRatios },
     NodeOversellStrategy,
-    StatusCoalescingStrategy,
   ],
-  exports: [NodeOversellStrategy, StatusCoalescingStrategy, UsageRatios],
+  exports: [NodeOversellStrategy, NODE_COMMITMENTS],
 })
 export class NodeOversellModule {}

@@ -10,7 +10,6 @@ import {
   DISABLED_LABEL,
   FLOOR_ANNOTATION,
   LEGACY_DISABLED_LABEL,
-  type NodeLike,
   planNodeStatus,
   planRecordedStatus,
   POOL_ANNOTATION,
@@ -21,6 +20,7 @@ import {
   resolveNodePolicy,
   USAGE_ANNOTATION,
 } from './node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
 import { NodeOversellStrategy, nodeStatusPatch } from './node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';

@@ -55,6 +55,7 @@ import { matchesLabelSelector } from '../domain/label-selector.js';
 import { Memo } from '../domain/memo.js';
 import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
+import type { NodeLike } from '../domain/node-like.js';
 
 /** JSON `{"allocatable":{...},"capacity":{...}}`: see RawRecordJson. */
 export const RAW_ANNOTATION = 'kube-overcommit.io/allocatable-raw';
@@ -72,19 +73,6 @@ export type NodeAnnotation = (typeof NODE_ANNOTATIONS)[number];
 export const DISABLED_LABEL = 'kube-overcommit.io/disabled';
 /** The seed-era opt-out label, still honoured. */
 export const LEGACY_DISABLED_LABEL = 'node-oversell/disable';
-
-/** The parts of a Node we read. Quantities as the API sends them (strings). */
-export interface NodeLike {
-  metadata?: {
-    name?: string;
-    labels?: Readonly<Record<string, string>>;
-    annotations?: Readonly<Record<string, string>>;
-  };
-  status?: {
-    allocatable?: Readonly<Record<string, string | number>>;
-    capacity?: Readonly<Record<string, string | number>>;
-  };
-}
 
 /** Ratios per managed resource; a missing key = 1. */
 export type AppliedRatios = Partial<Record<ManagedResource, number>>;

@@ -16,11 +16,11 @@ import {
   NODE_ALLOCATABLE_REASON_METRIC,
   NODE_METRICS_DROPPED_METRIC,
   NODE_RATIO_METRIC,
-  NodeOversellModule,
-} from './node-oversell.module.js';
+} from './node-oversell.metrics.js';
+import { NodeOversellModule } from './node-oversell.module.js';
 import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, USAGE_ANNOTATION } from './node-oversell.rules.js';
 import { type ResourceAmounts } from '../domain/resources.js';
-import { type NodeUsageEntry } from './usage-aware.rules.js';
+import { type NodeUsageEntry } from '../usage/usage-aware.rules.js';
 import { KubeModule } from '../kube/kube.module.js';
 import { DEFAULT_NODE_METRICS_MAX_NODES, NODE_METRICS_TTL_MS, NodeOversellStrategy, isNodeName, nodeMetricsMaxNodes } from './node-oversell.strategy.js';
 

@@ -5,6 +5,7 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
 import { annotationPatch } from '../common/annotation-patch.js';
 import { BackgroundTasks } from '../common/background-tasks.js';
+import { readEnvInteger } from '../common/env-integer.js';
 import { jsonPointer } from '../domain/json-pointer.js';
 import { type OvercommitConfig } from '../overcommit.config.js';
 import { MANAGED_RESOURCES } from '../domain/resources.js';
@@ -18,19 +19,11 @@ import {
   NODE_METRICS_DROPPED_METRIC,
   NODE_RATIO_METRIC,
 } from './node-oversell.metrics.js';
-import {
-  FLOOR_ANNOTATION,
-  inflate,
-  NODE_ANNOTATIONS,
-  type NodeLike,
-  type NodePolicy,
-  type NodeStatusPlan,
-  planNodeStatus,
-  resolveNodePolicy,
-} from './node-oversell.rules.js';
+import { FLOOR_ANNOTATION, inflate, NODE_ANNOTATIONS, type NodePolicy, type NodeStatusPlan, planNodeStatus, resolveNodePolicy } from './node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
 import { baseAmountToNumber, formatResourceQuantity } from '../domain/quantity.js';
-import { NODE_USAGE, type NodeUsageRatios } from './usage-ratios.service.js';
-import { formatUsageEntry, type NodeUsageEntry } from './usage-aware.rules.js';
+import { NODE_USAGE, type NodeUsageRatios } from '../usage/usage-ratios.service.js';
+import { formatUsageEntry, type NodeUsageEntry } from '../usage/usage-aware.rules.js';
 import { isRecord } from '../common/is-record.js';
 
 // The allocatable paths a node patch touches, escaped once (the patch is built at every heartbeat).
@@ -69,11 +62,7 @@ export const DEFAULT_NODE_METRICS_MAX_NODES = 10_000;
 
 /** OVERCOMMIT_NODE_METRICS_MAX_NODES, a positive integer. Throws (the app does not start) on anything else. */
 export function nodeMetricsMaxNodes(env: NodeJS.ProcessEnv): number {
-  const text = env.OVERCOMMIT_NODE_METRICS_MAX_NODES;
-  if (text === undefined || text === '') return DEFAULT_NODE_METRICS_MAX_NODES;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`OVERCOMMIT_NODE_METRICS_MAX_NODES must be a positive integer, got ${JSON.stringify(text)}`);
-  return value;
+  return readEnvInteger(env, 'OVERCOMMIT_NODE_METRICS_MAX_NODES', { fallback: DEFAULT_NODE_METRICS_MAX_NODES, min: 1, expected: 'a positive integer' });
 }
 
 const MAX_NODE_NAME_LENGTH = 253;
@@ -150,12 +139,15 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     const { pool } = this.exported.get(node)!;
     this.exported.delete(node);
     this.dropped.inc({ reason });
-    for (const resource of MANAGED_RESOURCES) {
-      this.rawGauge.remove({ node, resource });
-      this.overcommittedGauge.remove({ node, resource });
-      this.ratioGauge.remove({ node, resource, pool });
-      for (const reason of ALLOCATABLE_REASONS) this.reasonGauge.remove({ node, resource, reason });
-    }
+    for (const resource of MANAGED_RESOURCES) this.removeSeries(node, resource, pool);
+  }
+
+  /** Every gauge series of one node's resource. */
+  private removeSeries(node: string, resource: (typeof MANAGED_RESOURCES)[number], pool: string): void {
+    this.rawGauge.remove({ node, resource });
+    this.overcommittedGauge.remove({ node, resource });
+    this.ratioGauge.remove({ node, resource, pool });
+    for (const reason of ALLOCATABLE_REASONS) this.reasonGauge.remove({ node, resource, reason });
   }
 
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
@@ -221,10 +213,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
       const raw = plan.raw[resource];
       const inflated = plan.allocatable[resource];
       if (raw === undefined || inflated === undefined) {
-        this.rawGauge.remove({ node, resource });
-        this.overcommittedGauge.remove({ node, resource });
-        this.ratioGauge.remove({ node, resource, pool });
-        for (const reason of ALLOCATABLE_REASONS) this.reasonGauge.remove({ node, resource, reason });
+        this.removeSeries(node, resource, pool);
         continue;
       }
       this.rawGauge.set({ node, resource }, baseAmountToNumber(resource, raw));

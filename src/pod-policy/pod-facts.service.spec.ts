@@ -11,7 +11,9 @@ import { BACKGROUND_ERRORS } from '../common/background-tasks.js';
 import { ConfigStore } from '../config/config.store.js';
 import { NON_TERMINAL_PODS, PodCache } from '../kube/pod-cache.service.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
-import { PodFactsService, trimCachedNode } from './pod-facts.service.js';
+import { NodeCache, trimCachedNode } from '../kube/node-cache.service.js';
+import { watchForPlan } from '../plan/plan-caches.js';
+import { PodFactsService } from './pod-facts.service.js';
 import { effectivePodRequests } from '../domain/pod-resources.js';
 import { OVERCOMMIT_CONFIG } from '../overcommit.config.js';
 
@@ -29,9 +31,21 @@ function configStore(text?: string): ConfigStore {
   return store;
 }
 
-function podFacts(kube: KubeConfig, env: NodeJS.ProcessEnv, store: ConfigStore, gauge: Gauge<string>): PodFactsService {
-  return new PodFactsService(kube, env, store, gauge, new PodCache(kube, env, backgroundTasks()));
+/** The shared caches of the last podFacts(): GET /plan reads them directly. */
+let caches: { nodes: NodeCache; pods: PodCache } | undefined;
+
+function podFacts(
+  kube: KubeConfig,
+  env: NodeJS.ProcessEnv,
+  store: ConfigStore,
+  gauge: Gauge<string>,
+  pods = new PodCache(kube, env, backgroundTasks()),
+): PodFactsService {
+  caches = { nodes: new NodeCache(kube, env), pods };
+  return new PodFactsService(kube, env, store, gauge, caches.pods, caches.nodes);
 }
+
+const planWatch = () => watchForPlan(caches!.nodes, caches!.pods);
 
 function syncedGauge(): Gauge<string> {
   return new Gauge({ name: 'synced', help: 'test', labelNames: ['cache'], registers: [] });
@@ -102,8 +116,8 @@ describe('PodFactsService', () => {
     const facts = podFacts(new KubeConfig(), {}, configStore(CAP_AND_DEFAULTS), syncedGauge());
     facts.onModuleInit();
     expect(facts.available).toBe(false);
-    expect(facts.watchForPlan()).toBe(false);
-    expect(facts.nodes()).toEqual([]);
+    expect(planWatch()).toBe(false);
+    expect(caches!.nodes.nodes()).toEqual([]);
     expect(facts.isSynced('pods')).toBe(false);
     expect(facts.node('worker-1')).toBeUndefined();
     expect(facts.limitRanges('shop')).toEqual([]);
@@ -117,6 +131,8 @@ describe('PodFactsService', () => {
 
     afterEach(async () => {
       await facts?.onApplicationShutdown();
+      await caches?.nodes.onApplicationShutdown();
+      await caches?.pods.onApplicationShutdown();
       await api?.stop();
     });
 
@@ -170,14 +186,14 @@ describe('PodFactsService', () => {
       const store = configStore(NO_POD_POLICY);
       facts = podFacts(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, store, syncedGauge());
       facts.onModuleInit();
-      expect(facts.nodes()).toEqual([]);
-      expect(facts.watchForPlan()).toBe(false); // started, not listed yet
-      await until(() => facts.watchForPlan());
-      expect(facts.nodes().map((node) => node.metadata?.name)).toEqual(['worker-1']);
+      expect(caches!.nodes.nodes()).toEqual([]);
+      expect(planWatch()).toBe(false); // started, not listed yet
+      await until(() => planWatch());
+      expect(caches!.nodes.nodes().map((node) => node.metadata?.name)).toEqual(['worker-1']);
       store.apply(CAP_ONLY, 'test');
       store.apply(NO_POD_POLICY, 'test');
-      expect(facts.watchForPlan()).toBe(true);
-      for (let i = 0; i < 3; i++) facts.watchForPlan();
+      expect(planWatch()).toBe(true);
+      for (let i = 0; i < 3; i++) planWatch();
       const lists = api.requests.filter((u) => u.pathname === '/api/v1/nodes' && u.searchParams.get('watch') !== 'true');
       expect(lists).toHaveLength(1);
     });
@@ -219,7 +235,7 @@ describe('PodFactsService', () => {
       const registry = new Registry();
       const kube = kubeFor(api);
       const env = { OVERCOMMIT_KUBECONFIG: '/dev/null' };
-      facts = new PodFactsService(kube, env, configStore(CAP_ONLY), syncedGauge(), new PodCache(kube, env, backgroundTasks(registry)));
+      facts = podFacts(kube, env, configStore(CAP_ONLY), syncedGauge(), new PodCache(kube, env, backgroundTasks(registry)));
       facts.onModuleInit();
       await until(() => facts.isSynced('pods') && api.watching('pods'));
       const upsert = vi.spyOn(PodsByNode.prototype, 'upsert').mockImplementationOnce(() => {

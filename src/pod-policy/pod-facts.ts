@@ -3,7 +3,7 @@
  * API call on the request path), behind an interface so the decisions can be tested with
  * plain objects. PodFactsService (pod-facts.service.ts) implements it with informers.
  */
-import type { NodeLike } from '../node-oversell/node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
 import type { LimitRangeLike } from './limit-range.js';
 import type { NodeUsage } from '../domain/resources.js';
 import type { CachedPod } from '../kube/pods-by-node.js';

@@ -19,6 +19,7 @@ import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED,
 import { effectivePodRequests, exclusiveCpus, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
 import { resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
 import { isRecord } from '../common/is-record.js';
+import { STRATEGY_ORDER } from '../strategy-order.js';
 
 /** The counters, bundled so the strategy can be built by hand in tests. */
 @Injectable()
@@ -44,7 +45,7 @@ export class PodPolicyMetrics {
 @AdmissionStrategyProvider({
   name: 'pod-policy',
   entry: 'pod-policy',
-  order: 20,
+  order: STRATEGY_ORDER['pod-policy'],
   rules: [
     { resource: 'pods', subResource: '', operations: ['CREATE'] },
     { resource: 'pods', subResource: 'binding', operations: ['CREATE'] },

@@ -3,7 +3,8 @@ import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { deploymentPod } from '../../test/fixtures/sidecar-pods.js';
 import type { KubeObject } from '../domain/kube-objects.js';
-import { containsFields, INJECTED_ANNOTATION, parseTemplateList, planInjection, type InjectionPlan, type PodLike, type TemplateLike } from './sidecar.merge.js';
+import { containsFields, INJECTED_ANNOTATION, parseTemplateList, planInjection, type InjectionPlan, type TemplateLike } from './sidecar.merge.js';
+import type { ContainerLike, PodLike } from '../domain/pod-resources.js';
 
 const MESH: TemplateLike = {
   name: 'mesh',
@@ -366,8 +367,8 @@ const podArb = fc
     annotations: fc.boolean(),
   })
   .map(({ lists: [containers, initContainers], volumes, hasInit, recorded, annotations }) => {
-    const pod: PodLike = { metadata: { generateName: 'p-', namespace: 'ns' }, spec: { containers } };
-    if (hasInit || initContainers.length > 0) pod.spec!.initContainers = initContainers;
+    const pod: PodLike = { metadata: { generateName: 'p-', namespace: 'ns' }, spec: { containers: containers as ContainerLike[] } };
+    if (hasInit || initContainers.length > 0) pod.spec!.initContainers = initContainers as ContainerLike[];
     if (volumes) pod.spec!.volumes = volumes;
     if (annotations || recorded) pod.metadata!.annotations = recorded ? { [INJECTED_ANNOTATION]: recorded.join(',') } : {};
     return pod;
@@ -410,7 +411,7 @@ describe('planInjection properties', () => {
       fc.property(podArb, templatesArb, requestedArb, (pod, templates, requested) => {
         const plan = planInjection(pod, requested, templates);
         const out = apply(pod, plan) as any;
-        const own = pod.spec!.containers!;
+        const own = pod.spec!.containers! as KubeObject[];
         own.forEach((c, i) => {
           const { env: outEnv, ...rest } = out.spec.containers[i];
           const { env: inEnv, ...inRest } = c;

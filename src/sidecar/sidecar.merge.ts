@@ -19,10 +19,10 @@ import type { PatchOperation } from '../admission/admission.types.js';
 import { annotationPatch } from '../common/annotation-patch.js';
 import { isRecord } from '../common/is-record.js';
 import type { KubeObject } from '../domain/kube-objects.js';
+import type { PodLike } from '../domain/pod-resources.js';
 
 export const INJECT_ANNOTATION = 'kube-overcommit.io/inject';
 export const INJECTED_ANNOTATION = 'kube-overcommit.io/injected';
-export const MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
 
 export type InjectionOutcome = 'injected' | 'already_present' | 'conflict' | 'unknown_template';
 
@@ -33,18 +33,6 @@ export interface TemplateLike {
   readonly initContainers?: readonly KubeObject[] | null;
   readonly volumes?: readonly KubeObject[] | null;
   readonly env?: readonly KubeObject[] | null;
-}
-
-export interface PodLike {
-  metadata?: { name?: string; generateName?: string; namespace?: string; annotations?: Record<string, string> | null; [key: string]: unknown } | null;
-  spec?: {
-    containers?: KubeObject[] | null;
-    initContainers?: KubeObject[] | null;
-    ephemeralContainers?: KubeObject[] | null;
-    volumes?: KubeObject[] | null;
-    [key: string]: unknown;
-  } | null;
-  [key: string]: unknown;
 }
 
 export interface TemplateDecision {

@@ -8,11 +8,10 @@ import type { OvercommitConfig } from '../overcommit.config.js';
 import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
 import { isRecord } from '../common/is-record.js';
 import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS, UNKNOWN_TEMPLATE_LABEL } from './sidecar.metrics.js';
-import { INJECT_ANNOTATION, MIRROR_ANNOTATION, parseTemplateList, planInjection, type PodLike } from './sidecar.merge.js';
+import { MIRROR_POD_ANNOTATION, type PodLike } from '../domain/pod-resources.js';
+import { STRATEGY_ORDER } from '../strategy-order.js';
+import { INJECT_ANNOTATION, parseTemplateList, planInjection } from './sidecar.merge.js';
 import { SidecarConfig } from './sidecar.config.js';
-
-/** Runs before pod-policy (20): injected containers get its default requests and count toward its node cap. */
-export const SIDECAR_STRATEGY_ORDER = 10;
 
 const NO_SIDECARS = new SidecarConfig();
 
@@ -27,7 +26,7 @@ const NO_SIDECARS = new SidecarConfig();
   name: 'sidecar',
   entry: 'sidecars',
   rules: [{ resource: 'pods', subResource: '', operations: ['CREATE'] }],
-  order: SIDECAR_STRATEGY_ORDER,
+  order: STRATEGY_ORDER.sidecar,
 })
 export class SidecarStrategy implements AdmissionStrategy {
   constructor(
@@ -39,14 +38,14 @@ export class SidecarStrategy implements AdmissionStrategy {
   admit(request: AdmissionRequest, config: OvercommitConfig, log: RequestLog): StrategyResult {
     const pod = request.object as PodLike | undefined;
     if (!isRecord(pod) || !isRecord(pod.metadata)) return {};
-    const annotations = isRecord(pod.metadata.annotations) ? pod.metadata.annotations : {};
+    const annotations = (isRecord(pod.metadata.annotations) ? pod.metadata.annotations : {}) as Record<string, string>;
     const requested = parseTemplateList(annotations[INJECT_ANNOTATION]);
     if (requested.length === 0) return {};
     // Static pods: the kubelet owns them, and the API server only mirrors them.
-    if (annotations[MIRROR_ANNOTATION] !== undefined) return {};
+    if (annotations[MIRROR_POD_ANNOTATION] !== undefined) return {};
 
     const sidecars = config.sidecars ?? NO_SIDECARS;
-    const namespace = request.namespace || pod.metadata.namespace || '';
+    const namespace = request.namespace || (pod.metadata.namespace as string | undefined) || '';
     const scope = this.namespaces.scope(namespace, sidecars.namespaceSelector, 'sidecars.namespaceSelector');
     const podName = pod.metadata.name || `${pod.metadata.generateName ?? ''}*`;
     if (!scope.inScope) {

@@ -1,6 +1,6 @@
 import { BACKDATE_MS, type Certificate, type SelfManagedSettings, readCertificate } from './self-managed-cert.rules.js';
 
-// selfsigned (and its X.509 stack, ~7 MiB and ~60 ms at import) loads on the first issuance:
+// selfsigned (and its X.509 stack, costly to import: docs/performance.md) loads on the first issuance:
 // a replica whose certificate comes from files, or from a Secret already filled, never needs it.
 
 const KEY = { keyType: 'ec', curve: 'P-256', algorithm: 'sha256' } as const;

@@ -2,8 +2,8 @@ import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../common/duration.js';
-import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from './node-oversell.rules.js';
-import { nodeStatusPatch } from './node-oversell.strategy.js';
+import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import { heartbeatsFresh, nodeWindowMs, planStatusCoalescing, WINDOW_SPREAD, type StatusUpdateRequest } from './status-coalescing.rules.js';
 
 const { applyPatch } = fastJsonPatch;

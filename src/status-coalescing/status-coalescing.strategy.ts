@@ -5,7 +5,9 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import { parseDuration } from '../common/duration.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
-import { type NodeLike, resolveNodePolicy } from './node-oversell.rules.js';
+import { STRATEGY_ORDER } from '../strategy-order.js';
+import { resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
 import { planStatusCoalescing } from './status-coalescing.rules.js';
 
 /** nodes/status updates seen with coalescing on, by decision (`coalesced`, `passed`) and reason. */
@@ -28,7 +30,7 @@ export const statusCoalescingMetrics = [
   name: 'status-coalescing',
   entry: 'nodes',
   rules: [{ resource: 'nodes', subResource: 'status', operations: ['UPDATE'] }],
-  order: 10,
+  order: STRATEGY_ORDER['status-coalescing'],
 })
 export class StatusCoalescingStrategy implements AdmissionStrategy {
   constructor(@InjectMetric(STATUS_WRITES_METRIC) private readonly writes: Counter<string>) {}

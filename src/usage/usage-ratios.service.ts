@@ -6,15 +6,16 @@ import { CoordinationV1Api, CoreV1Api, KubeConfig, Metrics, type V1ConfigMap, ty
 import type { Counter, Gauge } from 'prom-client';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { parseDuration } from '../common/duration.js';
-import { type NodesConfig, USAGE_RESOURCES, type UsageConfig, type UsageResource } from './node-oversell.config.js';
+import { type NodesConfig, USAGE_RESOURCES, type UsageConfig, type UsageResource } from '../node-oversell/node-oversell.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { describeApiError } from '../kube/api-error.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
 import { LeaderLease } from '../kube/leader-lease.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
-import { type NodeLike, type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
-import { NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from './node-oversell.metrics.js';
+import { type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
+import { NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from '../node-oversell/node-oversell.metrics.js';
 import { baseAmountToNumber, parseResourceQuantity } from '../domain/quantity.js';
 import {
   effectivePolicy,

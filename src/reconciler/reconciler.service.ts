@@ -3,15 +3,15 @@ import { InjectMetric, makeCounterProvider, makeGaugeProvider } from '@willsoto/
 import type { Counter, Gauge } from 'prom-client';
 import { CoordinationV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { BackgroundTasks } from '../common/background-tasks.js';
-import type { NodesConfig } from './node-oversell.config.js';
+import type { NodesConfig } from '../node-oversell/node-oversell.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
 import { LeaderLease, leaseIdentity } from '../kube/leader-lease.js';
 import { PodCache } from '../kube/pod-cache.service.js';
-import { PodFactsService } from '../pod-policy/pod-facts.service.js';
-import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from './commitment-floor.service.js';
-import type { NodeLike } from './node-oversell.rules.js';
-import { UsageRatios } from './usage-ratios.service.js';
+import { NodeCache } from '../kube/node-cache.service.js';
+import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from '../node-oversell/commitment-floor.service.js';
+import type { NodeLike } from '../domain/node-like.js';
+import { UsageRatios } from '../usage/usage-ratios.service.js';
 import { fullBucket, isNudgeDue, type Nudged, planNudges, readNudge, type TokenBucket, takeToken } from './reconciler.rules.js';
 
 /** The Lease that elects the one replica that nudges, in the webhook's namespace (k8s/base/rbac.yaml). */
@@ -53,7 +53,7 @@ export const reconcilerMetrics = [
  * runs while `nodes.reconcile.enabled` (the default) and the webhook talks to a cluster; it
  * scans every node when it becomes leader, when the config changes, when the caches list and
  * every 30 s, and checks a node at each of its cache events. The leader keeps the Node cache
- * (PodFactsService) running; the other replicas do not need it.
+ * (NodeCache) running; the other replicas do not need it.
  *
  * RBAC: patch on nodes/status; get and update on the Lease (created by the manifests).
  */
@@ -78,7 +78,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     private readonly kube: KubeConfig,
     @Inject(KUBE_ENV) private readonly env: NodeJS.ProcessEnv,
     private readonly config: ConfigStore,
-    private readonly facts: PodFactsService,
+    private readonly nodes: NodeCache,
     private readonly pods: PodCache,
     @Inject(NODE_COMMITMENTS) private readonly commitments: NodeCommitments,
     private readonly background: BackgroundTasks,
@@ -104,7 +104,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     );
     const scan = guard(() => this.scan());
     this.unsubscribe.push(
-      this.facts.onNodes({ changed: guard((node: NodeLike) => this.check(node)), listed: scan }),
+      this.nodes.onNodes({ changed: guard((node: NodeLike) => this.check(node)), listed: scan }),
       this.pods.onListed(scan),
       // New published usage-aware ratios are new targets, like a config edit.
       this.usage.onRead(scan),
@@ -142,7 +142,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     if (leader === this.leading) return;
     this.leading = leader;
     this.leaderGauge.set(leader ? 1 : 0);
-    this.facts.useNodes('reconciler', leader);
+    this.nodes.use('reconciler', leader);
     clearInterval(this.resync);
     clearTimeout(this.wait);
     this.wait = undefined;
@@ -162,7 +162,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
 
   /** Undefined: the plan cannot be trusted yet (a cache has not listed). */
   private committedOf(): ((node: string) => ReturnType<NodeCommitments['committed']>) | undefined {
-    if (!this.facts.isSynced('nodes')) return undefined;
+    if (!this.nodes.isSynced()) return undefined;
     if (!floorEnabled(this.config.snapshot().config.nodes)) return () => undefined;
     // The webhook's floor reads the pod cache: until it has listed, what it writes is not known.
     if (!this.pods.isSynced()) return undefined;
@@ -174,7 +174,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     if (!this.leading || !committedOf) return;
     const now = performance.now();
     for (const [node, last] of this.nudged) if (now - last.at >= RETRY_AFTER_MS) this.nudged.delete(node);
-    for (const { node, target } of planNudges(this.facts.nodes(), this.config.snapshot().config.nodes, committedOf, this.nudged, now, RETRY_AFTER_MS, (name) =>
+    for (const { node, target } of planNudges(this.nodes.nodes(), this.config.snapshot().config.nodes, committedOf, this.nudged, now, RETRY_AFTER_MS, (name) =>
       this.usage.published(name),
     )) {
       this.queue.set(node, target);
@@ -201,7 +201,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     const rate = this.rate();
     for (const [name] of this.queue) {
       if (this.inFlight >= MAX_IN_FLIGHT) return;
-      const node = this.facts.node(name);
+      const node = this.nodes.node(name);
       const decision = node ? readNudge(node, nodesConfig, committedOf(name), this.usage.published(name)) : undefined;
       if (!decision?.due || !isNudgeDue(decision.target, this.nudged.get(name), performance.now(), RETRY_AFTER_MS)) {
         this.queue.delete(name);

@@ -19,11 +19,11 @@
  *   4. Pacing is a token bucket of `rate` tokens a second holding at most one second of them:
  *      never more than `rate` nudges in any second after the first, and at most `rate` at once.
  */
-import { type NodesConfig } from './node-oversell.config.js';
+import { type NodesConfig } from '../node-oversell/node-oversell.config.js';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
-import type { NodeLike } from './node-oversell.rules.js';
-import { planNode } from './node-plan.js';
-import type { NodeUsageEntry } from './usage-aware.rules.js';
+import type { NodeLike } from '../domain/node-like.js';
+import { planNode } from '../plan/node-plan.js';
+import type { NodeUsageEntry } from '../usage/usage-aware.rules.js';
 
 /** Why a node is not due (rule 1), or `due`. */
 export type NudgeDecision = { due: true; target: string } | { due: false; reason: 'matches' | 'opted-out' | 'shadow' | 'unplannable' };

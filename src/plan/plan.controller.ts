@@ -1,10 +1,10 @@
-import { BadRequestException, Controller, Get, Module, Query, ServiceUnavailableException } from '@nestjs/common';
+import { BadRequestException, Controller, Get, Query, ServiceUnavailableException } from '@nestjs/common';
 import { ConfigStore } from '../config/config.store.js';
-import { PodFactsService } from '../pod-policy/pod-facts.service.js';
-import { PodPolicyModule } from '../pod-policy/pod-policy.module.js';
+import { NodeCache } from '../kube/node-cache.service.js';
+import { PodCache } from '../kube/pod-cache.service.js';
 import { type ClusterPlan, planCluster, readPodSize } from './node-plan.js';
-import { NodeOversellModule } from './node-oversell.module.js';
-import { UsageRatios } from './usage-ratios.service.js';
+import { watchForPlan } from './plan-caches.js';
+import { UsageRatios } from '../usage/usage-ratios.service.js';
 
 export interface PlanResponse extends ClusterPlan {
   /** The config generation and origin the plan was computed with. */
@@ -21,7 +21,8 @@ export interface PlanResponse extends ClusterPlan {
 @Controller()
 export class PlanController {
   constructor(
-    private readonly facts: PodFactsService,
+    private readonly nodes: NodeCache,
+    private readonly pods: PodCache,
     private readonly config: ConfigStore,
     private readonly usage: UsageRatios,
   ) {}
@@ -34,23 +35,20 @@ export class PlanController {
     } catch (error) {
       throw new BadRequestException((error as Error).message);
     }
-    if (!this.facts.available) throw new ServiceUnavailableException('not in a cluster: no node or pod cache to plan from');
-    if (!this.facts.watchForPlan()) throw new ServiceUnavailableException('node and pod caches not listed yet: retry in a few seconds');
+    if (!this.nodes.available) throw new ServiceUnavailableException('not in a cluster: no node or pod cache to plan from');
+    if (!watchForPlan(this.nodes, this.pods)) throw new ServiceUnavailableException('node and pod caches not listed yet: retry in a few seconds');
     const { config, generation, origin } = this.config.snapshot();
     return {
       generation,
       origin,
       ...planCluster(
-        this.facts.nodes(),
-        (node) => this.facts.nodeUsage(node).requests,
+        this.nodes.nodes(),
+        (node) => this.pods.usage(node).requests,
         config.nodes,
         size,
         (node) => this.usage.published(node),
-        (node) => this.facts.nodeUsage(node).exclusiveCpu ?? 0n,
+        (node) => this.pods.usage(node).exclusiveCpu ?? 0n,
       ),
     };
   }
 }
-
-@Module({ imports: [PodPolicyModule, NodeOversellModule], controllers: [PlanController] })
-export class PlanModule {}
