@@ -69,7 +69,7 @@ nodes:
     if (!type.ok) expect(type.errors.join()).toMatch(/nodes\.defaultRatios\.cpu: cpu must be a number/);
   });
 
-  it('reads a pool\'s exclusiveCpus as a boolean, and rejects anything else', () => {
+  it("reads a pool's exclusiveCpus as a boolean, and rejects anything else", () => {
     const ok = parseConfig('nodes: { pools: [{ name: a, nodeSelector: {}, ratios: { cpu: 2 }, exclusiveCpus: true }] }');
     expect(ok.ok && ok.value.nodes?.pools[0].exclusiveCpus).toBe(true);
     const bad = parseConfig('nodes: { pools: [{ name: a, nodeSelector: {}, ratios: {}, exclusiveCpus: "yes" }] }');

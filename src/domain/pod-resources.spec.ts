@@ -158,7 +158,10 @@ describe('exclusiveCpus (the static CPU manager policy)', () => {
             ? nativeSidecar(`s${i}`, m.limitOnly ? { limits: { cpu: m.cpu, memory: '1Gi' } } : fixed(m.cpu))
             : container(`c${i}`, m.limitOnly ? { limits: { cpu: m.cpu, memory: '1Gi' } } : fixed(m.cpu));
         const apps = members.filter((m) => m.kind === 'app');
-        const p = pod((apps.length > 0 ? apps : [{ cpu: '1', kind: 'app' as const, limitOnly: false }]).map(make), members.filter((m) => m.kind !== 'app').map(make));
+        const p = pod(
+          (apps.length > 0 ? apps : [{ cpu: '1', kind: 'app' as const, limitOnly: false }]).map(make),
+          members.filter((m) => m.kind !== 'app').map(make),
+        );
         const exclusive = exclusiveCpus(p);
         expect(exclusive % 1000n).toBe(0n);
         expect(exclusive).toBeLessThanOrEqual(effectivePodRequests(p).cpu ?? 0n);
