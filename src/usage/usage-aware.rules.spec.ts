@@ -120,12 +120,6 @@ describe('planUsageDecision (rules 1–6)', () => {
     expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples: [uniform], sinceLastSampleMs: 0 }, 2, 2, usage())).toMatchObject({ ratio: 1.5 });
   });
 
-  it('slow up holds while requests bound to the node are not measured yet; a decrease still applies', () => {
-    const unmeasured = (u: bigint) => ({ ...fresh(u), unmeasured: true });
-    expect(planUsageDecision('cpu', unmeasured(800n), 2, 1.1, usage())).toMatchObject({ ratio: 1.1, reason: 'usage' });
-    expect(planUsageDecision('cpu', unmeasured(2000n), 2, 2, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
-  });
-
   it('fast down: a decrease applies at once', () => {
     // U 2, e 0.5: ((2.4 − 2)/0.5 + 4)/4 = 1.2
     expect(planUsageDecision('cpu', fresh(2000n), 2, 2, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });

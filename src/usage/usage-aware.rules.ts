@@ -22,9 +22,7 @@
  *      ceiling), reason `stale`; none for fallbackAfter → ratio 1, reason `stale`. A stale
  *      decision carries A and R, never U (no current measurement).
  *   5. Envelope on a `usage` ratio, against the one in force (previous; 1 when none): within
- *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp,
- *      and not at all while requests bound to the node are not measured yet (the room given out
- *      last is not known to be used as e assumed: a burst of placements is not given more).
+ *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp.
  *   6. Every effective ratio is in [1, ceiling] of the config in force, whatever was published:
  *      a lowered ceiling applies at once, a published value above it is read as the ceiling,
  *      and nothing a node writes is read here. A resource without a usage target, or whose
@@ -114,8 +112,6 @@ export interface UsageInputs {
   samples: readonly UsageSample[];
   /** Ms since the node's last sample (since the leader started leading when it has none). */
   sinceLastSampleMs: number;
-  /** Requests bound to the node that the latest sample did not measure (pods placed since): rule 5 holds rises. */
-  unmeasured?: boolean;
 }
 
 /**
@@ -152,7 +148,7 @@ export function planUsageDecision(
   const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, usage.estimatedLoad?.[resource] ?? 0, podLoad)));
   let ratio = wanted;
   if (Math.abs(wanted - inForce) < usage.deadband) ratio = inForce;
-  else if (wanted > inForce) ratio = inputs.unmeasured ? inForce : roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
+  else if (wanted > inForce) ratio = roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
   return { ratio: Math.max(1, Math.min(ceiling, ratio)), reason: 'usage', ...measured };
 }
 

@@ -165,9 +165,7 @@ describe('UsageRatios', () => {
   it('the leader samples metrics.k8s.io, publishes each node ratio to the ConfigMap, and every replica reads it', async () => {
     api = new FakeApiServer();
     await api.start();
-    // busy's record says ratio 2, the ratio in force: p4 not measured yet holds a rise (rule 5), and none is needed.
-    const recorded = { 'kube-overcommit.io/allocatable-raw': '{"allocatable":{"cpu":"4"},"capacity":{"cpu":"4"}}', 'kube-overcommit.io/ratios': '{"cpu":2}' };
-    api.nodes = [kubeadmNode({ name: 'busy', annotations: recorded }), kubeadmNode({ name: 'idle' })];
+    api.nodes = [kubeadmNode({ name: 'busy' }), kubeadmNode({ name: 'idle' })];
     api.pods = [0, 1, 2, 3, 4].map((i) => runningPod(`p${i}`, 'busy', { containers: [container('app', { requests: { cpu: '1' } })] }));
     const now = new Date().toISOString();
     api.nodeMetrics = [

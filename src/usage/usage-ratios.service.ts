@@ -314,7 +314,6 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
         R: smaller(measured[resource], bound[resource]),
         samples,
         sinceLastSampleMs: now - Math.max(lastSample, this.leaderSince),
-        unmeasured: (bound[resource] ?? 0n) > (measured[resource] ?? 0n),
       };
       entry[resource] = planUsageDecision(resource, inputs, policy.ratios[resource] ?? 1, previous?.[resource]?.ratio ?? recorded?.[resource], usage);
     }
