@@ -74,7 +74,7 @@ import {
   WORKING_TREE,
   writeTls,
 } from './lib.js';
-import type { MemoryCgroup } from '../test/e2e/harness/process.js';
+import type { MemoryCgroup } from '../test/support/process.js';
 import { pacedLoad } from './paced-client.js';
 import { type BenchReview, benchReviews } from './reviews.js';
 

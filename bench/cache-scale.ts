@@ -32,8 +32,8 @@ import http from 'node:http';
 import os from 'node:os';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type LabelMatch, Metrics } from '../test/e2e/harness/metrics.js';
-import { httpText } from '../test/e2e/harness/webhook.js';
+import { type LabelMatch, Metrics } from '../test/support/metrics.js';
+import { httpText } from '../test/support/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { runningPod } from '../test/fixtures/pods.js';
 import {

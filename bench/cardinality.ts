@@ -14,7 +14,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { httpGet } from '../test/e2e/harness/webhook.js';
+import { httpGet } from '../test/support/webhook.js';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,

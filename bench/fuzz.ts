@@ -25,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { FINDING_KINDS, httpsPoster, runCampaign, runCase, type Post } from '../test/fuzz/campaign.js';
 import { buildCase, caseAt, FUZZ_CONFIG, planArbitrary } from '../test/fuzz/cases.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
-import { httpText } from '../test/e2e/harness/webhook.js';
+import { httpText } from '../test/support/webhook.js';
 import {
   cpuSeconds,
   DEPLOYMENT_MEMORY_LIMIT_MIB,

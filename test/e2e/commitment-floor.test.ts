@@ -1,7 +1,7 @@
 /**
  * The commitment floor (rule 6 of src/node-oversell/node-oversell.rules.ts) against a real control
  * plane: a simulated kubelet that re-admits its pods on restart as the kubelet does
- * (harness/kubelet-admission.ts: creation order, against the allocatable the API server stores).
+ * (test/support/kubelet-admission.ts: creation order, against the allocatable the API server stores).
  *
  * Two nodes, 4 CPUs each, cpu ratio 2 (8 CPUs stored); 9 pods of 800m bound to each: 7.2 CPUs,
  * 1.8 × raw. Then the ratio goes to 1 and each kubelet writes its status and restarts. With the

@@ -55,7 +55,7 @@ let admin: KubeClient;
 let webhook: WebhookProcess;
 let inflated: HollowKubelet | undefined;
 let plain: HollowKubelet | undefined;
-/** A simulated kubelet (harness/sim-kubelet.ts) on the same machine as the hollow ones, in the inflated pool: its calibration. */
+/** A simulated kubelet (test/support/sim-kubelet.ts) on the same machine as the hollow ones, in the inflated pool: its calibration. */
 let sim: SimKubelet | undefined;
 
 function config(ratios: { inflated: number; plain?: number }, nodes: Record<string, unknown> = {}) {

@@ -21,7 +21,7 @@ import {
   type E2eEnv,
   type KubeClient,
 } from './harness/index.js';
-import { freePort } from './harness/process.js';
+import { freePort } from '../support/process.js';
 
 const CAPACITY = { cpu: '4', memory: '16Gi', pods: '110', 'ephemeral-storage': '100Gi' };
 const NODES = 6;

@@ -23,7 +23,7 @@ import {
   type KubeClient,
   type StatusUpdate,
 } from './harness/index.js';
-import { deepEqual } from './harness/strategic-merge.js';
+import { deepEqual } from '../support/strategic-merge.js';
 
 const UPDATE_MS = 1_000;
 const WINDOW = '62s';
