@@ -73,6 +73,7 @@ import {
   watchProcess,
   WORKING_TREE,
   writeTls,
+  runBench,
 } from './lib.js';
 import type { MemoryCgroup } from '../test/support/process.js';
 import { pacedLoad } from './paced-client.js';
@@ -755,10 +756,4 @@ async function main(): Promise<number> {
 }
 
 const loadAtStart = os.loadavg().map((l) => round(l, 2));
-main().then(
-  (code) => process.exit(code),
-  (error) => {
-    console.error(error instanceof Error ? error.stack : error);
-    process.exit(1);
-  },
-);
+runBench(main);

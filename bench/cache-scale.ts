@@ -57,6 +57,7 @@ import {
   waitReady,
   writeTls,
   type ServerProcess,
+  runBench,
 } from './lib.js';
 import { pacedLoad } from './paced-client.js';
 
@@ -436,10 +437,4 @@ async function main(): Promise<number> {
   return failures.length ? 1 : 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error) => {
-    console.error(error instanceof Error ? error.stack : error);
-    process.exit(1);
-  },
-);
+runBench(main);

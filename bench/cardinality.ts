@@ -35,6 +35,7 @@ import {
   waitReady,
   writeTls,
   numberOption,
+  runBench,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
@@ -181,7 +182,4 @@ async function main(): Promise<void> {
   log(`wrote ${out}`);
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});
+runBench(main);

@@ -43,6 +43,7 @@ import {
   waitReady,
   writeTls,
   destroyAgent,
+  runBench,
 } from './lib.js';
 import { benchReviews } from './reviews.js';
 
@@ -407,11 +408,5 @@ async function main(): Promise<number> {
 }
 
 if (isMainThread) {
-  main().then(
-    (code) => process.exit(code),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
+  runBench(main);
 }

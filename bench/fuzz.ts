@@ -44,6 +44,7 @@ import {
   table,
   waitReady,
   writeTls,
+  runBench,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
@@ -261,10 +262,4 @@ async function main(): Promise<number> {
 }
 
 const loadAtStart = os.loadavg().map((l) => round(l, 2));
-main().then(
-  (code) => process.exit(code),
-  (error) => {
-    console.error(error instanceof Error ? error.stack : error);
-    process.exit(1);
-  },
-);
+runBench(main);

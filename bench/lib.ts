@@ -46,6 +46,20 @@ export function numberOption(name: string, text: string | undefined, fallback: n
 }
 
 // ---------------------------------------------------------------------------------------------
+// Main
+
+/** Runs a bench's main: exits with the code it answers (0 for none), or 1 with the error's stack when it throws. */
+export function runBench(main: () => Promise<number | void>): void {
+  main().then(
+    (code) => process.exit(code ?? 0),
+    (error: unknown) => {
+      console.error(error instanceof Error ? error.stack : error);
+      process.exit(1);
+    },
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Build
 
 /** `npm run build` when dist/ is missing or older than src/, under the e2e runs' build lock (--no-build skips it). */

@@ -37,6 +37,7 @@ import {
   waitReady,
   writeTls,
   numberOption,
+  runBench,
 } from './lib.js';
 import { type BenchReview, benchReviews } from './reviews.js';
 
@@ -344,10 +345,4 @@ async function main(): Promise<void> {
   destroyAgent();
 }
 
-main().then(
-  () => process.exit(0),
-  (error) => {
-    console.error(error instanceof Error ? error.stack : error);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -49,6 +49,7 @@ import {
   watchProcess,
   writeTls,
   numberOption,
+  runBench,
 } from './lib.js';
 import { benchReviews } from './reviews.js';
 
@@ -355,11 +356,5 @@ async function main(): Promise<number> {
 }
 
 if (isMainThread) {
-  main().then(
-    (code) => process.exit(code),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
+  runBench(main);
 }
