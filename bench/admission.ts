@@ -50,7 +50,6 @@ import {
   DEPLOYMENT_NODE_OPTIONS,
   destroyAgent,
   ensureBuilt,
-  freePort,
   type LatencySummary,
   machineInfo,
   median,
@@ -75,7 +74,7 @@ import {
   writeTls,
   runBench,
 } from './lib.js';
-import type { MemoryCgroup } from '../test/support/process.js';
+import { freePort, type MemoryCgroup } from '../test/support/process.js';
 import { pacedLoad } from './paced-client.js';
 import { type BenchReview, benchReviews } from './reviews.js';
 

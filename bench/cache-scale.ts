@@ -36,11 +36,11 @@ import { type LabelMatch, Metrics } from '../test/support/metrics.js';
 import { httpText } from '../test/support/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { runningPod } from '../test/fixtures/pods.js';
+import { freePort } from '../test/support/process.js';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   DEPLOYMENT_NODE_OPTIONS,
   ensureBuilt,
-  freePort,
   machineInfo,
   median,
   numberOption,

@@ -16,12 +16,12 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { httpGet } from '../test/support/webhook.js';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
+import { freePort } from '../test/support/process.js';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   RUN_DIR,
   destroyAgent,
   ensureBuilt,
-  freePort,
   machineInfo,
   oursEnv,
   post,

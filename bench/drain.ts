@@ -26,12 +26,12 @@ import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { freePort } from '../test/support/process.js';
 import {
   RUN_DIR,
   ROOT,
   type ServerProcess,
   ensureBuilt,
-  freePort,
   machineInfo,
   numberOption,
   oursEnv,

@@ -26,11 +26,11 @@ import { FINDING_KINDS, httpsPoster, runCampaign, runCase, type Post } from '../
 import { buildCase, caseAt, FUZZ_CONFIG, planArbitrary } from '../test/fuzz/cases.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { httpText } from '../test/support/webhook.js';
+import { freePort } from '../test/support/process.js';
 import {
   cpuSeconds,
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   ensureBuilt,
-  freePort,
   machineInfo,
   numberOption,
   oursEnv,

@@ -20,9 +20,9 @@ import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
+import { freePort } from '../test/support/process.js';
 import {
   ensureBuilt,
-  freePort,
   machineInfo,
   median,
   numberOption,

@@ -126,9 +126,6 @@ export async function writeTls(dir: string): Promise<TlsFiles> {
 // ---------------------------------------------------------------------------------------------
 // Server processes
 
-/** A TCP port free now (the harness's: below the ephemeral range, so no outgoing connection takes it). */
-export { freePort } from '../test/support/process.js';
-
 export interface ServerProcess {
   name: string;
   child: ChildProcess;

@@ -19,13 +19,13 @@ import autocannon from 'autocannon';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
+import { freePort } from '../test/support/process.js';
 import {
   BUILD_DIR,
   childEnv,
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   destroyAgent,
   ensureBuilt,
-  freePort,
   oursEnv,
   round,
   ROOT,
