@@ -11,13 +11,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminClient,
   baseUnits,
   claimNodeNames,
   createNamespace,
   deleteAllPods,
   deleteNamespace,
-  e2eEnv,
   getNode,
   resetConfig,
   SimKubelet,
@@ -25,6 +23,7 @@ import {
   WebhookProcess,
   type E2eEnv,
   type KubeClient,
+  webhookFixture,
 } from './harness/index.js';
 
 const FLOOR_ANNOTATION = 'kube-overcommit.io/floor';
@@ -39,9 +38,7 @@ let webhook: WebhookProcess;
 const kubelets: SimKubelet[] = [];
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
   await createNamespace(env, NAMESPACE);
 });

@@ -5,6 +5,7 @@
 export * from '../../support/apiserver.js';
 export * from '../../support/config.js';
 export * from './context.js';
+export * from './fixture.js';
 export * from '../../support/env.js';
 export * from '../../support/hollow-kubelet.js';
 export * from '../../support/kube-client.js';
