@@ -50,7 +50,6 @@ import {
   DEPLOYMENT_NODE_OPTIONS,
   destroyAgent,
   ensureBuilt,
-  freePort,
   type LatencySummary,
   machineInfo,
   median,
@@ -73,8 +72,9 @@ import {
   watchProcess,
   WORKING_TREE,
   writeTls,
+  runBench,
 } from './lib.js';
-import type { MemoryCgroup } from '../test/e2e/harness/process.js';
+import { freePort, type MemoryCgroup } from '../test/support/process.js';
 import { pacedLoad } from './paced-client.js';
 import { type BenchReview, benchReviews } from './reviews.js';
 
@@ -755,10 +755,4 @@ async function main(): Promise<number> {
 }
 
 const loadAtStart = os.loadavg().map((l) => round(l, 2));
-main().then(
-  (code) => process.exit(code),
-  (error) => {
-    console.error(error instanceof Error ? error.stack : error);
-    process.exit(1);
-  },
-);
+runBench(main);

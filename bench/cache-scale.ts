@@ -32,15 +32,15 @@ import http from 'node:http';
 import os from 'node:os';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type LabelMatch, Metrics } from '../test/e2e/harness/metrics.js';
-import { httpText } from '../test/e2e/harness/webhook.js';
+import { type LabelMatch, Metrics } from '../test/support/metrics.js';
+import { httpText } from '../test/support/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { runningPod } from '../test/fixtures/pods.js';
+import { freePort } from '../test/support/process.js';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   DEPLOYMENT_NODE_OPTIONS,
   ensureBuilt,
-  freePort,
   machineInfo,
   median,
   numberOption,
@@ -57,6 +57,7 @@ import {
   waitReady,
   writeTls,
   type ServerProcess,
+  runBench,
 } from './lib.js';
 import { pacedLoad } from './paced-client.js';
 
@@ -436,10 +437,4 @@ async function main(): Promise<number> {
   return failures.length ? 1 : 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error) => {
-    console.error(error instanceof Error ? error.stack : error);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -14,14 +14,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { httpGet } from '../test/e2e/harness/webhook.js';
+import { httpGet } from '../test/support/webhook.js';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
+import { freePort } from '../test/support/process.js';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   RUN_DIR,
   destroyAgent,
   ensureBuilt,
-  freePort,
   machineInfo,
   oursEnv,
   post,
@@ -35,6 +35,7 @@ import {
   waitReady,
   writeTls,
   numberOption,
+  runBench,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
@@ -181,7 +182,4 @@ async function main(): Promise<void> {
   log(`wrote ${out}`);
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});
+runBench(main);

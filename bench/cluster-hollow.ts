@@ -1,6 +1,6 @@
 /**
  * `npm run bench:cluster -- --kubelet hollow --nodes N`: the cluster benchmark with the real
- * kubelet's code — `--nodes` kubemark hollow kubelets (test/e2e/harness/hollow-kubelet.ts: the
+ * kubelet's code — `--nodes` kubemark hollow kubelets (test/support/hollow-kubelet.ts: the
  * kubelet's status loop at its own frequencies, update every 10 s, report every 5 min, over a
  * fake runtime and fake cAdvisor, 1 CPU each) — instead of bench/fleet.ts's simulated ones.
  *
@@ -24,13 +24,13 @@
  */
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { nodesWebhookName } from '../test/e2e/harness/apiserver.js';
-import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { HollowKubelet } from '../test/e2e/harness/hollow-kubelet.js';
-import { adminClient, KubeApiError } from '../test/e2e/harness/kube-client.js';
-import { claimNodeNames } from '../test/e2e/harness/nodes.js';
-import { runOnStage } from '../test/e2e/harness/stage.js';
-import { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import { nodesWebhookName } from '../test/support/apiserver.js';
+import type { E2eEnv } from '../test/support/env.js';
+import { HollowKubelet } from '../test/support/hollow-kubelet.js';
+import { adminClient, KubeApiError } from '../test/support/kube-client.js';
+import { claimNodeNames } from '../test/support/nodes.js';
+import { runOnStage } from '../test/support/stage.js';
+import { WebhookProcess } from '../test/support/webhook.js';
 import { clusterProcesses, counterDelta, machineBusy, machineCpu, nodeWatcher, ProcessWatch, scrape } from './cluster.js';
 import { machineInfo, resultsPath, round, sleep, statusKiB, table } from './lib.js';
 

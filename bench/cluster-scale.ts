@@ -51,14 +51,14 @@ import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { nodesWebhookName } from '../test/e2e/harness/apiserver.js';
-import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { adminClient, KubeApiError } from '../test/e2e/harness/kube-client.js';
-import { not } from '../test/e2e/harness/metrics.js';
-import { claimNodeNames } from '../test/e2e/harness/nodes.js';
-import { baseUnits } from '../test/e2e/harness/quantity.js';
-import { runOnStage } from '../test/e2e/harness/stage.js';
-import { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import { nodesWebhookName } from '../test/support/apiserver.js';
+import type { E2eEnv } from '../test/support/env.js';
+import { adminClient, KubeApiError } from '../test/support/kube-client.js';
+import { not } from '../test/support/metrics.js';
+import { claimNodeNames } from '../test/support/nodes.js';
+import { baseUnits } from '../test/support/quantity.js';
+import { runOnStage } from '../test/support/stage.js';
+import { WebhookProcess } from '../test/support/webhook.js';
 import {
   type ClusterProcesses,
   clusterProcesses,

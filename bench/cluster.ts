@@ -6,11 +6,11 @@
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
-import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { adminClient, adminKubeConfig } from '../test/e2e/harness/kube-client.js';
-import { Metrics, type LabelMatch } from '../test/e2e/harness/metrics.js';
-import { readClusterEnv } from '../test/e2e/harness/setup.js';
-import { httpText, type WebhookProcess } from '../test/e2e/harness/webhook.js';
+import type { E2eEnv } from '../test/support/env.js';
+import { adminClient, adminKubeConfig } from '../test/support/kube-client.js';
+import { Metrics, type LabelMatch } from '../test/support/metrics.js';
+import { readClusterEnv } from '../test/support/setup.js';
+import { httpText, type WebhookProcess } from '../test/support/webhook.js';
 import { cpuSeconds, round, statusKiB } from './lib.js';
 
 /** What cluster.sh wrote to runDir/env.json that E2eEnv does not carry (pids, etcd). */

@@ -14,14 +14,14 @@
  */
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
-import { configYaml } from '../test/e2e/harness/config.js';
-import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { adminClient } from '../test/e2e/harness/kube-client.js';
-import { claimNodeNames } from '../test/e2e/harness/nodes.js';
-import { baseUnits } from '../test/e2e/harness/quantity.js';
-import type { Stage } from '../test/e2e/harness/stage.js';
-import { waitUntil } from '../test/e2e/harness/wait.js';
-import type { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import { configYaml } from '../test/support/config.js';
+import type { E2eEnv } from '../test/support/env.js';
+import { adminClient } from '../test/support/kube-client.js';
+import { claimNodeNames } from '../test/support/nodes.js';
+import { baseUnits } from '../test/support/quantity.js';
+import type { Stage } from '../test/support/stage.js';
+import { waitUntil } from '../test/support/wait.js';
+import type { WebhookProcess } from '../test/support/webhook.js';
 import { Fleet } from './fleet.js';
 import { percentile, round, sleep } from './lib.js';
 

@@ -26,12 +26,12 @@ import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { freePort } from '../test/support/process.js';
 import {
   RUN_DIR,
   ROOT,
   type ServerProcess,
   ensureBuilt,
-  freePort,
   machineInfo,
   numberOption,
   oursEnv,
@@ -43,6 +43,7 @@ import {
   waitReady,
   writeTls,
   destroyAgent,
+  runBench,
 } from './lib.js';
 import { benchReviews } from './reviews.js';
 
@@ -407,11 +408,5 @@ async function main(): Promise<number> {
 }
 
 if (isMainThread) {
-  main().then(
-    (code) => process.exit(code),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
+  runBench(main);
 }

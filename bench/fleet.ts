@@ -33,9 +33,9 @@
  */
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
-import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { kubeletNode, kubeletStatus, NO_KUBELET_TAINT, nodeLease, nodeStatusHasChanged, renewedLease } from '../test/e2e/harness/sim-kubelet.js';
-import { diffObject } from '../test/e2e/harness/strategic-merge.js';
+import type { E2eEnv } from '../test/support/env.js';
+import { kubeletNode, kubeletStatus, NO_KUBELET_TAINT, nodeLease, nodeStatusHasChanged, renewedLease } from '../test/support/sim-kubelet.js';
+import { diffObject } from '../test/support/strategic-merge.js';
 import { kubeadmNode } from '../test/fixtures/nodes.js';
 import { Samples, type LatencySummary } from './lib.js';
 

@@ -25,12 +25,12 @@ import { parseArgs } from 'node:util';
 import { FINDING_KINDS, httpsPoster, runCampaign, runCase, type Post } from '../test/fuzz/campaign.js';
 import { buildCase, caseAt, FUZZ_CONFIG, planArbitrary } from '../test/fuzz/cases.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
-import { httpText } from '../test/e2e/harness/webhook.js';
+import { httpText } from '../test/support/webhook.js';
+import { freePort } from '../test/support/process.js';
 import {
   cpuSeconds,
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   ensureBuilt,
-  freePort,
   machineInfo,
   numberOption,
   oursEnv,
@@ -44,6 +44,7 @@ import {
   table,
   waitReady,
   writeTls,
+  runBench,
 } from './lib.js';
 
 const { values: flags } = parseArgs({
@@ -261,10 +262,4 @@ async function main(): Promise<number> {
 }
 
 const loadAtStart = os.loadavg().map((l) => round(l, 2));
-main().then(
-  (code) => process.exit(code),
-  (error) => {
-    console.error(error instanceof Error ? error.stack : error);
-    process.exit(1);
-  },
-);
+runBench(main);

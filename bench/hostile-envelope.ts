@@ -20,9 +20,9 @@ import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
+import { freePort } from '../test/support/process.js';
 import {
   ensureBuilt,
-  freePort,
   machineInfo,
   median,
   numberOption,
@@ -35,6 +35,7 @@ import {
   table,
   waitReady,
   writeTls,
+  runBench,
 } from './lib.js';
 import { deploymentPodReview } from './reviews.js';
 
@@ -312,10 +313,4 @@ async function main(): Promise<void> {
   log(`\n${out}`);
 }
 
-main().then(
-  () => process.exit(0),
-  (error) => {
-    process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -23,7 +23,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import Fastify from 'fastify';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ensureBuilt, median, round, ROOT, RUN_DIR, table, writeTls } from './lib.js';
+import { ensureBuilt, median, round, ROOT, RUN_DIR, table, writeTls, runBench } from './lib.js';
 import { benchReviews } from './reviews.js';
 
 const { values: flags } = parseArgs({ options: { 'no-build': { type: 'boolean' } } });
@@ -184,10 +184,4 @@ async function appRows(rows: (string | number)[][]): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (error) => {
-    console.error(error instanceof Error ? error.stack : error);
-    process.exit(1);
-  },
-);
+runBench(main);

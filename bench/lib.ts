@@ -6,10 +6,10 @@ import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { generateSelfSigned } from '../src/tls/tls-material.js';
-import { createMemoryCgroup, inCgroup, run, type Log, type MemoryCgroup } from '../test/e2e/harness/process.js';
-import { baseUnits } from '../test/e2e/harness/quantity.js';
-import { buildDist, repoRoot } from '../test/e2e/harness/setup.js';
-import { compileCacheDir, deploymentNodeOptions, deploymentWebhookContainer } from '../test/e2e/harness/webhook.js';
+import { createMemoryCgroup, inCgroup, run, type Log, type MemoryCgroup } from '../test/support/process.js';
+import { baseUnits } from '../test/support/quantity.js';
+import { buildDist, repoRoot } from '../test/support/setup.js';
+import { compileCacheDir, deploymentNodeOptions, deploymentWebhookContainer } from '../test/support/webhook.js';
 
 /** The project root (this file runs from bench/.run/build/bench/). */
 export const ROOT = repoRoot();
@@ -43,6 +43,20 @@ export function numberOption(name: string, text: string | undefined, fallback: n
     throw new Error(`--${name}${rule.env ? ` (or ${rule.env})` : ''}: expected ${what} ≥ ${min}, got ${given}`);
   }
   return value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+/** Runs a bench's main: exits with the code it answers (0 for none), or 1 with the error's stack when it throws. */
+export function runBench(main: () => Promise<number | void>): void {
+  main().then(
+    (code) => process.exit(code ?? 0),
+    (error: unknown) => {
+      console.error(error instanceof Error ? error.stack : error);
+      process.exit(1);
+    },
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -111,9 +125,6 @@ export async function writeTls(dir: string): Promise<TlsFiles> {
 
 // ---------------------------------------------------------------------------------------------
 // Server processes
-
-/** A TCP port free now (the harness's: below the ephemeral range, so no outgoing connection takes it). */
-export { freePort } from '../test/e2e/harness/process.js';
 
 export interface ServerProcess {
   name: string;

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ensureBuilt, machineInfo, median, numberOption, percentile, resultsPath, round, ROOT, table } from './lib.js';
+import { ensureBuilt, machineInfo, median, numberOption, percentile, resultsPath, round, ROOT, table, runBench } from './lib.js';
 
 const { values: flags } = parseArgs({
   options: { 'no-build': { type: 'boolean' }, nodes: { type: 'string' }, runs: { type: 'string' }, out: { type: 'string' } },
@@ -116,7 +116,4 @@ async function main(): Promise<void> {
   log(`wrote ${out}`);
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});
+runBench(main);

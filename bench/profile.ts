@@ -19,13 +19,13 @@ import autocannon from 'autocannon';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
+import { freePort } from '../test/support/process.js';
 import {
   BUILD_DIR,
   childEnv,
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   destroyAgent,
   ensureBuilt,
-  freePort,
   oursEnv,
   round,
   ROOT,
@@ -37,6 +37,7 @@ import {
   waitReady,
   writeTls,
   numberOption,
+  runBench,
 } from './lib.js';
 import { type BenchReview, benchReviews } from './reviews.js';
 
@@ -344,10 +345,4 @@ async function main(): Promise<void> {
   destroyAgent();
 }
 
-main().then(
-  () => process.exit(0),
-  (error) => {
-    console.error(error instanceof Error ? error.stack : error);
-    process.exit(1);
-  },
-);
+runBench(main);

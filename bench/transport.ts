@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { parseArgs } from 'node:util';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { freePort } from '../test/support/process.js';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   RUN_DIR,
@@ -35,7 +36,6 @@ import {
   type ServerProcess,
   destroyAgent,
   ensureBuilt,
-  freePort,
   machineInfo,
   oursEnv,
   post,
@@ -49,6 +49,7 @@ import {
   watchProcess,
   writeTls,
   numberOption,
+  runBench,
 } from './lib.js';
 import { benchReviews } from './reviews.js';
 
@@ -355,11 +356,5 @@ async function main(): Promise<number> {
 }
 
 if (isMainThread) {
-  main().then(
-    (code) => process.exit(code),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
+  runBench(main);
 }

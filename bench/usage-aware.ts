@@ -32,16 +32,16 @@
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { applyConfig, configYaml } from '../test/e2e/harness/config.js';
-import type { E2eEnv } from '../test/e2e/harness/env.js';
-import { adminClient, type KubeClient } from '../test/e2e/harness/kube-client.js';
-import { kubeletServingCertificate, markRunning, MetricsServer, ResourceMetricsEndpoint } from '../test/e2e/harness/metrics-server.js';
-import { claimNodeNames } from '../test/e2e/harness/nodes.js';
-import { createNamespace, deleteAllPods, listPods } from '../test/e2e/harness/pods.js';
-import { baseUnits } from '../test/e2e/harness/quantity.js';
-import { SimKubelet } from '../test/e2e/harness/sim-kubelet.js';
-import { runOnStage } from '../test/e2e/harness/stage.js';
-import { WebhookProcess } from '../test/e2e/harness/webhook.js';
+import { applyConfig, configYaml } from '../test/support/config.js';
+import type { E2eEnv } from '../test/support/env.js';
+import { adminClient, type KubeClient } from '../test/support/kube-client.js';
+import { kubeletServingCertificate, markRunning, MetricsServer, ResourceMetricsEndpoint } from '../test/support/metrics-server.js';
+import { claimNodeNames } from '../test/support/nodes.js';
+import { createNamespace, deleteAllPods, listPods } from '../test/support/pods.js';
+import { baseUnits } from '../test/support/quantity.js';
+import { SimKubelet } from '../test/support/sim-kubelet.js';
+import { runOnStage } from '../test/support/stage.js';
+import { WebhookProcess } from '../test/support/webhook.js';
 import { machineInfo, numberOption, percentile, resultsPath, round, sleep, table } from './lib.js';
 
 const { values: flags } = parseArgs({

@@ -1,7 +1,7 @@
 import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
-import { Metrics } from '../e2e/harness/metrics.js';
+import { Metrics } from '../support/metrics.js';
 import { metricValue, send, startServer, type TestServer } from './harness.js';
 
 const CONFIG = 'nodes:\n  defaultRatios: { cpu: 1.5 }\n';

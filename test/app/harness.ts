@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fastJsonPatch, { type Operation } from 'fast-json-patch';
 import { expect, vi } from 'vitest';
-import { Metrics } from '../e2e/harness/metrics.js';
+import { Metrics } from '../support/metrics.js';
 import { createApp, type RunningApp } from '../../src/app.factory.js';
 import { createRootLogger } from '../../src/logging.js';
 

@@ -37,8 +37,8 @@ import {
   webhookCallCounts,
   WebhookProcess,
 } from './harness/index.js';
-import { freePort } from './harness/process.js';
-import { renewWebhookToken } from './harness/setup.js';
+import { freePort } from '../support/process.js';
+import { renewWebhookToken } from '../support/setup.js';
 
 const env = e2eEnv();
 const admin = adminClient(env);

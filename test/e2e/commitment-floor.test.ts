@@ -1,7 +1,7 @@
 /**
  * The commitment floor (rule 6 of src/node-oversell/node-oversell.rules.ts) against a real control
  * plane: a simulated kubelet that re-admits its pods on restart as the kubelet does
- * (harness/kubelet-admission.ts: creation order, against the allocatable the API server stores).
+ * (test/support/kubelet-admission.ts: creation order, against the allocatable the API server stores).
  *
  * Two nodes, 4 CPUs each, cpu ratio 2 (8 CPUs stored); 9 pods of 800m bound to each: 7.2 CPUs,
  * 1.8 × raw. Then the ratio goes to 1 and each kubelet writes its status and restarts. With the
@@ -11,13 +11,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminClient,
   baseUnits,
   claimNodeNames,
   createNamespace,
   deleteAllPods,
   deleteNamespace,
-  e2eEnv,
   getNode,
   resetConfig,
   SimKubelet,
@@ -25,6 +23,7 @@ import {
   WebhookProcess,
   type E2eEnv,
   type KubeClient,
+  webhookFixture,
 } from './harness/index.js';
 
 const FLOOR_ANNOTATION = 'kube-overcommit.io/floor';
@@ -39,9 +38,7 @@ let webhook: WebhookProcess;
 const kubelets: SimKubelet[] = [];
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
   await createNamespace(env, NAMESPACE);
 });

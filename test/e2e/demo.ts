@@ -5,15 +5,15 @@
  * and how many 1-CPU pods kube-scheduler places with cpu ratio 1, then with cpu ratio 1.5.
  * Stops everything it started, also on failure or Ctrl-C.
  */
-import type { E2eEnv } from './harness/env.js';
-import { adminClient, type KubeClient } from './harness/kube-client.js';
-import { claimNodeNames, getNode } from './harness/nodes.js';
-import { countPods, createNamespace, deleteAllPods, listPods } from './harness/pods.js';
-import { baseUnits, formatBaseUnits } from './harness/quantity.js';
-import { SimKubelet } from './harness/sim-kubelet.js';
-import { runOnStage } from './harness/stage.js';
-import { waitUntil } from './harness/wait.js';
-import { WebhookProcess } from './harness/webhook.js';
+import type { E2eEnv } from '../support/env.js';
+import { adminClient, type KubeClient } from '../support/kube-client.js';
+import { claimNodeNames, getNode } from '../support/nodes.js';
+import { countPods, createNamespace, deleteAllPods, listPods } from '../support/pods.js';
+import { baseUnits, formatBaseUnits } from '../support/quantity.js';
+import { SimKubelet } from '../support/sim-kubelet.js';
+import { runOnStage } from '../support/stage.js';
+import { waitUntil } from '../support/wait.js';
+import { WebhookProcess } from '../support/webhook.js';
 
 const NODES = 4;
 const CAPACITY = { cpu: '4', memory: '16Gi', pods: '110' };

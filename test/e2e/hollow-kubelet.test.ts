@@ -17,13 +17,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminClient,
   apiserverMetrics,
   claimNodeNames,
   createNamespace,
   DISABLED_LABEL,
   deleteAllPods,
-  e2eEnv,
   getNode,
   HOLLOW_MACHINE,
   HollowKubelet,
@@ -33,6 +31,7 @@ import {
   WebhookProcess,
   type E2eEnv,
   type KubeClient,
+  webhookFixture,
 } from './harness/index.js';
 
 const NAMESPACE = 'e2e-hollow-kubelet';
@@ -55,7 +54,7 @@ let admin: KubeClient;
 let webhook: WebhookProcess;
 let inflated: HollowKubelet | undefined;
 let plain: HollowKubelet | undefined;
-/** A simulated kubelet (harness/sim-kubelet.ts) on the same machine as the hollow ones, in the inflated pool: its calibration. */
+/** A simulated kubelet (test/support/sim-kubelet.ts) on the same machine as the hollow ones, in the inflated pool: its calibration. */
 let sim: SimKubelet | undefined;
 
 function config(ratios: { inflated: number; plain?: number }, nodes: Record<string, unknown> = {}) {
@@ -180,9 +179,7 @@ async function resourceVersionsOver(ms: number): Promise<Record<string, { versio
 }
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
   await createNamespace(env, NAMESPACE);
   await webhook.useConfig(config({ inflated: 3 }));

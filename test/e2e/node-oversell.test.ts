@@ -13,7 +13,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
-  adminClient,
   apiserverMetrics,
   applyConfig,
   claimNodeNames,
@@ -23,7 +22,6 @@ import {
   deleteAllPods,
   deleteNamespace,
   DISABLED_LABEL,
-  e2eEnv,
   entryUrl,
   expectedAllocatable,
   getNode,
@@ -47,6 +45,7 @@ import {
   type NodeView,
   type SimKubeletOptions,
   viewNode,
+  webhookFixture,
 } from './harness/index.js';
 
 const UPDATE_MS = 1_000;
@@ -117,9 +116,7 @@ function waitInflated(kubelet: SimKubelet, ratios: Record<string, number>, timeo
 }
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
 });
 

@@ -10,11 +10,9 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminClient,
   claimNodeNames,
   createNamespace,
   deleteNamespace,
-  e2eEnv,
   expectedAllocatable,
   getNode,
   inBaseUnits,
@@ -25,6 +23,7 @@ import {
   WebhookProcess,
   type E2eEnv,
   type KubeClient,
+  webhookFixture,
 } from './harness/index.js';
 import { suffix } from './harness/workloads.js';
 
@@ -46,9 +45,7 @@ let kubelets: SimKubelet[] = [];
 let namespace: string | undefined;
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
 });
 

@@ -16,11 +16,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminClient,
   apiserverMetrics,
   claimNodeNames,
   createNamespace,
-  e2eEnv,
   getNode,
   listPods,
   tearDown,
@@ -31,6 +29,7 @@ import {
   type E2eEnv,
   type KubeClient,
   type Metrics,
+  webhookFixture,
 } from './harness/index.js';
 import {
   deleteIfExists,
@@ -124,9 +123,7 @@ function delta(before: Record<string, number>, after: Record<string, number>): R
 }
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
   await webhook.useConfig(POLICY_CONFIG);
   const [name] = claimNodeNames(env, 'kwok-node', 1);

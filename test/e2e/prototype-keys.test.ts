@@ -6,10 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminClient,
   claimNodeNames,
   createNamespace,
-  e2eEnv,
   getNode,
   tearDown,
   sameQuantity,
@@ -18,6 +16,7 @@ import {
   WebhookProcess,
   type E2eEnv,
   type KubeClient,
+  webhookFixture,
 } from './harness/index.js';
 import { PAUSE_IMAGE, POD_POLICY_LABEL, suffix, waitForWebhookToSeeNamespace } from './harness/workloads.js';
 
@@ -35,9 +34,7 @@ const kubelets: SimKubelet[] = [];
 const namespaces: string[] = [];
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
   await webhook.useConfig(CONFIG);
 });

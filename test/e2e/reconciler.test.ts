@@ -9,19 +9,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  adminClient,
-  claimNodeNames,
-  e2eEnv,
-  getNode,
-  resetConfig,
-  SimKubelet,
-  waitUntil,
-  WebhookProcess,
-  type E2eEnv,
-  type KubeClient,
-} from './harness/index.js';
-import { freePort } from './harness/process.js';
+import { claimNodeNames, getNode, resetConfig, SimKubelet, waitUntil, WebhookProcess, type E2eEnv, type KubeClient, webhookFixture } from './harness/index.js';
+import { freePort } from '../support/process.js';
 
 const CAPACITY = { cpu: '4', memory: '16Gi', pods: '110', 'ephemeral-storage': '100Gi' };
 const NODES = 6;
@@ -35,9 +24,7 @@ let replica: WebhookProcess | undefined;
 let kubelets: SimKubelet[] = [];
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
 });
 

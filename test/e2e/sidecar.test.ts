@@ -12,11 +12,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminClient,
   apiserverMetrics,
   claimNodeNames,
   createNamespace,
-  e2eEnv,
   tearDown,
   SimKubelet,
   waitUntil,
@@ -24,6 +22,7 @@ import {
   type E2eEnv,
   type KubeClient,
   type Metrics,
+  webhookFixture,
 } from './harness/index.js';
 import {
   deployment,
@@ -83,9 +82,7 @@ function injections(m: Metrics, outcome = 'injected'): number {
 const names = (list: any[] | undefined) => (list ?? []).map((c) => c.name);
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
   await webhook.useConfig(config('1.0.0'));
   const [name] = claimNodeNames(env, 'kwok-node', 1);

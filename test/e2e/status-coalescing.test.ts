@@ -12,9 +12,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  adminClient,
   claimNodeNames,
-  e2eEnv,
   tearDown,
   SimKubelet,
   waitUntil,
@@ -22,8 +20,9 @@ import {
   type E2eEnv,
   type KubeClient,
   type StatusUpdate,
+  webhookFixture,
 } from './harness/index.js';
-import { deepEqual } from './harness/strategic-merge.js';
+import { deepEqual } from '../support/strategic-merge.js';
 
 const UPDATE_MS = 1_000;
 const WINDOW = '62s';
@@ -42,9 +41,7 @@ function readyOf(node: any): any {
 }
 
 beforeAll(async () => {
-  env = e2eEnv();
-  admin = adminClient(env);
-  webhook = new WebhookProcess(env);
+  ({ env, admin, webhook } = webhookFixture());
   await webhook.start();
   await webhook.useConfig({ nodes: { defaultRatios: RATIOS, coalesceStatusWrites: true, statusReportPeriod: WINDOW } });
 });

@@ -16,7 +16,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from './harness/process.js';
+import { freePort } from '../support/process.js';
 import {
   adminClient,
   baseUnits,

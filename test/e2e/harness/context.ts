@@ -1,5 +1,5 @@
 import { inject } from 'vitest';
-import type { E2eEnv } from './env.js';
+import type { E2eEnv } from '../../support/env.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -7,7 +7,7 @@
  */
 import type { TestProject } from 'vitest/node';
 import type {} from './context.js'; // the ProvidedContext declaration
-import { clusterDown, setUpE2e, tearDownE2e } from './setup.js';
+import { clusterDown, setUpE2e, tearDownE2e } from '../../support/setup.js';
 
 const log = (message: string) => process.stderr.write(`e2e: ${message}\n`);
 

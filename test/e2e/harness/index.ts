@@ -2,20 +2,21 @@
  * The e2e harness, for test files (see test/e2e/README.md). Plain-Node modules — usable outside
  * Vitest, as demo.ts does — plus e2eEnv() (context.ts), which reads what globalSetup provided.
  */
-export * from './apiserver.js';
-export * from './config.js';
+export * from '../../support/apiserver.js';
+export * from '../../support/config.js';
 export * from './context.js';
-export * from './env.js';
-export * from './hollow-kubelet.js';
-export * from './kube-client.js';
-export * from './kubelet-admission.js';
-export * from './metrics.js';
-export * from './nodes.js';
-export * from './pods.js';
-export * from './quantity.js';
-export * from './sim-kubelet.js';
+export * from './fixture.js';
+export * from '../../support/env.js';
+export * from '../../support/hollow-kubelet.js';
+export * from '../../support/kube-client.js';
+export * from '../../support/kubelet-admission.js';
+export * from '../../support/metrics.js';
+export * from '../../support/nodes.js';
+export * from '../../support/pods.js';
+export * from '../../support/quantity.js';
+export * from '../../support/sim-kubelet.js';
 export * from './teardown.js';
-export * from './tls.js';
-export * from './wait.js';
-export * from './webhook.js';
-export * from './metrics-server.js';
+export * from '../../support/tls.js';
+export * from '../../support/wait.js';
+export * from '../../support/webhook.js';
+export * from '../../support/metrics-server.js';

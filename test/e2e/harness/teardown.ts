@@ -1,9 +1,9 @@
-import { resetConfig } from './config.js';
-import type { E2eEnv } from './env.js';
-import type { KubeClient } from './kube-client.js';
-import { deleteNamespace } from './pods.js';
-import type { SimKubelet } from './sim-kubelet.js';
-import type { WebhookProcess } from './webhook.js';
+import { resetConfig } from '../../support/config.js';
+import type { E2eEnv } from '../../support/env.js';
+import type { KubeClient } from '../../support/kube-client.js';
+import { deleteNamespace } from '../../support/pods.js';
+import type { SimKubelet } from '../../support/sim-kubelet.js';
+import type { WebhookProcess } from '../../support/webhook.js';
 
 /** What an e2e file started, as far as its beforeAll got. */
 export interface TestFileParts {

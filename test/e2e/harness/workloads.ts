@@ -6,11 +6,11 @@
  */
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
-import type { E2eEnv } from './env.js';
-import { KubeApiError, type KubeClient } from './kube-client.js';
-import { listPods } from './pods.js';
-import { SimKubelet, type SimKubeletOptions } from './sim-kubelet.js';
-import { waitUntil } from './wait.js';
+import type { E2eEnv } from '../../support/env.js';
+import { KubeApiError, type KubeClient } from '../../support/kube-client.js';
+import { listPods } from '../../support/pods.js';
+import { SimKubelet, type SimKubeletOptions } from '../../support/sim-kubelet.js';
+import { waitUntil } from '../../support/wait.js';
 
 export const POD_POLICY_LABEL = 'kube-overcommit.io/pod-policy';
 export const SIDECARS_LABEL = 'kube-overcommit.io/sidecars';
