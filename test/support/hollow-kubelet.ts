@@ -3,7 +3,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, write
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import type { E2eEnv } from './env.js';
-import { adminClient, KubeApiError, nodeToken, writeTokenKubeconfig } from './kube-client.js';
+import { adminClient, deleteNodeAndLease, KubeApiError, nodeToken, writeTokenKubeconfig } from './kube-client.js';
 import { alive, freePort } from './process.js';
 import type { Taint } from './sim-kubelet.js';
 import { waitUntil } from './wait.js';
@@ -176,13 +176,7 @@ export class HollowKubelet {
     rmSync(this.pidFile, { force: true });
     this.removeRootDirs();
     if (options.deleteNode) {
-      const admin = adminClient(this.env);
-      try {
-        await admin.delete(`/api/v1/nodes/${this.name}`).catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
-        await admin.delete(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${this.name}`).catch(() => undefined);
-      } finally {
-        admin.close();
-      }
+      await deleteNodeAndLease(this.env, this.name);
     }
   }
 

@@ -213,3 +213,14 @@ export function kubectl(env: E2eEnv, args: string[], options: { input?: string; 
     if (options.input !== undefined) child.stdin!.end(options.input);
   });
 }
+
+/** Deletes a Node (gone already is fine) and its Lease in kube-node-lease, as admin: a kubelet's stop({ deleteNode }). */
+export async function deleteNodeAndLease(env: E2eEnv, name: string): Promise<void> {
+  const admin = adminClient(env);
+  try {
+    await admin.delete(`/api/v1/nodes/${name}`).catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
+    await admin.delete(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${name}`).catch(() => undefined);
+  } finally {
+    admin.close();
+  }
+}

@@ -1,5 +1,5 @@
 import type { E2eEnv } from './env.js';
-import { adminClient, KubeApiError, nodeClient, type KubeClient } from './kube-client.js';
+import { adminClient, deleteNodeAndLease, KubeApiError, nodeClient, type KubeClient } from './kube-client.js';
 import { admitPods, type KubeletAdmission } from './kubelet-admission.js';
 import { sameQuantity } from './quantity.js';
 import { deepEqual, diffObject } from './strategic-merge.js';
@@ -367,13 +367,7 @@ export class SimKubelet {
     // Let an update in flight finish (at most 3 s; closing the client below aborts it).
     await Promise.race([this.queue.catch(() => undefined), new Promise((r) => setTimeout(r, 3_000).unref())]);
     if (options.deleteNode) {
-      const admin = adminClient(this.env);
-      try {
-        await admin.delete(`/api/v1/nodes/${this.name}`).catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
-        await admin.delete(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${this.name}`).catch(() => undefined);
-      } finally {
-        admin.close();
-      }
+      await deleteNodeAndLease(this.env, this.name);
     }
     this.client.close();
   }
