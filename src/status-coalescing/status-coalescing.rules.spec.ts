@@ -1,7 +1,9 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
+import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../common/duration.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import { heartbeatsFresh, nodeWindowMs, planStatusCoalescing, WINDOW_SPREAD, type StatusUpdateRequest } from './status-coalescing.rules.js';
@@ -99,6 +101,77 @@ function withoutFieldTimes(node: Json): Json {
 function storedAt(view: Partial<KubeletView> = {}): Json {
   return inflated(kubeletNode({ at: T0, cpu: '4', address: '172.18.0.3', ready: true, ...view }, {}));
 }
+
+
+/**
+ * Rule 3 as first written, the model the rules' in-place comparison must agree with: copies of
+ * both nodes without what the rule sets aside, quantities respelled canonically, compared by
+ * isDeepStrictEqual. Returns the reason rule 3 gives, or undefined when it lets the update on.
+ */
+function modelRule3(node: Json, stored: Json): 'condition-changed' | 'status-changed' | undefined {
+  const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+  const conditionsOf = (n: Json): Json[] => (Array.isArray(n.status?.conditions) ? n.status.conditions.filter(isObject) : []);
+  const canonicalList = (list: unknown): unknown => {
+    if (!isObject(list)) return list;
+    const out: Json = { ...list };
+    for (const resource of ['cpu', 'memory', 'ephemeral-storage', 'pods'])
+      if (typeof out[resource] === 'string' || typeof out[resource] === 'number') out[resource] = formatResourceQuantity(resource, parseResourceQuantity(resource, out[resource]));
+    return out;
+  };
+  const comparable = (n: Json, withConditions: boolean): Json => {
+    const metadata = { ...n.metadata };
+    if (Array.isArray(metadata.managedFields)) metadata.managedFields = metadata.managedFields.map((entry: unknown) => (isObject(entry) ? { ...entry, time: undefined } : entry));
+    const status: Json = { ...n.status };
+    for (const list of ['allocatable', 'capacity']) if (list in status) status[list] = canonicalList(status[list]);
+    if (withConditions) status.conditions = conditionsOf(n).map(({ lastHeartbeatTime: _heartbeat, ...rest }) => rest);
+    else delete status.conditions;
+    return { ...n, metadata, status };
+  };
+  if (!isDeepStrictEqual(comparable(node, true).status.conditions, comparable(stored, true).status.conditions)) return 'condition-changed';
+  if (!isDeepStrictEqual(comparable(node, false), comparable(stored, false))) return 'status-changed';
+  return undefined;
+}
+
+/** Applies the edits in turn; an edit whose part an earlier one removed is left out. */
+function applyEdits(node: Json, edits: readonly string[]): void {
+  for (const edit of edits) {
+    try {
+      EDITS[edit](node);
+    } catch {
+      // The part it edits is gone.
+    }
+  }
+}
+
+/** Edits of one side of an update, each a way two nodes can differ or look alike (rule 3). */
+const EDITS: Record<string, (node: Json) => void> = {
+  cpuInMillis: (n) => (n.status.allocatable.cpu = `${Number.parseFloat(n.status.allocatable.cpu) * 1000}m`),
+  cpuAsNumber: (n) => (n.status.capacity.cpu = Number.parseFloat(n.status.capacity.cpu)),
+  memoryInBytes: (n) => (n.status.capacity.memory = `${parseResourceQuantity('memory', n.status.capacity.memory)}`),
+  cpuChanged: (n) => (n.status.allocatable.cpu = '7'),
+  cpuUnreadable: (n) => (n.status.capacity.cpu = 'four'),
+  extendedResource: (n) => (n.status.allocatable['example.com/gpu'] = '1'),
+  capacityArray: (n) => (n.status.capacity = ['4']),
+  capacityGone: (n) => delete n.status.capacity,
+  fieldTime: (n) => (n.metadata.managedFields[0].time = '2026-11-23T19:00:00Z'),
+  fieldTimeGone: (n) => delete n.metadata.managedFields[0].time,
+  fieldOwned: (n) => (n.metadata.managedFields[0].fieldsV1 = { 'f:status': { 'f:images': {} } }),
+  fieldEntryAdded: (n) => n.metadata.managedFields.push({ manager: 'kubectl', operation: 'Update', time: '2026-11-23T19:00:00Z' }),
+  fieldEntryText: (n) => (n.metadata.managedFields[0] = 'kubelet'),
+  fieldsNotList: (n) => (n.metadata.managedFields = { kubelet: {} }),
+  heartbeat: (n) => (n.status.conditions[0].lastHeartbeatTime = '2026-11-23T19:00:00Z'),
+  conditionMessage: (n) => (n.status.conditions[1].message = 'another word'),
+  conditionText: (n) => (n.status.conditions[2] = 'Ready'),
+  conditionsGone: (n) => delete n.status.conditions,
+  label: (n) => (n.metadata.labels.team = 'a'),
+  metadataGone: (n) => delete n.metadata,
+  metadataEmpty: (n) => (n.metadata = {}),
+  statusKey: (n) => (n.status.images = []),
+  negativeZero: (n) => (n.status.nodeInfo.zero = -0),
+  zero: (n) => (n.status.nodeInfo.zero = 0),
+  undefinedKey: (n) => (n.spec.taints = undefined),
+  topLevelKey: (n) => (n.extra = { a: [1] }),
+};
 
 describe('planStatusCoalescing', () => {
   it('coalesces a heartbeat-only update of its own kubelet: the object to store is the stored one but for managedFields times', () => {
@@ -209,6 +282,31 @@ describe('planStatusCoalescing', () => {
         }
       }),
       { numRuns: 300 },
+    );
+  });
+  it('property: rule 3 gives the verdict of its model (copies compared by isDeepStrictEqual) on any edits of either side, and fails alike on an unreadable quantity', () => {
+    const edits = fc.array(fc.constantFrom(...Object.keys(EDITS)), { maxLength: 4 });
+    fc.assert(
+      fc.property(edits, edits, fc.boolean(), (objectEdits, storedEdits, sameHeartbeats) => {
+        const stored = storedAt();
+        const object = sameHeartbeats ? structuredClone(stored) : inflated(kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {}));
+        applyEdits(object, objectEdits);
+        applyEdits(stored, storedEdits);
+        // The guards before rule 3 stay met: the name, the annotation and the stored conditions.
+        object.metadata = { ...object.metadata, name: NAME, annotations: { ...object.metadata?.annotations, [RATIOS_ANNOTATION]: '{}' } };
+        if (!Array.isArray(stored.status.conditions)) stored.status.conditions = [];
+        let expected: string | undefined;
+        try {
+          expected = modelRule3(object, stored);
+        } catch (error) {
+          expect(() => admit(object, stored)).toThrow((error as Error).message);
+          return;
+        }
+        const { plan } = admit(object, stored);
+        if (expected === undefined) expect(['heartbeat', 'report-due']).toContain(plan.reason);
+        else expect(plan.reason).toBe(expected);
+      }),
+      { numRuns: Number(process.env.PROPERTY_RUNS ?? 1000) },
     );
   });
 });

@@ -38,12 +38,13 @@
  * "4000m" as "4", so a by-value equal list encodes to the same bytes).
  */
 import { createHash } from 'node:crypto';
-import { isDeepStrictEqual } from 'node:util';
 import type { PatchOperation } from '../admission/admission.types.js';
 import { MANAGED_RESOURCES } from '../domain/resources.js';
 import { RATIOS_ANNOTATION } from '../node-oversell/node-oversell.rules.js';
-import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
+import { parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
+import { Memo } from '../domain/memo.js';
+import { jsonEqual } from '../common/json-equal.js';
 
 /** Why an update was let through; `coalesced` updates have the one reason `heartbeat`. */
 export type PassReason = 'other-writer' | 'not-inflated' | 'no-stored-object' | 'condition-changed' | 'status-changed' | 'report-due';
@@ -66,47 +67,98 @@ interface Condition {
 
 const NODE_USER_PREFIX = 'system:node:';
 const RESOURCE_LISTS = ['allocatable', 'capacity'] as const;
+const MANAGED_RESOURCE_SET: ReadonlySet<string> = new Set(MANAGED_RESOURCES);
 
 function conditionsOf(node: Record<string, any>): Condition[] {
   const conditions = node.status?.conditions;
   return Array.isArray(conditions) ? conditions.filter(isRecord) : [];
 }
 
-/** A resource list with the managed quantities in canonical form, so equal values compare equal. */
-function canonicalList(list: unknown): unknown {
-  if (!isRecord(list)) return list;
-  const out: Record<string, unknown> = { ...list };
-  for (const resource of MANAGED_RESOURCES) {
-    const value = out[resource];
-    if (typeof value === 'string' || typeof value === 'number') out[resource] = formatResourceQuantity(resource, parseResourceQuantity(resource, value));
+/**
+ * Reads every managed quantity of the node's resource lists, so that an unreadable one fails the
+ * plan (QuantityFormatError) before anything is compared, whichever side it is on.
+ */
+function readQuantities(node: Record<string, any>): void {
+  for (const list of RESOURCE_LISTS) {
+    const values = node.status?.[list];
+    if (!isRecord(values)) continue;
+    for (const resource of MANAGED_RESOURCES) {
+      const value = values[resource];
+      if (typeof value === 'string' || typeof value === 'number') parseResourceQuantity(resource, value);
+    }
   }
-  return out;
 }
 
-/** The node without what rule 3 ignores; `withConditions` false drops the conditions entirely. */
-function comparable(node: Record<string, any>, withConditions: boolean): Record<string, any> {
-  const metadata = { ...node.metadata };
-  if (Array.isArray(metadata.managedFields))
-    metadata.managedFields = metadata.managedFields.map((entry: unknown) => (isRecord(entry) ? { ...entry, time: undefined } : entry));
-  const status: Record<string, any> = { ...node.status };
-  for (const list of RESOURCE_LISTS) if (list in status) status[list] = canonicalList(status[list]);
-  if (withConditions) status.conditions = conditionsOf(node).map(({ lastHeartbeatTime: _heartbeat, ...rest }) => rest);
-  else delete status.conditions;
-  return { ...node, metadata, status };
+const isQuantityText = (value: unknown): value is string | number => typeof value === 'string' || typeof value === 'number';
+
+/** Two resource lists alike, the managed quantities compared by value ("4000m" is "4"). */
+function sameResourceList(a: unknown, b: unknown): boolean {
+  if (!isRecord(a) || !isRecord(b)) return jsonEqual(a, b);
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every((key) => {
+    if (!Object.hasOwn(b, key)) return false;
+    const [x, y] = [a[key], b[key]];
+    const byValue = MANAGED_RESOURCE_SET.has(key) && isQuantityText(x) && isQuantityText(y);
+    return byValue ? parseResourceQuantity(key, x) === parseResourceQuantity(key, y) : jsonEqual(x, y);
+  });
 }
+
+/** Two managedFields lists alike but for their entries' `time`. */
+function sameManagedFields(a: readonly unknown[], b: readonly unknown[]): boolean {
+  return a.length === b.length && a.every((entry, i) => (isRecord(entry) && isRecord(b[i]) ? jsonEqual({ ...entry, time: undefined }, { ...b[i], time: undefined }) : jsonEqual(entry, b[i])));
+}
+
+/**
+ * Rule 3 but for the conditions: the node and the stored one alike once managedFields times are
+ * set aside and allocatable and capacity compared by value. Compared in place: the node's parts
+ * are copied one level deep only, to set aside what is compared on its own.
+ */
+function sameButConditions(node: Record<string, any>, stored: Record<string, any>): boolean {
+  const [metadataA, metadataB] = [{ ...node.metadata }, { ...stored.metadata }];
+  const [fieldsA, fieldsB] = [metadataA.managedFields, metadataB.managedFields];
+  const fieldsApart = Array.isArray(fieldsA) && Array.isArray(fieldsB);
+  if (fieldsApart) metadataA.managedFields = metadataB.managedFields = null;
+  const [statusA, statusB]: Record<string, any>[] = [{ ...node.status }, { ...stored.status }];
+  delete statusA.conditions;
+  delete statusB.conditions;
+  const listsApart = RESOURCE_LISTS.filter((list) => list in statusA && list in statusB);
+  const lists = listsApart.map((list) => [statusA[list], statusB[list]] as const);
+  for (const list of listsApart) statusA[list] = statusB[list] = null;
+  return (
+    jsonEqual({ ...node, metadata: null, status: null }, { ...stored, metadata: null, status: null }) &&
+    jsonEqual(metadataA, metadataB) &&
+    (!fieldsApart || sameManagedFields(fieldsA, fieldsB)) &&
+    jsonEqual(statusA, statusB) &&
+    lists.every(([a, b]) => sameResourceList(a, b))
+  );
+}
+
+/** The node's conditions without their heartbeats (rule 3). */
+const conditionsButHeartbeats = (node: Record<string, any>) => conditionsOf(node).map(({ lastHeartbeatTime: _heartbeat, ...rest }) => rest);
+
+/** Heartbeat times repeat: every condition of an update and of the stored node carries the same few. */
+const heartbeatTimes = new Memo<string, number>(4_096);
 
 function heartbeatMs(condition: Condition | undefined): number {
-  return typeof condition?.lastHeartbeatTime === 'string' ? Date.parse(condition.lastHeartbeatTime) : Number.NaN;
+  return typeof condition?.lastHeartbeatTime === 'string' ? heartbeatTimes.get(condition.lastHeartbeatTime, Date.parse) : Number.NaN;
 }
 
 /** The share of the report period a node's window is shorter by (rule 4). */
 export const WINDOW_SPREAD = 0.1;
+
+/** One hash per node and period, not one per heartbeat. */
+const nodeWindows = new Memo<string, number>(16_384);
 
 /**
  * Rule 4: the node's window, reportPeriodMs less a fraction of WINDOW_SPREAD fixed by the node's
  * name, in whole seconds (heartbeat times have no fractions).
  */
 export function nodeWindowMs(name: string, reportPeriodMs: number): number {
+  return nodeWindows.get(`${reportPeriodMs} ${name}`, () => computeNodeWindowMs(name, reportPeriodMs));
+}
+
+function computeNodeWindowMs(name: string, reportPeriodMs: number): number {
   const fraction = createHash('sha256').update(name).digest().readUInt32BE(0) / 2 ** 32;
   return Math.max(1_000, Math.round((reportPeriodMs * (1 - WINDOW_SPREAD * fraction)) / 1_000) * 1_000);
 }
@@ -132,13 +184,13 @@ export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodM
   if (!enforced || !node || typeof node.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string') return { decision: 'passed', reason: 'not-inflated' };
   if (!isRecord(stored) || !isRecord(stored.status) || !Array.isArray(stored.status.conditions)) return { decision: 'passed', reason: 'no-stored-object' };
 
-  if (!isDeepStrictEqual(comparable(node, true).status.conditions, comparable(stored, true).status.conditions)) {
-    return { decision: 'passed', reason: 'condition-changed' };
-  }
-  if (!isDeepStrictEqual(comparable(node, false), comparable(stored, false))) return { decision: 'passed', reason: 'status-changed' };
+  readQuantities(node);
+  readQuantities(stored);
+  if (!jsonEqual(conditionsButHeartbeats(node), conditionsButHeartbeats(stored))) return { decision: 'passed', reason: 'condition-changed' };
+  if (!sameButConditions(node, stored)) return { decision: 'passed', reason: 'status-changed' };
   if (!heartbeatsFresh(conditionsOf(node), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return { decision: 'passed', reason: 'report-due' };
   // Conditions already the stored ones (our own output sent back): nothing to put back.
-  const patch: PatchOperation[] = isDeepStrictEqual(node.status?.conditions, stored.status.conditions)
+  const patch: PatchOperation[] = jsonEqual(node.status?.conditions, stored.status.conditions)
     ? []
     : [{ op: 'replace', path: '/status/conditions', value: stored.status.conditions }];
   return { decision: 'coalesced', reason: 'heartbeat', patch };

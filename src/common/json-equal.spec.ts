@@ -1,0 +1,50 @@
+import fc from 'fast-check';
+import { isDeepStrictEqual } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { jsonEqual } from './json-equal.js';
+
+const runs = { numRuns: Number(process.env.PROPERTY_RUNS ?? 1000) };
+
+/** JSON values, with keys set to undefined (as the status-coalescing rules' copies have) and -0. */
+const value = fc.letrec((tie) => ({
+  leaf: fc.oneof(fc.constantFrom(0, -0, 1, 'a', '', true, false, null, undefined), fc.double(), fc.string({ maxLength: 3 })),
+  node: fc.oneof({ depthSize: 'small' }, tie('leaf'), fc.array(tie('node'), { maxLength: 3 }), fc.dictionary(fc.constantFrom('a', 'b', 'c', '__proto__', 'time'), tie('node'), { maxKeys: 3, noNullPrototype: true })),
+})).node;
+
+/** v through JSON: -0 becomes 0 and undefined keys are dropped, the rest equal. */
+const nearCopy = (v: unknown) => JSON.parse(JSON.stringify(v ?? null)) as unknown;
+
+describe('jsonEqual', () => {
+  it('gives isDeepStrictEqual’s verdict on JSON values', () => {
+    fc.assert(
+      fc.property(value, value, (a, b) => {
+        expect(jsonEqual(a, b)).toBe(isDeepStrictEqual(a, b));
+        expect(jsonEqual(a, a)).toBe(true);
+      }),
+      runs,
+    );
+  });
+
+  it('gives it on a value and its JSON round trip (equal unless -0 or an undefined key was in it)', () => {
+    fc.assert(
+      fc.property(value, (a) => {
+        const b = nearCopy(a);
+        expect(jsonEqual(a, b)).toBe(isDeepStrictEqual(a, b));
+      }),
+      runs,
+    );
+  });
+
+  it('tells apart what the contract names', () => {
+    expect(jsonEqual(0, -0)).toBe(false);
+    expect(jsonEqual(Number.NaN, Number.NaN)).toBe(true);
+    expect(jsonEqual({ a: 1, b: 2 }, { b: 2, a: 1 })).toBe(true);
+    expect(jsonEqual({ a: undefined }, {})).toBe(false);
+    expect(jsonEqual({ a: undefined }, { a: undefined })).toBe(true);
+    expect(jsonEqual([1, 2], { 0: 1, 1: 2 })).toBe(false);
+    expect(jsonEqual({ 0: 1, 1: 2 }, [1, 2])).toBe(false);
+    expect(jsonEqual([[1], { a: [null] }], [[1], { a: [null] }])).toBe(true);
+    expect(jsonEqual(JSON.parse('{"__proto__":1}'), JSON.parse('{"__proto__":2}'))).toBe(false);
+    expect(jsonEqual(JSON.parse('{"__proto__":1}'), {})).toBe(false);
+  });
+});

@@ -1,0 +1,29 @@
+/**
+ * Deep equality of JSON values (what JSON.parse makes, and copies of it), with the verdict of
+ * node:util's isDeepStrictEqual on them: numbers by Object.is (-0 is not 0), objects by their own
+ * enumerable keys whatever the order (a key set to undefined counts), arrays by length and items.
+ *
+ * Written here because isDeepStrictEqual also checks prototypes, symbols and property
+ * descriptors, which JSON values have none of, and on a node's status it was most of the
+ * status-coalescing check on every heartbeat; fast-deep-equal and dequal take -0 for 0.
+ */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a)) return Array.isArray(b) && sameItems(a, b);
+  if (Array.isArray(b)) return false;
+  return sameEntries(a as Record<string, unknown>, b as Record<string, unknown>);
+}
+
+function sameItems(a: readonly unknown[], b: readonly unknown[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i])) return false;
+  return true;
+}
+
+function sameEntries(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  for (const key of keys) if (!Object.hasOwn(b, key) || !jsonEqual(a[key], b[key])) return false;
+  return true;
+}
