@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../common/duration.js';
-import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import { heartbeatsFresh, nodeWindowMs, planStatusCoalescing, WINDOW_SPREAD, type StatusUpdateRequest } from './status-coalescing.rules.js';
 
