@@ -64,7 +64,7 @@ async function main(): Promise<void> {
   if (!flags['no-build']) await ensureBuilt(log);
   const { decodeAdmissionReview } = await dist('admission/admission-review.decoder.js');
   const { parseConfig } = await dist('overcommit.config.js');
-  const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
+  const { planNodeStatus, resolveNodePolicy } = await dist('domain/node-rules/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
   const { patchError } = await dist('admission/patch-error.js');
   const { default: fastJsonPatch } = await import('fast-json-patch');

@@ -32,9 +32,9 @@ ${['a', 'b', 'c', 'd'].map((p, i) => `    - { name: pool-${p}, nodeSelector: { m
 async function main(): Promise<void> {
   if (!flags['no-build']) await ensureBuilt(log);
   const { parseConfig } = await dist('overcommit.config.js');
-  const { planNodeStatus, resolveNodePolicy } = await dist('node-oversell/node-oversell.rules.js');
+  const { planNodeStatus, resolveNodePolicy } = await dist('domain/node-rules/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
-  const { planCluster } = await dist('plan/node-plan.js');
+  const { planCluster } = await dist('domain/node-rules/node-plan.js');
   const { PodsByNode } = await dist('kube/pods-by-node.js');
   const { default: fastJsonPatch } = await import('fast-json-patch');
 

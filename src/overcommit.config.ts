@@ -7,7 +7,7 @@ import { Type } from 'class-transformer';
 import { IsOptional, ValidateNested } from 'class-validator';
 import type { Validated } from './common/validation.js';
 import { deepFreeze, parseConfigAs, type ConfigSchema } from './config/config.loader.js';
-import { NodesConfig } from './node-oversell/node-oversell.config.js';
+import { NodesConfig } from './domain/node-rules/node-oversell.config.js';
 import { PodPolicyConfig } from './pod-policy/pod-policy.config.js';
 import { SidecarConfig } from './sidecar/sidecar.config.js';
 

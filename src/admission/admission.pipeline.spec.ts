@@ -12,6 +12,7 @@ import type { OvercommitConfig } from '../overcommit.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { KubeModule } from '../kube/kube.module.js';
 import { NodeOversellModule } from '../node-oversell/node-oversell.module.js';
+import { UsageModule } from '../usage/usage.module.js';
 import { StatusCoalescingModule } from '../status-coalescing/status-coalescing.module.js';
 import { InvalidAdmissionReview } from './admission-review.decoder.js';
 import { AdmissionStrategyProvider } from './admission-strategy.decorator.js';
@@ -99,6 +100,7 @@ describe('AdmissionPipeline', () => {
         KubeModule.forRoot({}),
         BackgroundTasksModule,
         AdmissionModule,
+        UsageModule,
         NodeOversellModule,
         StatusCoalescingModule,
         WidgetStrategiesModule,

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
-import { planNodeStatus, resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import { planNodeStatus, resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { parseConfig } from '../overcommit.config.js';
 
 /** `config.yaml` of k8s/base/configmap.yaml, as `kubectl apply -k k8s/` ships it. */

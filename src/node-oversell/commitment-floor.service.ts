@@ -1,21 +1,8 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
-import type { NodesConfig } from './node-oversell.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import type { ResourceAmounts } from '../domain/resources.js';
-
-export const NODE_COMMITMENTS = Symbol('NODE_COMMITMENTS');
-
-/** The requests bound to each node, as the commitment floor (rule 6) reads them. */
-export interface NodeCommitments {
-  /** The sum of the node's bound non-terminal pods' requests (`pods`: their count); undefined while unknown. */
-  committed(node: string): ResourceAmounts | undefined;
-}
-
-/** True unless the config turns the commitment floor off (`nodes.commitmentFloor: false`). */
-export function floorEnabled(nodes: NodesConfig | undefined): boolean {
-  return nodes?.commitmentFloor !== false;
-}
+import { floorEnabled, type NodeCommitments } from '../domain/node-rules/node-services.js';
 
 /**
  * The commitment floor's view of the shared pod cache: wanted while the config in force has the

@@ -3,10 +3,10 @@ import fastJsonPatch from 'fast-json-patch';
 import { afterAll, describe, expect, it } from 'vitest';
 import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import type { NodesConfig } from './node-oversell.config.js';
+import type { NodesConfig } from '../domain/node-rules/node-oversell.config.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
-import { floorEnabled } from './commitment-floor.service.js';
-import { DISABLED_LABEL, FLOOR_ANNOTATION } from './node-oversell.rules.js';
+import { floorEnabled } from '../domain/node-rules/node-services.js';
+import { DISABLED_LABEL, FLOOR_ANNOTATION } from '../domain/node-rules/node-oversell.rules.js';
 import { type ResourceAmounts } from '../domain/resources.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 

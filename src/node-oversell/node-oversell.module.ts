@@ -1,6 +1,6 @@
-import { Module } from '@nestjs/common';
-import { UsageModule } from '../usage/usage.module.js';
-import { CommitmentFloor, NODE_COMMITMENTS } from './commitment-floor.service.js';
+import { Global, Module } from '@nestjs/common';
+import { NODE_COMMITMENTS } from '../domain/node-rules/node-services.js';
+import { CommitmentFloor } from './commitment-floor.service.js';
 import { NODE_EVENTS, NodeEvents } from './node-events.service.js';
 import { nodeOversellMetrics } from './node-oversell.metrics.js';
 import { NodeOversellStrategy } from './node-oversell.strategy.js';
@@ -8,11 +8,12 @@ import { NodeOversellStrategy } from './node-oversell.strategy.js';
 /**
  * Node oversell: contributes NodeOversellStrategy (found by the admission pipeline through its
  * @AdmissionStrategyProvider decorator), its per-node gauges, the commitment floor's view of the
- * shared pod cache and the Node Events it records. The usage-aware ratios it applies come from
- * UsageModule.
+ * shared pod cache and the Node Events it records. Global, so the reconciler injects the
+ * commitment floor by its token (NODE_COMMITMENTS) without importing this module; the
+ * usage-aware ratios it applies come by token (NODE_USAGE) from UsageModule, global too.
  */
+@Global()
 @Module({
-  imports: [UsageModule],
   providers: [
     ...nodeOversellMetrics,
     CommitmentFloor,

@@ -18,9 +18,10 @@ import {
   NODE_RATIO_METRIC,
 } from './node-oversell.metrics.js';
 import { NodeOversellModule } from './node-oversell.module.js';
-import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, USAGE_ANNOTATION } from './node-oversell.rules.js';
+import { UsageModule } from '../usage/usage.module.js';
+import { FLOOR_ANNOTATION, POOL_ANNOTATION, RATIOS_ANNOTATION, RAW_ANNOTATION, USAGE_ANNOTATION } from '../domain/node-rules/node-oversell.rules.js';
 import { type ResourceAmounts } from '../domain/resources.js';
-import { type NodeUsageEntry } from '../usage/usage-aware.rules.js';
+import { type NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
 import { KubeModule } from '../kube/kube.module.js';
 import { DEFAULT_NODE_METRICS_MAX_NODES, NODE_METRICS_TTL_MS, NodeOversellStrategy, isNodeName, nodeMetricsMaxNodes } from './node-oversell.strategy.js';
 
@@ -688,7 +689,7 @@ describe('per-node series: bounded, whatever the reviews carry', () => {
 describe('NodeOversellModule', () => {
   it('provides the strategy with its gauges', async () => {
     const moduleRef = await Test.createTestingModule({
-      imports: [TestConfigModule, KubeModule.forRoot({}), BackgroundTasksModule, NodeOversellModule],
+      imports: [TestConfigModule, KubeModule.forRoot({}), BackgroundTasksModule, UsageModule, NodeOversellModule],
     }).compile();
     const strategy = moduleRef.get(NodeOversellStrategy);
     expect(strategy).toBeInstanceOf(NodeOversellStrategy);

@@ -10,7 +10,7 @@ import { jsonPointer } from '../domain/json-pointer.js';
 import { type OvercommitConfig } from '../overcommit.config.js';
 import { MANAGED_RESOURCES } from '../domain/resources.js';
 import { KUBE_ENV } from '../kube/kube.env.js';
-import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from './commitment-floor.service.js';
+import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments, NODE_USAGE, type NodeUsageRatios } from '../domain/node-rules/node-services.js';
 import { NODE_EVENTS, type NodeEventRecorder } from './node-events.service.js';
 import {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
@@ -19,11 +19,18 @@ import {
   NODE_METRICS_DROPPED_METRIC,
   NODE_RATIO_METRIC,
 } from './node-oversell.metrics.js';
-import { FLOOR_ANNOTATION, inflate, NODE_ANNOTATIONS, type NodePolicy, type NodeStatusPlan, planNodeStatus, resolveNodePolicy } from './node-oversell.rules.js';
+import {
+  FLOOR_ANNOTATION,
+  inflate,
+  NODE_ANNOTATIONS,
+  type NodePolicy,
+  type NodeStatusPlan,
+  planNodeStatus,
+  resolveNodePolicy,
+} from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
 import { baseAmountToNumber, formatResourceQuantity } from '../domain/quantity.js';
-import { NODE_USAGE, type NodeUsageRatios } from '../usage/usage-ratios.service.js';
-import { formatUsageEntry, type NodeUsageEntry } from '../usage/usage-aware.rules.js';
+import { formatUsageEntry, type NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
 import { isRecord } from '../common/is-record.js';
 
 // The allocatable paths a node patch touches, escaped once (the patch is built at every heartbeat).

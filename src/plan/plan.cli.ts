@@ -13,8 +13,8 @@ import { PodsByNode } from '../kube/pods-by-node.js';
 import type { PodLike } from '../domain/pod-resources.js';
 import type { NodeLike } from '../domain/node-like.js';
 import type { ResourceAmounts } from '../domain/resources.js';
-import { type ClusterPlan, formatPlanTable, planCluster, readPodSize } from './node-plan.js';
-import { type NodeUsageEntry, readPublished, USAGE_CONFIGMAP, USAGE_DATA_KEY } from '../usage/usage-aware.rules.js';
+import { type ClusterPlan, formatPlanTable, planCluster, readPodSize } from '../domain/node-rules/node-plan.js';
+import { type NodeUsageEntry, readPublished, USAGE_CONFIGMAP, USAGE_DATA_KEY } from '../domain/node-rules/usage-aware.rules.js';
 
 export const PLAN_USAGE = `Usage: kube-overcommit plan [options]
 

@@ -1,10 +1,10 @@
-import { BadRequestException, Controller, Get, Query, ServiceUnavailableException } from '@nestjs/common';
+import { BadRequestException, Controller, Get, Inject, Query, ServiceUnavailableException } from '@nestjs/common';
 import { ConfigStore } from '../config/config.store.js';
 import { NodeCache } from '../kube/node-cache.service.js';
 import { PodCache } from '../kube/pod-cache.service.js';
-import { type ClusterPlan, planCluster, readPodSize } from './node-plan.js';
+import { type ClusterPlan, planCluster, readPodSize } from '../domain/node-rules/node-plan.js';
 import { watchForPlan } from './plan-caches.js';
-import { UsageRatios } from '../usage/usage-ratios.service.js';
+import { NODE_USAGE, type PublishedUsage } from '../domain/node-rules/node-services.js';
 
 export interface PlanResponse extends ClusterPlan {
   /** The config generation and origin the plan was computed with. */
@@ -24,7 +24,7 @@ export class PlanController {
     private readonly nodes: NodeCache,
     private readonly pods: PodCache,
     private readonly config: ConfigStore,
-    private readonly usage: UsageRatios,
+    @Inject(NODE_USAGE) private readonly usage: PublishedUsage,
   ) {}
 
   @Get('plan')

@@ -1,7 +1,7 @@
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
-import { planNodeStatus, RATIOS_ANNOTATION, RAW_ANNOTATION } from '../node-oversell/node-oversell.rules.js';
+import { planNodeStatus, RATIOS_ANNOTATION, RAW_ANNOTATION } from '../domain/node-rules/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import { capMessage, capViolations, nodeCap } from './node-cap.js';
 import { type NodeUsage } from '../domain/resources.js';

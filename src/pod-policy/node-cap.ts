@@ -14,7 +14,7 @@
  * cores, which no ratio creates, and would reject the pod at admission.
  */
 import { MANAGED_RESOURCES, type ManagedResource, type NodeUsage, type ResourceAmounts } from '../domain/resources.js';
-import { isOptedOut, planRecordedStatus, rawAllocatable, readAmounts, readRecord, type AppliedRatios } from '../node-oversell/node-oversell.rules.js';
+import { isOptedOut, planRecordedStatus, rawAllocatable, readAmounts, readRecord, type AppliedRatios } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
 import { formatResourceQuantity } from '../domain/quantity.js';
 

@@ -8,7 +8,7 @@ import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { bindingReview, container, deploymentPod, mirrorPod, podReview, runningPod } from '../../test/fixtures/pods.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
-import { planNodeStatus } from '../node-oversell/node-oversell.rules.js';
+import { planNodeStatus } from '../domain/node-rules/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import type { LimitRangeLike } from './limit-range.js';
 import { ORIGINAL_RESOURCES_ANNOTATION } from './pod-mutation.js';

@@ -17,7 +17,7 @@ import { POD_FACTS, type FactsCache, type PodFacts } from './pod-facts.js';
 import { mutatesResources, type CapMode, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
 import { effectivePodRequests, exclusiveCpus, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
-import { resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import { resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { isRecord } from '../common/is-record.js';
 import { STRATEGY_ORDER } from '../strategy-order.js';
 

@@ -3,12 +3,12 @@ import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
-import { DISABLED_LABEL } from '../node-oversell/node-oversell.rules.js';
+import { DISABLED_LABEL } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
 import { type ResourceAmounts } from '../domain/resources.js';
 import { NodeOversellStrategy } from '../node-oversell/node-oversell.strategy.js';
 import { fullBucket, isNudgeDue, type Nudged, planNudges, readNudge, takeToken } from './reconciler.rules.js';
-import { type NodeUsageEntry } from '../usage/usage-aware.rules.js';
+import { type NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;

@@ -19,11 +19,11 @@
  *   4. Pacing is a token bucket of `rate` tokens a second holding at most one second of them:
  *      never more than `rate` nudges in any second after the first, and at most `rate` at once.
  */
-import { type NodesConfig } from '../node-oversell/node-oversell.config.js';
+import { type NodesConfig } from '../domain/node-rules/node-oversell.config.js';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
 import type { NodeLike } from '../domain/node-like.js';
-import { planNode } from '../plan/node-plan.js';
-import type { NodeUsageEntry } from '../usage/usage-aware.rules.js';
+import { planNode } from '../domain/node-rules/node-plan.js';
+import type { NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
 
 /** Why a node is not due (rule 1), or `due`. */
 export type NudgeDecision = { due: true; target: string } | { due: false; reason: 'matches' | 'opted-out' | 'shadow' | 'unplannable' };

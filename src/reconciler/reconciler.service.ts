@@ -3,15 +3,14 @@ import { InjectMetric, makeCounterProvider, makeGaugeProvider } from '@willsoto/
 import type { Counter, Gauge } from 'prom-client';
 import { CoordinationV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { BackgroundTasks } from '../common/background-tasks.js';
-import type { NodesConfig } from '../node-oversell/node-oversell.config.js';
+import type { NodesConfig } from '../domain/node-rules/node-oversell.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
 import { LeaderLease, leaseIdentity } from '../kube/leader-lease.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { NodeCache } from '../kube/node-cache.service.js';
-import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from '../node-oversell/commitment-floor.service.js';
+import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments, NODE_USAGE, type PublishedUsage } from '../domain/node-rules/node-services.js';
 import type { NodeLike } from '../domain/node-like.js';
-import { UsageRatios } from '../usage/usage-ratios.service.js';
 import { fullBucket, isNudgeDue, type Nudged, planNudges, readNudge, type TokenBucket, takeToken } from './reconciler.rules.js';
 
 /** The Lease that elects the one replica that nudges, in the webhook's namespace (k8s/base/rbac.yaml). */
@@ -82,7 +81,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     private readonly pods: PodCache,
     @Inject(NODE_COMMITMENTS) private readonly commitments: NodeCommitments,
     private readonly background: BackgroundTasks,
-    private readonly usage: UsageRatios,
+    @Inject(NODE_USAGE) private readonly usage: PublishedUsage,
     @InjectMetric(RECONCILE_NUDGES_METRIC) private readonly nudges: Counter<string>,
     @InjectMetric(RECONCILER_LEADER_METRIC) private readonly leaderGauge: Gauge<string>,
     @InjectMetric(RECONCILER_ENABLED_METRIC) private readonly enabledGauge: Gauge<string>,

@@ -4,7 +4,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../common/duration.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
-import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
 import { heartbeatsFresh, nodeWindowMs, planStatusCoalescing, WINDOW_SPREAD, type StatusUpdateRequest } from './status-coalescing.rules.js';
 

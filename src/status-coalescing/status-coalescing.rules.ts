@@ -40,7 +40,7 @@
 import { createHash } from 'node:crypto';
 import type { PatchOperation } from '../admission/admission.types.js';
 import { MANAGED_RESOURCES } from '../domain/resources.js';
-import { RATIOS_ANNOTATION } from '../node-oversell/node-oversell.rules.js';
+import { RATIOS_ANNOTATION } from '../domain/node-rules/node-oversell.rules.js';
 import { parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
 import { Memo } from '../domain/memo.js';

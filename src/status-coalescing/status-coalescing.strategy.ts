@@ -6,7 +6,7 @@ import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../adm
 import { parseDuration } from '../common/duration.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
 import { STRATEGY_ORDER } from '../strategy-order.js';
-import { resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import { resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
 import { planStatusCoalescing } from './status-coalescing.rules.js';
 

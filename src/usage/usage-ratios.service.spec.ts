@@ -11,7 +11,7 @@ import { container, runningPod } from '../../test/fixtures/pods.js';
 import { ConfigStore } from '../config/config.store.js';
 import { OVERCOMMIT_CONFIG } from '../overcommit.config.js';
 import { PodCache } from '../kube/pod-cache.service.js';
-import { resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import { resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { UsageRatios, usageSections } from './usage-ratios.service.js';
 
 const CONFIG = 'nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { target: { cpu: 0.6 }, interval: 5s, maxStepUp: 1 }\n';

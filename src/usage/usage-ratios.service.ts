@@ -6,16 +6,16 @@ import { CoordinationV1Api, CoreV1Api, KubeConfig, Metrics, type V1ConfigMap, ty
 import type { Counter, Gauge } from 'prom-client';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { parseDuration } from '../common/duration.js';
-import { type NodesConfig, USAGE_RESOURCES, type UsageConfig, type UsageResource } from '../node-oversell/node-oversell.config.js';
+import { type NodesConfig, USAGE_RESOURCES, type UsageConfig, type UsageResource } from '../domain/node-rules/node-oversell.config.js';
 import { ConfigStore } from '../config/config.store.js';
 import { describeApiError } from '../kube/api-error.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
 import { LeaderLease } from '../kube/leader-lease.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
-import { type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
+import { type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
-import { NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from '../node-oversell/node-oversell.metrics.js';
+import { NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from './usage.metrics.js';
 import { baseAmountToNumber, parseResourceQuantity } from '../domain/quantity.js';
 import {
   effectivePolicy,
@@ -37,17 +37,11 @@ import {
   USAGE_DATA_KEY,
   USAGE_INPUTS_KEY,
   usageResources,
-} from './usage-aware.rules.js';
+} from '../domain/node-rules/usage-aware.rules.js';
+import type { NodeUsageRatios, PublishedUsage } from '../domain/node-rules/node-services.js';
 
-export const NODE_USAGE = Symbol('NODE_USAGE');
 /** The Lease that elects the leader. */
 export const USAGE_LEASE = 'kube-overcommit-usage';
-
-/** What node oversell asks of usage-aware ratios at each Node status write. */
-export interface NodeUsageRatios {
-  /** The policy with its published ratios (capped at the ceilings), and the decisions to annotate. */
-  effective(name: string, policy: NodePolicy | null, stored: NodeLike | undefined): { policy: NodePolicy | null; decisions: NodeUsageEntry };
-}
 
 /** The usage sections of a nodes config: the default one and every pool's. */
 export function usageSections(nodes: NodesConfig | undefined): UsageConfig[] {
@@ -66,7 +60,7 @@ export function usageSections(nodes: NodesConfig | undefined): UsageConfig[] {
  * get/update the Lease, in the platform's namespace (the manifests create both).
  */
 @Injectable()
-export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplicationShutdown {
+export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('UsageRatios');
   private readonly available: boolean;
   private readonly namespace: string;

@@ -43,6 +43,15 @@ describe('docs/architecture.md, "Who may import whom"', () => {
     expect(folders.length).toBeGreaterThanOrEqual(12);
   });
 
+  it('holds domain/node-rules/ to the rule of domain/', async () => {
+    // allowedBy imports `../<target>`: from src/domain/node-rules/, `../x` is domain/x and `../../x` is src/x.
+    const others = folders.filter((other) => other !== 'domain').map((other) => `../${other}/probe.ts`);
+    const allowed = others.filter((target) => table.get('domain')!.includes(target.slice(3, -'probe.ts'.length)));
+    expect(allowed).toEqual(['../common/probe.ts']);
+    const targets = [...others, '../overcommit.config.ts', 'quantity.ts', 'node-rules/node-services.ts'];
+    expect(await allowedBy('domain/node-rules', targets)).toEqual([...allowed, 'quantity.ts', 'node-rules/node-services.ts']);
+  });
+
   it('says exactly what ESLint lets each folder import', async () => {
     for (const [folder, cell] of table) {
       const others = folders.filter((other) => other !== folder);

@@ -1,5 +1,5 @@
 /**
- * The commitment floor (rule 6 of src/node-oversell/node-oversell.rules.ts) against a real control
+ * The commitment floor (rule 6 of src/domain/node-rules/node-oversell.rules.ts) against a real control
  * plane: a simulated kubelet that re-admits its pods on restart as the kubelet does
  * (test/support/kubelet-admission.ts: creation order, against the allocatable the API server stores).
  *

@@ -1,5 +1,5 @@
 /**
- * Node oversell against a real control plane (the rules in src/node-oversell/node-oversell.rules.ts,
+ * Node oversell against a real control plane (the rules in src/domain/node-rules/node-oversell.rules.ts,
  * scenarios 1–8): the shipped k8s/base applied with kubectl, the built
  * product as its own process with the ServiceAccount's RBAC, simulated kubelets that
  * authenticate as system:node:<name> and follow the kubelet's status algorithm, kube-scheduler

@@ -1,14 +1,14 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
-import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
-import { type NodesConfig } from '../node-oversell/node-oversell.config.js';
-import { MANAGED_RESOURCES } from '../domain/resources.js';
-import { DISABLED_LABEL, RAW_ANNOTATION, readAmounts } from '../node-oversell/node-oversell.rules.js';
-import type { NodeLike } from '../domain/node-like.js';
-import { NodeOversellStrategy } from '../node-oversell/node-oversell.strategy.js';
-import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
+import { nodeOversellStrategy } from '../../../test/fixtures/node-oversell-strategy.js';
+import { parseConfig, type OvercommitConfig } from '../../overcommit.config.js';
+import { type NodesConfig } from './node-oversell.config.js';
+import { MANAGED_RESOURCES } from '../resources.js';
+import { DISABLED_LABEL, RAW_ANNOTATION, readAmounts } from './node-oversell.rules.js';
+import type { NodeLike } from '../node-like.js';
+import { NodeOversellStrategy } from '../../node-oversell/node-oversell.strategy.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../quantity.js';
 import { formatPlanTable, planCluster, planNode, podsThatFit, readPodSize } from './node-plan.js';
 
 const { applyPatch } = fastJsonPatch;

@@ -39,11 +39,11 @@
  *
  * The commitment floor (node-oversell.rules.ts, rule 6) still applies after the effective ratio.
  */
-import { parseDuration } from '../common/duration.js';
-import { type Ratios, USAGE_RESOURCES, type UsageConfig, type UsageResource } from '../node-oversell/node-oversell.config.js';
-import { isRecord } from '../common/is-record.js';
-import type { NodePolicy } from '../node-oversell/node-oversell.rules.js';
-import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
+import { parseDuration } from '../../common/duration.js';
+import { type Ratios, USAGE_RESOURCES, type UsageConfig, type UsageResource } from './node-oversell.config.js';
+import { isRecord } from '../../common/is-record.js';
+import type { NodePolicy } from './node-oversell.rules.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../quantity.js';
 
 /** The ConfigMap (in the platform's namespace) the leader publishes the effective ratios to, and its key. */
 export const USAGE_CONFIGMAP = 'kube-overcommit-usage';

@@ -50,12 +50,12 @@
  * the object.
  */
 import { type NodeMode, type NodesConfig, type Ratios, type UsageConfig } from './node-oversell.config.js';
-import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
-import { matchesLabelSelector } from '../domain/label-selector.js';
-import { Memo } from '../domain/memo.js';
-import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from '../domain/quantity.js';
-import { isRecord } from '../common/is-record.js';
-import type { NodeLike } from '../domain/node-like.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../resources.js';
+import { matchesLabelSelector } from '../label-selector.js';
+import { Memo } from '../memo.js';
+import { formatResourceQuantity, multiplyFloor, parseResourceQuantity } from '../quantity.js';
+import { isRecord } from '../../common/is-record.js';
+import type { NodeLike } from '../node-like.js';
 
 /** JSON `{"allocatable":{...},"capacity":{...}}`: see RawRecordJson. */
 export const RAW_ANNOTATION = 'kube-overcommit.io/allocatable-raw';

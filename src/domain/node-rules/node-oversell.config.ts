@@ -1,7 +1,7 @@
 import { Type } from 'class-transformer';
 import { IsArray, IsBoolean, IsDefined, IsIn, IsInt, IsNumber, IsOptional, Matches, Max, Min, ValidateBy, ValidateNested } from 'class-validator';
-import { parseDuration } from '../common/duration.js';
-import { LabelSelector } from '../domain/label-selector.js';
+import { parseDuration } from '../../common/duration.js';
+import { LabelSelector } from '../label-selector.js';
 
 const ratio = () => [IsOptional(), IsNumber({ allowNaN: false, allowInfinity: false }), Min(1), Max(10)];
 function Ratio(): PropertyDecorator {

@@ -22,21 +22,13 @@
  *      pods request (Guaranteed, integer cpu) beside the raw cpu allocatable that bounds them
  *      (the pod cap, docs/pod-policy.md); null elsewhere.
  */
-import { type NodeMode, type NodesConfig } from '../node-oversell/node-oversell.config.js';
-import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
-import {
-  type AppliedRatios,
-  type NodePolicy,
-  type NodeStatusPlan,
-  planNodeStatus,
-  readAmounts,
-  readRecord,
-  resolveNodePolicy,
-} from '../node-oversell/node-oversell.rules.js';
-import type { NodeLike } from '../domain/node-like.js';
-import { floorEnabled } from '../node-oversell/commitment-floor.service.js';
-import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
-import { effectivePolicy, type NodeUsageEntry, type UsageReason } from '../usage/usage-aware.rules.js';
+import { type NodeMode, type NodesConfig } from './node-oversell.config.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../resources.js';
+import { type AppliedRatios, type NodePolicy, type NodeStatusPlan, planNodeStatus, readAmounts, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
+import type { NodeLike } from '../node-like.js';
+import { floorEnabled } from './node-services.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../quantity.js';
+import { effectivePolicy, type NodeUsageEntry, type UsageReason } from './usage-aware.rules.js';
 
 /** Quantities per managed resource, in the canonical form of formatResourceQuantity. */
 export type Quantities = Partial<Record<ManagedResource, string>>;

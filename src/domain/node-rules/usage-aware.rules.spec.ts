@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../overcommit.config.js';
-import { UsageConfig } from '../node-oversell/node-oversell.config.js';
-import { planNodeStatus, resolveNodePolicy, USAGE_ANNOTATION } from '../node-oversell/node-oversell.rules.js';
+import { parseConfig } from '../../overcommit.config.js';
+import { UsageConfig } from './node-oversell.config.js';
+import { planNodeStatus, resolveNodePolicy, USAGE_ANNOTATION } from './node-oversell.rules.js';
 import {
   effectivePolicy,
   formatPublished,

@@ -1,11 +1,11 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { afterAll, describe, expect, it } from 'vitest';
-import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
-import type { AdmissionRequest } from '../admission/admission.types.js';
+import { nodeOversellStrategy } from '../../../test/fixtures/node-oversell-strategy.js';
+import type { AdmissionRequest } from '../../admission/admission.types.js';
 import { type NodesConfig } from './node-oversell.config.js';
-import { type OvercommitConfig } from '../overcommit.config.js';
-import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../domain/resources.js';
+import { type OvercommitConfig } from '../../overcommit.config.js';
+import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../resources.js';
 import {
   DISABLED_LABEL,
   FLOOR_ANNOTATION,
@@ -20,10 +20,10 @@ import {
   resolveNodePolicy,
   USAGE_ANNOTATION,
 } from './node-oversell.rules.js';
-import type { NodeLike } from '../domain/node-like.js';
-import { NodeOversellStrategy, nodeStatusPatch } from './node-oversell.strategy.js';
-import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
-import { kubeadmNode } from '../../test/fixtures/nodes.js';
+import type { NodeLike } from '../node-like.js';
+import { NodeOversellStrategy, nodeStatusPatch } from '../../node-oversell/node-oversell.strategy.js';
+import { formatResourceQuantity, parseResourceQuantity } from '../quantity.js';
+import { kubeadmNode } from '../../../test/fixtures/nodes.js';
 
 const { applyPatch } = fastJsonPatch;
 
