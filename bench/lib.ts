@@ -34,7 +34,7 @@ export interface NumberOptionRule {
  * text that is not a number ≥ `min` (a whole one with `integer`) stops the run with an error
  * naming the flag.
  */
-export function numberOption(name: string, text: string | undefined, fallback: number, rule: NumberOptionRule = {}): number {
+function numberOption(name: string, text: string | undefined, fallback: number, rule: NumberOptionRule = {}): number {
   const given = text ?? (rule.env === undefined ? undefined : process.env[rule.env]);
   if (given === undefined || given === '') return fallback;
   const value = Number(given);
@@ -106,7 +106,7 @@ export interface Bench<F> {
 }
 
 /** Runs a bench's main: exits with the code it answers (0 for none), or 1 with the error's stack when it throws. */
-export function runBench(main: () => Promise<number | void>): void {
+function runBench(main: () => Promise<number | void>): void {
   main().then(
     (code) => process.exit(code ?? 0),
     (error: unknown) => {
