@@ -105,17 +105,6 @@ export interface Bench<F> {
   log: Log;
 }
 
-/** Runs a bench's main: exits with the code it answers (0 for none), or 1 with the error's stack when it throws. */
-function runBench(main: () => Promise<number | void>): void {
-  main().then(
-    (code) => process.exit(code ?? 0),
-    (error: unknown) => {
-      console.error(error instanceof Error ? error.stack : error);
-      process.exit(1);
-    },
-  );
-}
-
 /** The load average now, to two digits. */
 export const loadAvg = (): number[] => os.loadavg().map((l) => round(l, 2));
 
@@ -184,19 +173,27 @@ export function benchMain<const F extends Record<string, FlagSpec>>(spec: BenchS
     log,
   };
   const build = typeof spec.build === 'function' ? spec.build(flags) : (spec.build ?? false);
-  setImmediate(() =>
-    runBench(async () => {
-      if (spec.title)
-        log(
-          `kube-overcommit ${spec.title} — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
-            .loadavg()
-            .map((l) => l.toFixed(2))
-            .join(' ')}`,
-        );
-      if (build && !flags['no-build']) await ensureBuilt(log);
-      return run(bench);
-    }),
-  );
+  const main = async () => {
+    if (spec.title)
+      log(
+        `kube-overcommit ${spec.title} — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
+          .loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' ')}`,
+      );
+    if (build && !flags['no-build']) await ensureBuilt(log);
+    return run(bench);
+  };
+  // Once the module has loaded: what its top level computes from `bench` exists by then.
+  setImmediate(() => {
+    main().then(
+      (code) => process.exit(code ?? 0),
+      (error: unknown) => {
+        console.error(error instanceof Error ? error.stack : error);
+        process.exit(1);
+      },
+    );
+  });
   return bench;
 }
 
