@@ -201,7 +201,7 @@ export function benchMain<const F extends Record<string, FlagSpec>>(spec: BenchS
 // Build
 
 /** `npm run build` when dist/ is missing or older than src/, under the e2e runs' build lock (--no-build skips it). */
-export const ensureBuilt = (log: Log): Promise<void> => buildDist('if-needed', log);
+const ensureBuilt = (log: Log): Promise<void> => buildDist('if-needed', log);
 
 /** A build of this repository at some commit: the working tree's, or another's (bench:admission --against). */
 export interface AppBuild {

@@ -130,7 +130,7 @@ export interface ProfileSummary {
 }
 
 /** Summarises the samples taken between fromUs and toUs (profile clock, µs). */
-export function summariseProfile(profile: CpuProfile, fromUs: number, toUs: number, topN: number): ProfileSummary {
+function summariseProfile(profile: CpuProfile, fromUs: number, toUs: number, topN: number): ProfileSummary {
   const byId = new Map<number, ProfileNode>();
   const parent = new Map<number, number>();
   for (const node of profile.nodes) {
@@ -215,7 +215,7 @@ export function summariseProfile(profile: CpuProfile, fromUs: number, toUs: numb
   };
 }
 
-export function formatSummary(title: string, s: ProfileSummary): string {
+function formatSummary(title: string, s: ProfileSummary): string {
   return [
     `${title}: ${s.sampledMs} ms sampled on the JS thread in a ${s.windowMs} ms load window (% of non-idle samples)`,
     '',
