@@ -57,6 +57,16 @@ export default tseslint.config(
     rules: { complexity: 'off', 'max-lines-per-function': 'off' },
   },
   {
+    // What bench and the e2e suite share is in test/support/; the harness is the suite's own (its Vitest context).
+    files: ['bench/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/test/e2e/**'], message: 'bench imports what it shares with the e2e suite from test/support/.' }] },
+      ],
+    },
+  },
+  {
     // The build's Node scripts (plain JavaScript, no type information): Node's globals.
     files: ['scripts/**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', fetch: 'readonly' } },

@@ -40,7 +40,6 @@ import autocannon, { type Result } from 'autocannon';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, relative } from 'node:path';
-import { parseArgs } from 'node:util';
 import {
   BUILD_DIR,
   buildCommit,
@@ -49,14 +48,11 @@ import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   DEPLOYMENT_NODE_OPTIONS,
   destroyAgent,
-  ensureBuilt,
   type LatencySummary,
   machineInfo,
   median,
-  numberOption,
   post,
   type ProcessWindow,
-  resultsPath,
   ROOT,
   round,
   RUN_DIR,
@@ -72,7 +68,7 @@ import {
   watchProcess,
   WORKING_TREE,
   writeTls,
-  runBench,
+  benchMain,
 } from './lib.js';
 import { freePort, type MemoryCgroup } from '../test/support/process.js';
 import { pacedLoad } from './paced-client.js';
@@ -81,50 +77,51 @@ import { type BenchReview, benchReviews } from './reviews.js';
 // ---------------------------------------------------------------------------------------------
 // Options
 
-const { values: flags } = parseArgs({
-  options: {
-    duration: { type: 'string' },
-    rounds: { type: 'string' },
-    connections: { type: 'string' },
-    warmup: { type: 'string' },
-    rate: { type: 'string' },
-    'rate-duration': { type: 'string' },
-    'rate-rounds': { type: 'string' },
-    sizes: { type: 'string' },
-    'ours-node-args': { type: 'string' },
-    'memory-limit': { type: 'string' },
-    spawns: { type: 'string' },
-    against: { type: 'string' },
-    'no-build': { type: 'boolean' },
-    out: { type: 'string' },
+const bench = benchMain(
+  {
+    script: 'bench:admission',
+    results: 'admission.json',
+    build: true,
+    title: 'admission bench',
+    flags: {
+      duration: { type: 'number', default: 10, min: 1, env: 'BENCH_DURATION' },
+      rounds: { type: 'number', default: 3, min: 1, integer: true, env: 'BENCH_ROUNDS' },
+      connections: { type: 'number', default: 24, min: 1, integer: true, env: 'BENCH_CONNECTIONS' },
+      warmup: { type: 'number', default: 1, env: 'BENCH_WARMUP' },
+      rate: { type: 'number', default: 1000, min: 1, integer: true, env: 'BENCH_RATE' },
+      'rate-duration': { type: 'number', default: 8, min: 1, env: 'BENCH_RATE_DURATION' },
+      'rate-rounds': { type: 'number', default: 2, integer: true, env: 'BENCH_RATE_ROUNDS' },
+      sizes: { type: 'list', default: 'bare-node,kubeadm-node,large-node,pod', env: 'BENCH_SIZES', choices: benchReviews().map((r) => r.name) },
+      'ours-node-args': { type: 'string', default: '', env: 'BENCH_OURS_NODE_ARGS' },
+      'memory-limit': { type: 'number', default: DEPLOYMENT_MEMORY_LIMIT_MIB, integer: true, env: 'BENCH_MEMORY_LIMIT' },
+      spawns: { type: 'number', default: 7, integer: true, env: 'BENCH_SPAWNS' },
+      against: { type: 'string', env: 'BENCH_AGAINST' },
+    },
   },
-});
+  main,
+);
+const { flags, log, outFile } = bench;
 
 const options = {
-  duration: numberOption('duration', flags.duration, 10, { min: 1, env: 'BENCH_DURATION' }),
-  rounds: Math.round(numberOption('rounds', flags.rounds, 3, { min: 1, env: 'BENCH_ROUNDS' })),
-  connections: Math.round(numberOption('connections', flags.connections, 24, { min: 1, env: 'BENCH_CONNECTIONS' })),
+  duration: flags.duration,
+  rounds: flags.rounds,
+  connections: flags.connections,
   pipelining: 1,
-  warmup: numberOption('warmup', flags.warmup, 1, { env: 'BENCH_WARMUP' }),
-  rate: Math.round(numberOption('rate', flags.rate, 1000, { min: 1, env: 'BENCH_RATE' })),
-  rateDuration: numberOption('rate-duration', flags['rate-duration'], 8, { min: 1, env: 'BENCH_RATE_DURATION' }),
-  rateRounds: Math.round(numberOption('rate-rounds', flags['rate-rounds'], 2, { env: 'BENCH_RATE_ROUNDS' })),
+  warmup: flags.warmup,
+  rate: flags.rate,
+  rateDuration: flags['rate-duration'],
+  rateRounds: flags['rate-rounds'],
   rateReview: 'kubeadm-node' as const,
-  sizes: (flags.sizes ?? process.env.BENCH_SIZES ?? 'bare-node,kubeadm-node,large-node,pod')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean),
+  sizes: flags.sizes,
   /** Extra node flags for ours only (e.g. "--max-semi-space-size=8" to see what a V8 setting does to RSS). */
-  oursNodeArgs: (flags['ours-node-args'] ?? process.env.BENCH_OURS_NODE_ARGS ?? '').split(' ').filter(Boolean),
+  oursNodeArgs: flags['ours-node-args'].split(' ').filter(Boolean),
   /** Each server in a memory cgroup at this limit (MiB; 0: none): the Deployment's by default. */
-  memoryLimitMiB: Math.round(numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, { env: 'BENCH_MEMORY_LIMIT' })),
+  memoryLimitMiB: flags['memory-limit'],
   /** Start-up: each server spawned this many times, timed from spawn to its first answered review. */
-  spawns: Math.round(numberOption('spawns', flags.spawns, 7, { env: 'BENCH_SPAWNS' })),
+  spawns: flags.spawns,
   /** Another commit run beside the working tree (`--against`), or undefined. */
-  against: flags.against ?? (process.env.BENCH_AGAINST || undefined),
+  against: flags.against,
 };
-const outFile = flags.out ?? resultsPath('admission.json');
-const log = (line: string) => process.stdout.write(`${line}\n`);
 
 // ---------------------------------------------------------------------------------------------
 // Checks
@@ -387,28 +384,13 @@ async function spawnToFirstReview(name: string, args: string[], env: NodeJS.Proc
 }
 
 async function main(): Promise<number> {
-  const startedAt = new Date();
   const reviews = benchReviews().filter((r) => options.sizes.includes(r.name));
-  const unknown = options.sizes.filter((s) => !reviews.some((r) => r.name === s));
-  if (unknown.length)
-    throw new Error(
-      `unknown --sizes ${unknown.join(', ')}; known: ${benchReviews()
-        .map((r) => r.name)
-        .join(', ')}`,
-    );
   const rateReview = reviews.find((r) => r.name === options.rateReview) ?? benchReviews().find((r) => r.name === options.rateReview)!;
 
-  log(
-    `kube-overcommit admission bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
-      .loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}`,
-  );
   log(
     `options: ${options.duration} s × ${options.rounds} rounds per size, ${options.connections} connections, pipelining ${options.pipelining}; ` +
       `fixed rate ${options.rate} req/s × ${options.rateDuration} s × ${options.rateRounds} rounds`,
   );
-  if (!flags['no-build']) await ensureBuilt(log);
 
   const dir = join(RUN_DIR, 'admission');
   const tls = await writeTls(join(dir, 'tls'));
@@ -609,10 +591,10 @@ async function main(): Promise<number> {
 
     const report = {
       benchmark: 'admission',
-      command: `npm run bench:admission -- ${process.argv.slice(2).join(' ')}`.trim(),
-      startedAt: startedAt.toISOString(),
+      command: bench.command,
+      startedAt: bench.startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
-      machine: { ...machineInfo(), loadAvgAtStart: loadAtStart },
+      machine: { ...machineInfo(), loadAvgAtStart: bench.loadAvgAtStart },
       options,
       servers: {
         ours: {
@@ -753,6 +735,3 @@ async function main(): Promise<number> {
     await Promise.all(SERVERS.map((name) => servers[name]?.stop()));
   }
 }
-
-const loadAtStart = os.loadavg().map((l) => round(l, 2));
-runBench(main);

@@ -17,7 +17,6 @@
  * Flags: --count n (2000) --runs n (5) --json FILE
  */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { cachedPod, PodsByNode } from '../src/kube/pods-by-node.js';
 import { stripManagedFields } from '../src/kube/resilient-informer.js';
@@ -25,11 +24,21 @@ import type { PodLike } from '../src/domain/pod-resources.js';
 import { trimCachedNode } from '../src/kube/node-cache.service.js';
 import { kubeadmNode, kwokNode } from '../test/fixtures/nodes.js';
 import { runningPod } from '../test/fixtures/pods.js';
-import { median, numberOption, round, table } from './lib.js';
+import { benchMain, median, round, table } from './lib.js';
 
-const { values: flags } = parseArgs({ options: { count: { type: 'string' }, runs: { type: 'string' }, json: { type: 'string' } } });
-const count = numberOption('count', flags.count, 2000, { min: 1, integer: true });
-const runs = numberOption('runs', flags.runs, 5, { min: 1, integer: true });
+const { flags, log } = benchMain(
+  {
+    script: 'bench:cache-memory',
+    flags: {
+      count: { type: 'number', default: 2000, min: 1, integer: true },
+      runs: { type: 'number', default: 5, min: 1, integer: true },
+      /** Writes { count, runs, bytesPerPod, bytesPerPodAsReceived } there. */
+      json: { type: 'string' },
+    },
+  },
+  main,
+);
+const { count, runs } = flags;
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('run with node --expose-gc (npm run bench:cache-memory does)');
 
@@ -57,15 +66,6 @@ const objects: { name: string; object: unknown; trim: Transform }[] = [
   { name: 'node, 100 images of 180 chars', object: kubeadmNode({ images: 100, imageNameLength: 180 }), trim: trimNode },
   { name: 'running Deployment pod', object: runningPod('checkout-1', 'node-1'), trim: stripManagedFields },
 ];
-
-console.log(`heap per cached object (node ${process.version}; ${count} objects, median of ${runs} runs)\n`);
-const rows = objects.map(({ name, object, trim }) => {
-  const json = JSON.stringify(object);
-  const whole = heapPerObject(json, asIs);
-  const trimmed = heapPerObject(json, trim);
-  return [name, json.length, trim.name, round(whole, 0), round(trimmed, 0), `${round((100 * (whole - trimmed)) / whole, 0)} %`];
-});
-console.log(table(['object', 'JSON bytes', 'transform', 'heap B as received', 'heap B cached', 'saved'], rows));
 
 /**
  * Heap bytes per pod of a pod cache holding `count` distinct pods parsed from `json` through
@@ -98,18 +98,29 @@ function heapPerCachedPod(json: string, keep: (pod: PodLike) => PodLike): number
   return median(samples);
 }
 
-const podJson = JSON.stringify({ ...runningPod('checkout-1', 'node-1'), metadata: { ...runningPod('POD_NAME', 'node-1').metadata, uid: 'POD_UID' } });
-const asReceived = heapPerCachedPod(podJson, stripManagedFields as (pod: PodLike) => PodLike);
-const cached = heapPerCachedPod(podJson, cachedPod);
-console.log(`\nthe pod cache per pod (informer map + node index; ${count} distinct pods of the running Deployment pod, median of ${runs} runs)\n`);
-console.log(
-  table(
-    ['kept', 'heap B per pod'],
-    [
-      ['as received (managedFields stripped)', round(asReceived, 0)],
-      ['CachedPod (identity, node, phase, requests)', round(cached, 0)],
-    ],
-  ),
-);
-if (flags.json)
-  writeFileSync(flags.json, `${JSON.stringify({ count, runs, bytesPerPod: round(cached, 0), bytesPerPodAsReceived: round(asReceived, 0) }, null, 2)}\n`);
+async function main(): Promise<void> {
+  log(`heap per cached object (node ${process.version}; ${count} objects, median of ${runs} runs)\n`);
+  const rows = objects.map(({ name, object, trim }) => {
+    const json = JSON.stringify(object);
+    const whole = heapPerObject(json, asIs);
+    const trimmed = heapPerObject(json, trim);
+    return [name, json.length, trim.name, round(whole, 0), round(trimmed, 0), `${round((100 * (whole - trimmed)) / whole, 0)} %`];
+  });
+  log(table(['object', 'JSON bytes', 'transform', 'heap B as received', 'heap B cached', 'saved'], rows));
+
+  const podJson = JSON.stringify({ ...runningPod('checkout-1', 'node-1'), metadata: { ...runningPod('POD_NAME', 'node-1').metadata, uid: 'POD_UID' } });
+  const asReceived = heapPerCachedPod(podJson, stripManagedFields as (pod: PodLike) => PodLike);
+  const cached = heapPerCachedPod(podJson, cachedPod);
+  log(`\nthe pod cache per pod (informer map + node index; ${count} distinct pods of the running Deployment pod, median of ${runs} runs)\n`);
+  log(
+    table(
+      ['kept', 'heap B per pod'],
+      [
+        ['as received (managedFields stripped)', round(asReceived, 0)],
+        ['CachedPod (identity, node, phase, requests)', round(cached, 0)],
+      ],
+    ),
+  );
+  if (flags.json)
+    writeFileSync(flags.json, `${JSON.stringify({ count, runs, bytesPerPod: round(cached, 0), bytesPerPodAsReceived: round(asReceived, 0) }, null, 2)}\n`);
+}

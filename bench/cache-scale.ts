@@ -31,7 +31,6 @@ import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import { join, relative } from 'node:path';
-import { parseArgs } from 'node:util';
 import { type LabelMatch, Metrics } from '../test/support/metrics.js';
 import { httpText } from '../test/support/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
@@ -40,12 +39,11 @@ import { freePort } from '../test/support/process.js';
 import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   DEPLOYMENT_NODE_OPTIONS,
-  ensureBuilt,
+  benchMain,
+  loadAvg,
   machineInfo,
   median,
-  numberOption,
   oursEnv,
-  resultsPath,
   ROOT,
   round,
   RUN_DIR,
@@ -57,36 +55,38 @@ import {
   waitReady,
   writeTls,
   type ServerProcess,
-  runBench,
 } from './lib.js';
 import { pacedLoad } from './paced-client.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    nodes: { type: 'string' },
-    pods: { type: 'string' },
-    rate: { type: 'string' },
-    seconds: { type: 'string' },
-    rounds: { type: 'string' },
-    'sync-timeout': { type: 'string' },
-    'memory-limit': { type: 'string' },
-    'no-build': { type: 'boolean' },
-    out: { type: 'string' },
+const bench = benchMain(
+  {
+    script: 'bench:cache-scale',
+    results: 'cache-scale.json',
+    build: true,
+    title: 'cache-scale bench',
+    flags: {
+      nodes: { type: 'number', default: 5_000, min: 1, integer: true },
+      pods: { type: 'number', default: 150_000, integer: true },
+      rate: { type: 'number', default: 500, min: 1, integer: true },
+      seconds: { type: 'number', default: 10, min: 1, integer: true },
+      rounds: { type: 'number', default: 3, min: 1, integer: true },
+      'sync-timeout': { type: 'number', default: 300, min: 1, integer: true },
+      'memory-limit': { type: 'number', default: DEPLOYMENT_MEMORY_LIMIT_MIB, integer: true },
+    },
   },
-});
-
+  main,
+);
+const { flags, log, outFile } = bench;
 const options = {
-  nodes: Math.max(1, numberOption('nodes', flags.nodes, 5_000, { integer: true })),
-  pods: numberOption('pods', flags.pods, 150_000, { integer: true }),
-  rate: Math.max(1, numberOption('rate', flags.rate, 500, { integer: true })),
-  seconds: Math.max(1, numberOption('seconds', flags.seconds, 10, { integer: true })),
-  rounds: Math.max(1, numberOption('rounds', flags.rounds, 3, { integer: true })),
-  syncTimeoutS: Math.max(1, numberOption('sync-timeout', flags['sync-timeout'], 300, { integer: true })),
-  memoryLimitMiB: numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, { integer: true }),
+  nodes: flags.nodes,
+  pods: flags.pods,
+  rate: flags.rate,
+  seconds: flags.seconds,
+  rounds: flags.rounds,
+  syncTimeoutS: flags['sync-timeout'],
+  memoryLimitMiB: flags['memory-limit'],
   namespaces: 100,
 };
-const outFile = flags.out ?? resultsPath('cache-scale.json');
-const log = (line: string) => process.stdout.write(`${line}\n`);
 const RESOURCE_VERSION = '1000';
 
 // ---------------------------------------------------------------------------------------------
@@ -388,14 +388,10 @@ async function measure(name: string, pods: number) {
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
-  const startedAt = new Date();
-  const loadAvgAtStart = os.loadavg().map((l) => round(l, 2));
-  log(`kube-overcommit cache-scale bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${loadAvgAtStart.join(' ')}`);
   log(
     `options: ${options.nodes} nodes, ${options.pods} pods; node reviews at ${options.rate} req/s × ${options.seconds} s × ${options.rounds} rounds; ` +
       `memory limit ${options.memoryLimitMiB || 'none'} MiB, NODE_OPTIONS=${DEPLOYMENT_NODE_OPTIONS}`,
   );
-  if (!flags['no-build']) await ensureBuilt(log);
 
   const empty = await measure('no-pods', 0);
   const full = await measure('pods', options.pods);
@@ -409,10 +405,10 @@ async function main(): Promise<number> {
   const bytesPerPod = withPods && noPods && options.pods > 0 ? Math.round(((withPods.heapUsedMiB - noPods.heapUsedMiB) * 2 ** 20) / options.pods) : null;
   const report = {
     benchmark: 'cache-scale',
-    command: `npm run bench:cache-scale -- ${process.argv.slice(2).join(' ')}`.trim(),
-    startedAt: startedAt.toISOString(),
+    command: bench.command,
+    startedAt: bench.startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
-    machine: { ...machineInfo(), loadAvgAtStart, loadAvgAtEnd: os.loadavg().map((l) => round(l, 2)) },
+    machine: { ...machineInfo(), loadAvgAtStart: bench.loadAvgAtStart, loadAvgAtEnd: loadAvg() },
     options: { ...options, nodeOptions: DEPLOYMENT_NODE_OPTIONS },
     bytesPerPod,
     heapMiB: withPods?.heapUsedMiB ?? null,
@@ -436,5 +432,3 @@ async function main(): Promise<number> {
   log(`wrote ${relative(process.cwd(), outFile)}`);
   return failures.length ? 1 : 0;
 }
-
-runBench(main);

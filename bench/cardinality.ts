@@ -13,7 +13,6 @@ import 'reflect-metadata';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { httpGet } from '../test/support/webhook.js';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
 import { freePort } from '../test/support/process.js';
@@ -21,11 +20,10 @@ import {
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   RUN_DIR,
   destroyAgent,
-  ensureBuilt,
+  benchMain,
   machineInfo,
   oursEnv,
   post,
-  resultsPath,
   round,
   serverCgroup,
   sleep,
@@ -34,25 +32,26 @@ import {
   table,
   waitReady,
   writeTls,
-  numberOption,
-  runBench,
 } from './lib.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    resources: { type: 'string' },
-    nodes: { type: 'string' },
-    huge: { type: 'string' },
-    'no-build': { type: 'boolean' },
-    out: { type: 'string' },
+const {
+  flags: counts,
+  log,
+  outFile,
+  command,
+} = benchMain(
+  {
+    script: 'bench:cardinality',
+    results: 'cardinality.json',
+    build: true,
+    flags: {
+      resources: { type: 'number', default: 20_000, integer: true },
+      nodes: { type: 'number', default: 12_000, integer: true },
+      huge: { type: 'number', default: 10, integer: true },
+    },
   },
-});
-const log = (line: string) => process.stdout.write(`${line}\n`);
-const counts = {
-  resources: numberOption('resources', flags.resources, 20_000, { integer: true }),
-  nodes: numberOption('nodes', flags.nodes, 12_000, { integer: true }),
-  huge: numberOption('huge', flags.huge, 10, { integer: true }),
-};
+  main,
+);
 
 interface Phase {
   phase: string;
@@ -89,7 +88,6 @@ function* reviews(n: number, shape: (review: Record<string, any>, i: number) => 
 }
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) await ensureBuilt(log);
   const dir = join(RUN_DIR, 'cardinality');
   mkdirSync(dir, { recursive: true });
   const configFile = join(dir, 'config.yaml');
@@ -174,12 +172,9 @@ async function main(): Promise<void> {
       phases.map((p) => [p.phase, p.reviews, p.non200, round(p.scrapeBytes / 1024, 1), p.scrapeMs, p.series, p.rssMiB, p.alive ? 'yes' : 'NO']),
     ),
   );
-  const out = flags.out ?? resultsPath('cardinality.json');
   writeFileSync(
-    out,
-    `${JSON.stringify({ command: `npm run bench:cardinality -- ${process.argv.slice(2).join(' ')}`.trim(), at: new Date().toISOString(), machine: machineInfo(), memoryLimitMiB: DEPLOYMENT_MEMORY_LIMIT_MIB, phases }, null, 2)}\n`,
+    outFile,
+    `${JSON.stringify({ command, at: new Date().toISOString(), machine: machineInfo(), memoryLimitMiB: DEPLOYMENT_MEMORY_LIMIT_MIB, phases }, null, 2)}\n`,
   );
-  log(`wrote ${out}`);
+  log(`wrote ${outFile}`);
 }
-
-runBench(main);

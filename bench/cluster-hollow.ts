@@ -29,10 +29,10 @@ import type { E2eEnv } from '../test/support/env.js';
 import { HollowKubelet } from '../test/support/hollow-kubelet.js';
 import { adminClient, KubeApiError } from '../test/support/kube-client.js';
 import { claimNodeNames } from '../test/support/nodes.js';
-import { runOnStage } from '../test/support/stage.js';
+import { onStage } from '../test/support/stage.js';
 import { WebhookProcess } from '../test/support/webhook.js';
 import { clusterProcesses, counterDelta, machineBusy, machineCpu, nodeWatcher, ProcessWatch, scrape } from './cluster.js';
-import { machineInfo, resultsPath, round, sleep, statusKiB, table } from './lib.js';
+import { type Bench, machineInfo, round, sleep, statusKiB, table } from './lib.js';
 
 export interface HollowOptions {
   nodes: number;
@@ -42,7 +42,6 @@ export interface HollowOptions {
   baselineSettleSeconds: number;
   ratio: number;
   keep: boolean;
-  out?: string;
 }
 
 const FLEET_LABEL = 'bench.kube-overcommit.io/fleet';
@@ -74,12 +73,13 @@ async function readyNodes(env: E2eEnv, names: readonly string[]): Promise<number
   }
 }
 
-export function hollowMain(options: HollowOptions): void {
-  const t0 = Date.now();
-  const log = (line: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] ${line}\n`);
-  const outFile = options.out ?? resultsPath(`cluster-hollow-${options.nodes}.json`);
+/** The hollow kubelets' run, with bench:cluster's log, results file and command line; answers the exit status. */
+export function hollowMain(
+  options: HollowOptions,
+  { log, outFile, command, startedAt }: Pick<Bench<unknown>, 'log' | 'outFile' | 'command' | 'startedAt'>,
+): Promise<number> {
   log(`kube-overcommit cluster bench with ${options.nodes} hollow kubelets (kubemark), ${options.minutes} min per phase; ${os.cpus().length} cpus`);
-  runOnStage('bench-cluster', log, options.keep, async (stage) => {
+  return onStage('bench-cluster', log, options.keep, async (stage) => {
     const { env } = stage;
     const processes = clusterProcesses(env);
     const webhook = new WebhookProcess(env, { logLevel: 'info' });
@@ -185,8 +185,8 @@ export function hollowMain(options: HollowOptions): void {
     const ratio = (x: number, y: number) => (y === 0 ? null : round(x / y, 2));
     const report = {
       benchmark: 'cluster-hollow',
-      command: `npm run bench:cluster -- ${process.argv.slice(2).join(' ')}`.trim(),
-      startedAt: new Date(t0).toISOString(),
+      command,
+      startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
       machine: machineInfo(),
       cluster: { kubernetes: env.k8sVersion, kubelets: `${options.nodes} × kubemark --morph=kubelet (${env.k8sVersion}), ${rssMiB} MiB RSS in all` },

@@ -50,14 +50,13 @@
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { nodesWebhookName } from '../test/support/apiserver.js';
 import type { E2eEnv } from '../test/support/env.js';
 import { adminClient, KubeApiError } from '../test/support/kube-client.js';
 import { not } from '../test/support/metrics.js';
 import { claimNodeNames } from '../test/support/nodes.js';
 import { baseUnits } from '../test/support/quantity.js';
-import { runOnStage } from '../test/support/stage.js';
+import { onStage } from '../test/support/stage.js';
 import { WebhookProcess } from '../test/support/webhook.js';
 import {
   type ClusterProcesses,
@@ -74,59 +73,75 @@ import {
 } from './cluster.js';
 import { hollowMain } from './cluster-hollow.js';
 import { Fleet, type FleetCounters, subtractCounters } from './fleet.js';
-import { DEPLOYMENT_MEMORY_LIMIT_MIB, DEPLOYMENT_NODE_OPTIONS, machineInfo, numberOption, resultsPath, round, sleep, table } from './lib.js';
+import { benchMain, DEPLOYMENT_MEMORY_LIMIT_MIB, DEPLOYMENT_NODE_OPTIONS, loadAvg, machineInfo, resultsPath, round, sleep, table } from './lib.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    nodes: { type: 'string' },
-    minutes: { type: 'string' },
-    ratio: { type: 'string' },
-    baseline: { type: 'string' },
-    warmup: { type: 'string' },
-    settle: { type: 'string' },
-    images: { type: 'string' },
-    'update-seconds': { type: 'string' },
-    'report-seconds': { type: 'string' },
-    'start-spread': { type: 'string' },
-    'max-sockets': { type: 'string' },
-    read: { type: 'string' },
-    'memory-limit': { type: 'string' },
-    keep: { type: 'boolean' },
-    coalesce: { type: 'boolean' },
-    out: { type: 'string' },
-    kubelet: { type: 'string' },
-    'baseline-minutes': { type: 'string' },
-    'baseline-settle': { type: 'string' },
+const bench = benchMain(
+  {
+    script: 'bench:cluster',
+    results: (flags) => (flags.kubelet === 'hollow' ? `cluster-hollow-${flags.nodes}.json` : 'cluster-scale.json'),
+    clock: true,
+    flags: {
+      /** sim: bench/fleet.ts's simulated kubelets; hollow: kubemark's (bench/cluster-hollow.ts). */
+      kubelet: { type: 'string', default: 'sim', choices: ['sim', 'hollow'] },
+      nodes: { type: 'number', default: 1000, min: 1, integer: true },
+      /** Default: 10, hollow 3. */
+      minutes: { type: 'number', min: 0.1 },
+      ratio: { type: 'number', default: 1.5, min: 1 },
+      baseline: { type: 'string', default: 'ratio-1', choices: ['ratio-1', 'no-webhook'] },
+      warmup: { type: 'number', default: 30 },
+      /** Default: 180, hollow 20. */
+      settle: { type: 'number' },
+      images: { type: 'number', default: 0, integer: true },
+      'update-seconds': { type: 'number', default: 10, min: 0.1 },
+      'report-seconds': { type: 'number', default: 300, min: 1 },
+      'start-spread': { type: 'number', default: 10 },
+      /** Default: one per kubelet, as each real kubelet holds its own connection (only as many open as requests are concurrent). */
+      'max-sockets': { type: 'number', min: 1, integer: true },
+      /** How a kubelet's sync reads its Node: `lister` (its last answer from the API server) or `get` (GET ?resourceVersion=0). */
+      read: { type: 'string', default: 'lister', choices: ['lister', 'get'] },
+      /** MiB; the webhook container's limit in k8s/base/deployment.yaml unless given (0: none). */
+      'memory-limit': { type: 'number', default: DEPLOYMENT_MEMORY_LIMIT_MIB, integer: true },
+      keep: { type: 'boolean' },
+      coalesce: { type: 'boolean' },
+      'baseline-minutes': { type: 'number', default: 5, min: 0.1 },
+      'baseline-settle': { type: 'number', default: 180 },
+    },
   },
-});
+  (started): Promise<number> =>
+    started.flags.kubelet === 'hollow'
+      ? hollowMain(
+          {
+            nodes: started.flags.nodes,
+            minutes: started.flags.minutes ?? 3,
+            baselineMinutes: started.flags['baseline-minutes'],
+            settleSeconds: started.flags.settle ?? 20,
+            baselineSettleSeconds: started.flags['baseline-settle'],
+            ratio: started.flags.ratio,
+            keep: started.flags.keep,
+          },
+          started,
+        )
+      : main(),
+);
+const { flags, log, outFile } = bench;
 
 const options = {
-  nodes: Math.round(numberOption('nodes', flags.nodes, 1000, { min: 1 })),
-  minutes: numberOption('minutes', flags.minutes, 10, { min: 0.1 }),
-  ratio: numberOption('ratio', flags.ratio, 1.5, { min: 1 }),
-  baseline: (flags.baseline ?? 'ratio-1') as 'ratio-1' | 'no-webhook',
-  warmupSeconds: numberOption('warmup', flags.warmup, 30),
-  settleSeconds: numberOption('settle', flags.settle, 180),
-  images: Math.round(numberOption('images', flags.images, 0)),
-  updateSeconds: numberOption('update-seconds', flags['update-seconds'], 10, { min: 0.1 }),
-  reportSeconds: numberOption('report-seconds', flags['report-seconds'], 300, { min: 1 }),
-  startSpreadSeconds: numberOption('start-spread', flags['start-spread'], 10),
-  /** Default: one per kubelet, as each real kubelet holds its own connection (only as many open as requests are concurrent). */
-  maxSockets: 0,
-  /** How a kubelet's sync reads its Node: `lister` (its last answer from the API server) or `get` (GET ?resourceVersion=0). */
-  read: (flags.read ?? 'lister') as 'lister' | 'get',
-  /** MiB; the webhook container's limit in k8s/base/deployment.yaml unless given (0: none). */
-  memoryLimitMiB: Math.round(numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB)),
-  keep: flags.keep ?? false,
-  coalesce: flags.coalesce ?? false,
+  nodes: flags.nodes,
+  minutes: flags.minutes ?? 10,
+  ratio: flags.ratio,
+  baseline: flags.baseline,
+  warmupSeconds: flags.warmup,
+  settleSeconds: flags.settle ?? 180,
+  images: flags.images,
+  updateSeconds: flags['update-seconds'],
+  reportSeconds: flags['report-seconds'],
+  startSpreadSeconds: flags['start-spread'],
+  maxSockets: flags['max-sockets'] ?? flags.nodes,
+  read: flags.read,
+  memoryLimitMiB: flags['memory-limit'],
+  keep: flags.keep,
+  coalesce: flags.coalesce,
 };
-if (!['lister', 'get'].includes(options.read)) throw new Error('--read: lister or get');
-options.maxSockets = Math.round(numberOption('max-sockets', flags['max-sockets'], options.nodes, { min: 1 }));
-if (!['ratio-1', 'no-webhook'].includes(options.baseline)) throw new Error('--baseline: ratio-1 or no-webhook');
-const outFile = flags.out ?? resultsPath('cluster-scale.json');
-const t0 = Date.now();
-const log = (line: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] ${line}\n`);
-const loadAvg = () => os.loadavg().map((l) => round(l, 2));
 
 // ---------------------------------------------------------------------------------------------
 
@@ -359,12 +374,12 @@ async function measure(
   };
 }
 
-function main(): void {
+function main(): Promise<number> {
   log(
     `kube-overcommit cluster-scale bench — ${options.nodes} kubelets, ${options.minutes} min per phase, cpu ratio ${options.ratio}, ` +
       `baseline ${options.baseline}; ${os.cpus().length} cpus, load ${loadAvg().join(' ')}`,
   );
-  runOnStage('bench-cluster', log, options.keep, async (stage) => {
+  return onStage('bench-cluster', log, options.keep, async (stage) => {
     const { env } = stage;
     const processes = clusterProcesses(env);
     // As in its pod: the Deployment's NODE_OPTIONS (WebhookProcess) and memory limit.
@@ -508,8 +523,8 @@ function main(): void {
     };
     const report = {
       benchmark: 'cluster-scale',
-      command: `npm run bench:cluster -- ${process.argv.slice(2).join(' ')}`.trim(),
-      startedAt: new Date(t0).toISOString(),
+      command: bench.command,
+      startedAt: bench.startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
       machine: { ...machineInfo(), loadAvgAtStart: phases[0]!.window.loadAvgStart },
       cluster: {
@@ -664,18 +679,3 @@ function main(): void {
     return failures === 0;
   });
 }
-
-const kubelet = flags.kubelet ?? 'sim';
-if (kubelet === 'hollow') {
-  hollowMain({
-    nodes: options.nodes,
-    minutes: numberOption('minutes', flags.minutes, 3, { min: 0.1 }),
-    baselineMinutes: numberOption('baseline-minutes', flags['baseline-minutes'], 5, { min: 0.1 }),
-    settleSeconds: numberOption('settle', flags.settle, 20),
-    baselineSettleSeconds: numberOption('baseline-settle', flags['baseline-settle'], 180),
-    ratio: options.ratio,
-    keep: options.keep,
-    out: flags.out,
-  });
-} else if (kubelet === 'sim') main();
-else throw new Error('--kubelet: sim (bench/fleet.ts, the default) or hollow (kubemark)');

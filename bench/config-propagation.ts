@@ -30,64 +30,61 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
-import os from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { applyConfig, configYaml } from '../test/support/config.js';
 import type { E2eEnv } from '../test/support/env.js';
 import { adminClient } from '../test/support/kube-client.js';
 import { claimNodeNames } from '../test/support/nodes.js';
 import { baseUnits } from '../test/support/quantity.js';
-import { runOnStage, type Stage } from '../test/support/stage.js';
+import { onStage, type Stage } from '../test/support/stage.js';
 import { waitUntil } from '../test/support/wait.js';
 import { WebhookProcess } from '../test/support/webhook.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { nodeSizes } from './cluster.js';
 import { ALL_NODES_TARGET_SECONDS, runIdlePhase } from './config-idle.js';
 import { Fleet } from './fleet.js';
-import { DEPLOYMENT_MEMORY_LIMIT_MIB, machineInfo, median, numberOption, percentile, resultsPath, round, sleep, table } from './lib.js';
+import { benchMain, DEPLOYMENT_MEMORY_LIMIT_MIB, loadAvg, machineInfo, median, percentile, round, sleep, table } from './lib.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    nodes: { type: 'string' },
-    rounds: { type: 'string' },
-    'update-seconds': { type: 'string' },
-    images: { type: 'string' },
-    edit: { type: 'string' },
-    pause: { type: 'string' },
-    quiet: { type: 'string' },
-    read: { type: 'string' },
-    keep: { type: 'boolean' },
-    out: { type: 'string' },
-    'idle-nodes': { type: 'string' },
-    'idle-rounds': { type: 'string' },
-    'max-nodes-per-second': { type: 'string' },
+const bench = benchMain(
+  {
+    script: 'bench:config',
+    results: 'config-propagation.json',
+    clock: true,
+    flags: {
+      nodes: { type: 'number', default: 50, min: 1, integer: true },
+      rounds: { type: 'number', default: 10, integer: true },
+      'update-seconds': { type: 'number', default: 2, min: 0.1 },
+      images: { type: 'number', default: 50, integer: true },
+      edit: { type: 'string', default: 'put', choices: ['put', 'apply'] },
+      pause: { type: 'number', default: 1 },
+      quiet: { type: 'number', default: 70 },
+      /** How a kubelet's sync reads its Node: `lister` (its last answer from the API server) or `get` (GET ?resourceVersion=0). */
+      read: { type: 'string', default: 'lister', choices: ['lister', 'get'] },
+      keep: { type: 'boolean' },
+      'idle-nodes': { type: 'number', default: 1000, integer: true },
+      'idle-rounds': { type: 'number', default: 3, min: 1, integer: true },
+      'max-nodes-per-second': { type: 'number', default: 100, min: 1, integer: true },
+    },
   },
-});
+  main,
+);
+const { flags, log, outFile } = bench;
 
 const options = {
-  nodes: Math.round(numberOption('nodes', flags.nodes, 50, { min: 1 })),
-  rounds: Math.round(numberOption('rounds', flags.rounds, 10)),
-  updateSeconds: numberOption('update-seconds', flags['update-seconds'], 2, { min: 0.1 }),
+  nodes: flags.nodes,
+  rounds: flags.rounds,
+  updateSeconds: flags['update-seconds'],
   reportSeconds: 300,
-  images: Math.round(numberOption('images', flags.images, 50)),
-  edit: (flags.edit ?? 'put') as 'put' | 'apply',
-  pauseSeconds: numberOption('pause', flags.pause, 1),
-  quietSeconds: numberOption('quiet', flags.quiet, 70),
-  /** How a kubelet's sync reads its Node: `lister` (its last answer from the API server) or `get` (GET ?resourceVersion=0). */
-  read: (flags.read ?? 'lister') as 'lister' | 'get',
-  keep: flags.keep ?? false,
-  idleNodes: Math.round(numberOption('idle-nodes', flags['idle-nodes'], 1000)),
-  idleRounds: Math.round(numberOption('idle-rounds', flags['idle-rounds'], 3, { min: 1 })),
-  maxNodesPerSecond: Math.round(numberOption('max-nodes-per-second', flags['max-nodes-per-second'], 100, { min: 1 })),
+  images: flags.images,
+  edit: flags.edit,
+  pauseSeconds: flags.pause,
+  quietSeconds: flags.quiet,
+  read: flags.read,
+  keep: flags.keep,
+  idleNodes: flags['idle-nodes'],
+  idleRounds: flags['idle-rounds'],
+  maxNodesPerSecond: flags['max-nodes-per-second'],
 };
-if (!['lister', 'get'].includes(options.read)) throw new Error('--read: lister or get');
-if (!['put', 'apply'].includes(options.edit)) throw new Error('--edit: put or apply');
-const outFile = flags.out ?? resultsPath('config-propagation.json');
-const t0 = Date.now();
-const log = (line: string) => process.stdout.write(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(4)}s] ${line}\n`);
-const loadAvg = () => os.loadavg().map((l) => round(l, 2));
-const loadAvgAtStart = loadAvg();
 
 /** The ratios the rounds set, in turn: never 1, never the one before (the run starts at 1.5). */
 const RATIOS = [2, 1.25, 2.5, 1.5, 3, 1.75];
@@ -160,11 +157,11 @@ interface Round {
   afterQuietSeconds?: number;
 }
 
-function main(): void {
+function main(): Promise<number> {
   log(
     `kube-overcommit config-propagation bench — ${options.nodes} kubelets updating every ${options.updateSeconds} s, ${options.rounds} rounds, edit by ${options.edit}; load ${loadAvg().join(' ')}`,
   );
-  runOnStage('bench-config', log, options.keep, async (stage) => {
+  return onStage('bench-config', log, options.keep, async (stage) => {
     const { env } = stage;
     // As in its pod: the Deployment's NODE_OPTIONS (WebhookProcess) and memory limit.
     const webhook = new WebhookProcess(env, { logLevel: 'info', memoryLimitMiB: DEPLOYMENT_MEMORY_LIMIT_MIB });
@@ -182,10 +179,10 @@ function main(): void {
         : null;
     const report = {
       benchmark: 'config-propagation',
-      command: `npm run bench:config -- ${process.argv.slice(2).join(' ')}`.trim(),
-      startedAt: new Date(t0).toISOString(),
+      command: bench.command,
+      startedAt: bench.startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
-      machine: { ...machineInfo(), loadAvgAtStart, loadAvgAtEnd: loadAvg() },
+      machine: { ...machineInfo(), loadAvgAtStart: bench.loadAvgAtStart, loadAvgAtEnd: loadAvg() },
       cluster: { kubernetes: env.k8sVersion },
       options,
       ...(updating?.report ?? {}),
@@ -429,5 +426,3 @@ async function updatingPhase(stage: Stage, webhook: WebhookProcess) {
   for (const name of names) await admin.delete(`/api/v1/nodes/${name}`).catch(() => undefined);
   return { report, pass: report.targets.serveP99.pass && failures === 0 };
 }
-
-main();

@@ -24,18 +24,17 @@ import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { freePort } from '../test/support/process.js';
 import {
   RUN_DIR,
   ROOT,
   type ServerProcess,
-  ensureBuilt,
+  type Bench,
+  benchMain,
+  type FlagSpec,
   machineInfo,
-  numberOption,
   oursEnv,
-  resultsPath,
   round,
   sleep,
   startProcess,
@@ -43,7 +42,6 @@ import {
   waitReady,
   writeTls,
   destroyAgent,
-  runBench,
 } from './lib.js';
 import { benchReviews } from './reviews.js';
 
@@ -160,19 +158,16 @@ if (!isMainThread) {
 
 // ---------------------------------------------------------------------------------------------
 
-const { values: flags } = parseArgs({
-  options: {
-    runs: { type: 'string' },
-    'drain-ms': { type: 'string' },
-    'warmup-ms': { type: 'string' },
-    connections: { type: 'string' },
-    clients: { type: 'string' },
-    'endpoint-removed-ms': { type: 'string' },
-    dist: { type: 'string' },
-    'no-build': { type: 'boolean' },
-    out: { type: 'string' },
-  },
-});
+const FLAGS = {
+  runs: { type: 'number', default: 2, min: 1, integer: true },
+  'drain-ms': { type: 'number', default: 5_000, integer: true },
+  'warmup-ms': { type: 'number', default: 2_000, integer: true },
+  connections: { type: 'number', default: 8, min: 1, integer: true },
+  clients: { type: 'number', default: 8, min: 1, integer: true },
+  'endpoint-removed-ms': { type: 'number', default: 1_000, integer: true },
+  /** Another build's dist/ (no build of this one). */
+  dist: { type: 'string' },
+} satisfies Record<string, FlagSpec>;
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
 type Counts = Record<Outcome, number>;
@@ -345,29 +340,20 @@ function report(run: Run): void {
   );
 }
 
-async function main(): Promise<number> {
-  const runs = numberOption('runs', flags.runs, 2, { min: 1, integer: true });
+async function main({ flags, outFile, startedAt }: Bench<typeof FLAGS>): Promise<number> {
+  const runs = flags.runs;
   const options: RunOptions = {
     dist: flags.dist ? resolve(flags.dist) : join(ROOT, 'dist'),
-    drainMs: numberOption('drain-ms', flags['drain-ms'], 5_000, { integer: true }),
-    warmupMs: numberOption('warmup-ms', flags['warmup-ms'], 2_000, { integer: true }),
-    connections: numberOption('connections', flags.connections, 8, { min: 1, integer: true }),
-    clients: numberOption('clients', flags.clients, 8, { min: 1, integer: true }),
-    endpointRemovedMs: numberOption('endpoint-removed-ms', flags['endpoint-removed-ms'], 1_000, { integer: true }),
+    drainMs: flags['drain-ms'],
+    warmupMs: flags['warmup-ms'],
+    connections: flags.connections,
+    clients: flags.clients,
+    endpointRemovedMs: flags['endpoint-removed-ms'],
   };
-  const outFile = flags.out ?? resultsPath('drain.json');
-  const startedAt = new Date();
-  log(
-    `kube-overcommit drain bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
-      .loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}`,
-  );
   log(
     `${runs} run(s) of each mode: drain ${options.drainMs} ms, SIGTERM after ${options.warmupMs} ms of load; autocannon ${options.connections} connections, ` +
       `${options.clients} recorded keep-alive clients, ${options.clients} recorded fresh-connection clients; endpoint removed ${options.endpointRemovedMs} ms after SIGTERM`,
   );
-  if (!flags['no-build'] && !flags.dist) await ensureBuilt(log);
 
   const results: Run[] = [];
   for (let index = 1; index <= runs; index++) {
@@ -407,6 +393,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-if (isMainThread) {
-  runBench(main);
-}
+if (isMainThread) benchMain({ script: 'bench:drain', results: 'drain.json', build: (flags) => !flags.dist, title: 'drain bench', flags: FLAGS }, main);

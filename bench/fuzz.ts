@@ -21,20 +21,17 @@ import fc from 'fast-check';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, relative } from 'node:path';
-import { parseArgs } from 'node:util';
 import { FINDING_KINDS, httpsPoster, runCampaign, runCase, type Post } from '../test/fuzz/campaign.js';
 import { buildCase, caseAt, FUZZ_CONFIG, planArbitrary } from '../test/fuzz/cases.js';
 import { kwokNode, nodeReview } from '../test/fixtures/nodes.js';
 import { httpText } from '../test/support/webhook.js';
 import { freePort } from '../test/support/process.js';
 import {
+  benchMain,
   cpuSeconds,
   DEPLOYMENT_MEMORY_LIMIT_MIB,
-  ensureBuilt,
   machineInfo,
-  numberOption,
   oursEnv,
-  resultsPath,
   ROOT,
   round,
   RUN_DIR,
@@ -44,34 +41,36 @@ import {
   table,
   waitReady,
   writeTls,
-  runBench,
 } from './lib.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    seed: { type: 'string' },
-    cases: { type: 'string' },
-    concurrency: { type: 'string' },
-    case: { type: 'string' },
-    shrink: { type: 'boolean' },
-    'memory-limit': { type: 'string' },
-    'log-level': { type: 'string' },
-    'no-build': { type: 'boolean' },
-    out: { type: 'string' },
+const bench = benchMain(
+  {
+    script: 'fuzz',
+    results: 'fuzz.json',
+    build: true,
+    flags: {
+      seed: { type: 'number', default: Math.floor(Math.random() * 2 ** 31), min: -(2 ** 31), integer: true },
+      cases: { type: 'number', default: 100_000, min: 1, integer: true },
+      concurrency: { type: 'number', default: 8, min: 1, integer: true },
+      case: { type: 'number', integer: true },
+      shrink: { type: 'boolean' },
+      'memory-limit': { type: 'number', default: DEPLOYMENT_MEMORY_LIMIT_MIB, integer: true },
+      'log-level': { type: 'string', default: 'fatal' },
+    },
   },
-});
-
+  main,
+);
+const { flags, log } = bench;
 const options = {
-  seed: numberOption('seed', flags.seed, Math.floor(Math.random() * 2 ** 31), { min: -(2 ** 31), integer: true }),
-  cases: numberOption('cases', flags.cases, 100_000, { min: 1, integer: true }),
-  concurrency: numberOption('concurrency', flags.concurrency, 8, { min: 1, integer: true }),
-  replay: flags.case === undefined ? undefined : numberOption('case', flags.case, 0, { integer: true }),
-  memoryLimitMiB: numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB, { integer: true }),
-  logLevel: flags['log-level'] ?? 'fatal',
+  seed: flags.seed,
+  cases: flags.cases,
+  concurrency: flags.concurrency,
+  replay: flags.case,
+  memoryLimitMiB: flags['memory-limit'],
+  logLevel: flags['log-level'],
 };
 const RSS_EVERY = 10_000;
 const dir = join(RUN_DIR, 'fuzz');
-const log = (line: string) => process.stdout.write(`${line}\n`);
 const cpuTotal = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1e6;
 const rssMiB = (pid: number) => round(statusKiB(pid, 'VmRSS') / 1024, 1);
 
@@ -121,7 +120,6 @@ function secondHalfGrowth(samples: { cases: number; rssMiB: number }[], cases: n
 
 async function main(): Promise<number> {
   const startedAt = new Date();
-  if (!flags['no-build']) await ensureBuilt(log);
   mkdirSync(dir, { recursive: true });
   const tls = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');
@@ -198,11 +196,11 @@ async function main(): Promise<number> {
     const failures = FINDING_KINDS.reduce((sum, kind) => sum + result.counts[kind], 0) + (rssBounded ? 0 : 1);
     const report = {
       benchmark: 'fuzz',
-      command: `npm run fuzz -- ${process.argv.slice(2).join(' ')}`.trim(),
+      command: bench.command,
       replay: `npm run fuzz -- --seed ${options.seed} --case INDEX [--shrink]`,
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
-      machine: { ...machineInfo(), loadAvgAtStart: loadAtStart },
+      machine: { ...machineInfo(), loadAvgAtStart: bench.loadAvgAtStart },
       seed: options.seed,
       cases: result.cases,
       byStatus: result.byStatus,
@@ -231,7 +229,7 @@ async function main(): Promise<number> {
       findings: result.findings,
       serverLogTail,
     };
-    const outFile = flags.out ?? resultsPath('fuzz.json');
+    const { outFile } = bench;
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
 
     log(
@@ -260,6 +258,3 @@ async function main(): Promise<number> {
     await server.stop();
   }
 }
-
-const loadAtStart = os.loadavg().map((l) => round(l, 2));
-runBench(main);

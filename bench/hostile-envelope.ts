@@ -14,34 +14,25 @@
  */
 import { writeFileSync } from 'node:fs';
 import https from 'node:https';
-import os from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
 import { kubeadmNode, nodeReview } from '../test/fixtures/nodes.js';
 import { freePort } from '../test/support/process.js';
-import {
-  ensureBuilt,
-  machineInfo,
-  median,
-  numberOption,
-  oursEnv,
-  resultsPath,
-  round,
-  ROOT,
-  RUN_DIR,
-  startProcess,
-  table,
-  waitReady,
-  writeTls,
-  runBench,
-} from './lib.js';
+import { benchMain, loadAvg, machineInfo, median, oursEnv, round, ROOT, RUN_DIR, startProcess, table, waitReady, writeTls } from './lib.js';
 import { deploymentPodReview } from './reviews.js';
 
-const { values: flags } = parseArgs({ options: { 'no-build': { type: 'boolean' }, rounds: { type: 'string' } } });
-const ROUNDS = numberOption('rounds', flags.rounds, 7, { min: 1, integer: true });
-const log = (line: string) => process.stdout.write(`${line}\n`);
+const { flags, log, outFile } = benchMain(
+  {
+    script: 'bench:hostile-envelope',
+    results: 'hostile-envelope.json',
+    build: true,
+    title: 'hostile-envelope bench',
+    flags: { rounds: { type: 'number', default: 7, min: 1, integer: true } },
+  },
+  main,
+);
+const ROUNDS = flags.rounds;
 
 const LIMIT = 3 * 1024 * 1024 - 4_096;
 type Json = Record<string, any>;
@@ -240,13 +231,6 @@ async function inProcess(
 }
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) await ensureBuilt(log);
-  log(
-    `kube-overcommit hostile-envelope bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
-      .loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}`,
-  );
   const dir = join(RUN_DIR, 'hostile-envelope');
   const tls = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');
@@ -303,14 +287,11 @@ async function main(): Promise<void> {
     `\nmedians of ${ROUNDS} rounds; parse and after-parse in-process; latency and stall over HTTPS (stall: the slowest node review sent during the body's call, minus a node review alone)\n`,
   );
   log(table(['body', 'bytes', 'status', 'resp bytes', 'parse ms', 'after-parse ms', 'latency ms', 'stall ms', 'max stall ms'], rows));
-  const out = resultsPath('hostile-envelope.json');
-  const loadAvg = os.loadavg().map((l) => round(l, 2));
-  log(`load at the end: ${loadAvg.join(' ')}`);
+  const loadAvgAtEnd = loadAvg();
+  log(`load at the end: ${loadAvgAtEnd.join(' ')}`);
   writeFileSync(
-    out,
-    `${JSON.stringify({ startedAt: new Date().toISOString(), machine: machineInfo(), loadAvgAtEnd: loadAvg, rounds: ROUNDS, cases: results }, null, 2)}\n`,
+    outFile,
+    `${JSON.stringify({ startedAt: new Date().toISOString(), machine: machineInfo(), loadAvgAtEnd, rounds: ROUNDS, cases: results }, null, 2)}\n`,
   );
-  log(`\n${out}`);
+  log(`\n${outFile}`);
 }
-
-runBench(main);

@@ -20,14 +20,12 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
 import Fastify from 'fastify';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { ensureBuilt, median, round, ROOT, RUN_DIR, table, writeTls, runBench } from './lib.js';
+import { benchMain, median, round, ROOT, RUN_DIR, table, writeTls } from './lib.js';
 import { benchReviews } from './reviews.js';
 
-const { values: flags } = parseArgs({ options: { 'no-build': { type: 'boolean' } } });
-const log = (line: string) => process.stdout.write(`${line}\n`);
+const { log } = benchMain({ script: 'bench:hot-path', build: true, flags: {} }, main);
 
 type JsonBodyParser = (request: unknown, text: string, done: (error: Error | null, body?: unknown) => void) => void;
 // Fastify's default JSON body parser (secure-json-parse): as Fastify installs it by default, and
@@ -61,7 +59,6 @@ function time(fn: () => unknown, batchMs = 200, batches = 7): number {
 const dist = (path: string) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) await ensureBuilt(log);
   const { decodeAdmissionReview } = await dist('admission/admission-review.decoder.js');
   const { parseConfig } = await dist('overcommit.config.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('domain/node-rules/node-oversell.rules.js');
@@ -183,5 +180,3 @@ async function appRows(rows: (string | number)[][]): Promise<void> {
     await running.close();
   }
 }
-
-runBench(main);

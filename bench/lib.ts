@@ -5,6 +5,7 @@ import https from 'node:https';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
 import { generateSelfSigned } from '../src/tls/tls-material.js';
 import { createMemoryCgroup, inCgroup, run, type Log, type MemoryCgroup } from '../test/support/process.js';
 import { baseUnits } from '../test/support/quantity.js';
@@ -17,7 +18,7 @@ export const RUN_DIR = join(ROOT, 'bench', '.run');
 export const BUILD_DIR = join(RUN_DIR, 'build');
 
 // ---------------------------------------------------------------------------------------------
-// Options
+// Main: flags, header, build, exit status
 
 export interface NumberOptionRule {
   /** The smallest value accepted (default 0). */
@@ -33,7 +34,7 @@ export interface NumberOptionRule {
  * text that is not a number ≥ `min` (a whole one with `integer`) stops the run with an error
  * naming the flag.
  */
-export function numberOption(name: string, text: string | undefined, fallback: number, rule: NumberOptionRule = {}): number {
+function numberOption(name: string, text: string | undefined, fallback: number, rule: NumberOptionRule = {}): number {
   const given = text ?? (rule.env === undefined ? undefined : process.env[rule.env]);
   if (given === undefined || given === '') return fallback;
   const value = Number(given);
@@ -45,25 +46,162 @@ export function numberOption(name: string, text: string | undefined, fallback: n
   return value;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Main
+/**
+ * One flag of a bench. `number`: read by numberOption (no `default`: undefined when absent);
+ * `string`: its text (or `env`'s, or `default`), one of `choices` when given; `list`: a
+ * comma-separated `string`, trimmed, empty items dropped, each one of `choices` when given;
+ * `boolean`: present or not.
+ */
+export type FlagSpec =
+  | ({ type: 'number'; default?: number } & NumberOptionRule)
+  | { type: 'string' | 'list'; default?: string; env?: string; choices?: readonly string[] }
+  | { type: 'boolean' };
 
-/** Runs a bench's main: exits with the code it answers (0 for none), or 1 with the error's stack when it throws. */
-export function runBench(main: () => Promise<number | void>): void {
-  main().then(
-    (code) => process.exit(code ?? 0),
-    (error: unknown) => {
-      console.error(error instanceof Error ? error.stack : error);
-      process.exit(1);
-    },
-  );
+type FlagValue<S> = S extends { type: 'boolean' }
+  ? boolean
+  : S extends { type: 'number' }
+    ? S extends { default: number }
+      ? number
+      : number | undefined
+    : S extends { type: 'list' }
+      ? S extends { choices: readonly (infer C)[] }
+        ? C[]
+        : string[]
+      : S extends { choices: readonly (infer C)[] }
+        ? S extends { default: string }
+          ? C
+          : C | undefined
+        : S extends { default: string }
+          ? string
+          : string | undefined;
+
+/** The parsed flags of a spec, by flag name. */
+export type FlagValues<F> = { [K in keyof F]: FlagValue<F[K]> };
+
+export interface BenchSpec<F extends Record<string, FlagSpec>> {
+  /** Its npm script ('bench:admission', 'fuzz'): `command` in its JSON. */
+  script: string;
+  /** Its own flags (--out and --no-build are added by `results` and `build`). */
+  flags: F;
+  /** Its results file in bench/results/ (a name, or one made from the flags), which `--out FILE` replaces. */
+  results?: string | ((flags: FlagValues<F>) => string);
+  /** Builds dist/ first (ensureBuilt) unless `--no-build`, or when this answers false. */
+  build?: boolean | ((flags: FlagValues<F>) => boolean);
+  /** Printed first: `kube-overcommit <title> — <cpus> cpus, node <version>, load <load average>`. */
+  title?: string;
+  /** Log lines start with the seconds since the run started (the cluster benches). */
+  clock?: boolean;
+}
+
+export interface Bench<F> {
+  flags: FlagValues<F>;
+  /** `--out FILE`, else bench/results/<spec.results>; '' for a bench that writes none. */
+  outFile: string;
+  /** How it was run: `npm run <script> -- <arguments>`. */
+  command: string;
+  startedAt: Date;
+  /** The load average when it started, to two digits. */
+  loadAvgAtStart: number[];
+  log: Log;
+}
+
+/** The load average now, to two digits. */
+export const loadAvg = (): number[] => os.loadavg().map((l) => round(l, 2));
+
+/** `flags` of a spec read from the command line and the environment; throws naming the flag. */
+export function parseFlags<const F extends Record<string, FlagSpec>>(
+  spec: BenchSpec<F>,
+  args: string[],
+): FlagValues<F> & { out?: string; 'no-build'?: boolean } {
+  const options: Record<string, { type: 'string' | 'boolean' }> = {};
+  for (const [name, flag] of Object.entries(spec.flags)) options[name] = { type: flag.type === 'boolean' ? 'boolean' : 'string' };
+  if (spec.results) options.out = { type: 'string' };
+  if (spec.build) options['no-build'] = { type: 'boolean' };
+  const { values } = parseArgs({ args, options });
+  const parsed: Record<string, unknown> = { ...values };
+  for (const [name, flag] of Object.entries(spec.flags)) {
+    const text = values[name] as string | boolean | undefined;
+    if (flag.type === 'boolean') parsed[name] = text === true;
+    else if (flag.type === 'number') {
+      const value = numberOption(name, text as string | undefined, flag.default ?? NaN, flag);
+      parsed[name] = Number.isNaN(value) ? undefined : value;
+    } else {
+      const given = (text as string | undefined) ?? (flag.env ? process.env[flag.env] || undefined : undefined) ?? flag.default;
+      const items =
+        flag.type === 'list'
+          ? (given ?? '')
+              .split(',')
+              .map((item) => item.trim())
+              .filter(Boolean)
+          : given === undefined
+            ? []
+            : [given];
+      const unknown = flag.choices ? items.filter((item) => !flag.choices!.includes(item)) : [];
+      if (unknown.length) throw new Error(`--${name}${flag.env ? ` (or ${flag.env})` : ''}: unknown ${unknown.join(', ')}; known: ${flag.choices!.join(', ')}`);
+      parsed[name] = flag.type === 'list' ? items : given;
+    }
+  }
+  return parsed as FlagValues<F>;
+}
+
+/**
+ * A bench's main: reads its flags now (a bad one stops the run with an error naming it) and
+ * answers them; once the module has loaded (so that what its top level computes from the answer
+ * exists), prints the title, builds dist/ unless --no-build, runs `run` and exits with the code
+ * it answers (0 for none), or 1 with the error's stack when it throws.
+ */
+export function benchMain<const F extends Record<string, FlagSpec>>(spec: BenchSpec<F>, run: (bench: Bench<F>) => Promise<number | void>): Bench<F> {
+  const startedAt = new Date();
+  const log: Log = spec.clock
+    ? (line) => process.stdout.write(`[${((Date.now() - startedAt.getTime()) / 1000).toFixed(0).padStart(4)}s] ${line}\n`)
+    : (line) => process.stdout.write(`${line}\n`);
+  const args = process.argv.slice(2);
+  let flags: FlagValues<F> & { out?: string; 'no-build'?: boolean };
+  try {
+    flags = parseFlags(spec, args);
+  } catch (error) {
+    console.error(`npm run ${spec.script}: ${(error as Error).message}`);
+    process.exit(1);
+  }
+  const results = typeof spec.results === 'function' ? spec.results(flags) : spec.results;
+  const bench: Bench<F> = {
+    flags,
+    outFile: flags.out ?? (results ? resultsPath(results) : ''),
+    command: `npm run ${spec.script} -- ${args.join(' ')}`.trim().replace(/ --$/, ''),
+    startedAt,
+    loadAvgAtStart: loadAvg(),
+    log,
+  };
+  const build = typeof spec.build === 'function' ? spec.build(flags) : (spec.build ?? false);
+  const main = async () => {
+    if (spec.title)
+      log(
+        `kube-overcommit ${spec.title} — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
+          .loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' ')}`,
+      );
+    if (build && !flags['no-build']) await ensureBuilt(log);
+    return run(bench);
+  };
+  // Once the module has loaded: what its top level computes from `bench` exists by then.
+  setImmediate(() => {
+    main().then(
+      (code) => process.exit(code ?? 0),
+      (error: unknown) => {
+        console.error(error instanceof Error ? error.stack : error);
+        process.exit(1);
+      },
+    );
+  });
+  return bench;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Build
 
 /** `npm run build` when dist/ is missing or older than src/, under the e2e runs' build lock (--no-build skips it). */
-export const ensureBuilt = (log: Log): Promise<void> => buildDist('if-needed', log);
+const ensureBuilt = (log: Log): Promise<void> => buildDist('if-needed', log);
 
 /** A build of this repository at some commit: the working tree's, or another's (bench:admission --against). */
 export interface AppBuild {

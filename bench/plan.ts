@@ -13,13 +13,20 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
-import { ensureBuilt, machineInfo, median, numberOption, percentile, resultsPath, round, ROOT, table, runBench } from './lib.js';
+import { benchMain, machineInfo, median, percentile, round, ROOT, table } from './lib.js';
 
-const { values: flags } = parseArgs({
-  options: { 'no-build': { type: 'boolean' }, nodes: { type: 'string' }, runs: { type: 'string' }, out: { type: 'string' } },
-});
-const log = (line: string) => process.stdout.write(`${line}\n`);
+const { flags, log, outFile, command } = benchMain(
+  {
+    script: 'bench:plan',
+    results: 'plan.json',
+    build: true,
+    flags: {
+      nodes: { type: 'number', default: 5000, min: 1, integer: true },
+      runs: { type: 'number', default: 60, min: 1, integer: true },
+    },
+  },
+  main,
+);
 const dist = (path: string) => import(pathToFileURL(join(ROOT, 'dist', path)).href);
 
 const CONFIG = `
@@ -30,7 +37,6 @@ ${['a', 'b', 'c', 'd'].map((p, i) => `    - { name: pool-${p}, nodeSelector: { m
 `;
 
 async function main(): Promise<void> {
-  if (!flags['no-build']) await ensureBuilt(log);
   const { parseConfig } = await dist('overcommit.config.js');
   const { planNodeStatus, resolveNodePolicy } = await dist('domain/node-rules/node-oversell.rules.js');
   const { nodeStatusPatch } = await dist('node-oversell/node-oversell.strategy.js');
@@ -41,8 +47,7 @@ async function main(): Promise<void> {
   const parsed = parseConfig(CONFIG);
   if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
   const nodesConfig = parsed.value.nodes;
-  const count = numberOption('nodes', flags.nodes, 5000, { min: 1, integer: true });
-  const runs = numberOption('runs', flags.runs, 60, { min: 1, integer: true });
+  const { nodes: count, runs } = flags;
 
   const nodes: any[] = [];
   const pods = new PodsByNode();
@@ -91,7 +96,7 @@ async function main(): Promise<void> {
 
   const summary = (ms: number[]) => ({ medianMs: round(median(ms), 1), p99Ms: round(percentile(ms, 99), 1) });
   const result = {
-    command: ['npm run bench:plan', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
+    command,
     at: new Date().toISOString(),
     machine: machineInfo(),
     nodes: count,
@@ -111,9 +116,6 @@ async function main(): Promise<void> {
       ],
     ),
   );
-  const out = flags.out ?? resultsPath('plan.json');
-  writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
-  log(`wrote ${out}`);
+  writeFileSync(outFile, `${JSON.stringify(result, null, 2)}\n`);
+  log(`wrote ${outFile}`);
 }
-
-runBench(main);

@@ -18,14 +18,13 @@
 import autocannon from 'autocannon';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { parseArgs } from 'node:util';
 import { freePort } from '../test/support/process.js';
 import {
   BUILD_DIR,
   childEnv,
   DEPLOYMENT_MEMORY_LIMIT_MIB,
   destroyAgent,
-  ensureBuilt,
+  benchMain,
   oursEnv,
   round,
   ROOT,
@@ -36,30 +35,26 @@ import {
   table,
   waitReady,
   writeTls,
-  numberOption,
-  runBench,
 } from './lib.js';
 import { type BenchReview, benchReviews } from './reviews.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    sizes: { type: 'string' },
-    duration: { type: 'string' },
-    connections: { type: 'string' },
-    top: { type: 'string' },
-    servers: { type: 'string' },
-    'memory-limit': { type: 'string' },
-    'no-build': { type: 'boolean' },
+const { flags, log } = benchMain(
+  {
+    script: 'bench:profile',
+    build: true,
+    flags: {
+      sizes: { type: 'list', default: 'kubeadm-node,large-node', choices: benchReviews().map((r) => r.name) },
+      duration: { type: 'number', default: 15, min: 1 },
+      connections: { type: 'number', default: 24, min: 1, integer: true },
+      top: { type: 'number', default: 30, min: 1, integer: true },
+      servers: { type: 'list', default: 'ours', choices: ['ours', 'baseline'] },
+      'memory-limit': { type: 'number', default: DEPLOYMENT_MEMORY_LIMIT_MIB },
+    },
   },
-});
-const serverNames = (flags.servers ?? 'ours').split(',').map((s) => s.trim()) as ServerName[];
-if (serverNames.some((s) => s !== 'ours' && s !== 'baseline')) throw new Error('--servers: ours, baseline or ours,baseline');
-const sizes = (flags.sizes ?? 'kubeadm-node,large-node').split(',').map((s) => s.trim());
-const duration = numberOption('duration', flags.duration, 15, { min: 1 });
-const connections = numberOption('connections', flags.connections, 24, { min: 1, integer: true });
-const top = numberOption('top', flags.top, 30, { min: 1, integer: true });
-const memoryLimitMiB = numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB);
-const log = (line: string) => process.stdout.write(`${line}\n`);
+  main,
+);
+const { sizes, duration, connections, top, servers: serverNames } = flags;
+const memoryLimitMiB = flags['memory-limit'];
 
 // ---------------------------------------------------------------------------------------------
 // .cpuprofile analysis
@@ -135,7 +130,7 @@ export interface ProfileSummary {
 }
 
 /** Summarises the samples taken between fromUs and toUs (profile clock, µs). */
-export function summariseProfile(profile: CpuProfile, fromUs: number, toUs: number, topN: number): ProfileSummary {
+function summariseProfile(profile: CpuProfile, fromUs: number, toUs: number, topN: number): ProfileSummary {
   const byId = new Map<number, ProfileNode>();
   const parent = new Map<number, number>();
   for (const node of profile.nodes) {
@@ -220,7 +215,7 @@ export function summariseProfile(profile: CpuProfile, fromUs: number, toUs: numb
   };
 }
 
-export function formatSummary(title: string, s: ProfileSummary): string {
+function formatSummary(title: string, s: ProfileSummary): string {
   return [
     `${title}: ${s.sampledMs} ms sampled on the JS thread in a ${s.windowMs} ms load window (% of non-idle samples)`,
     '',
@@ -328,13 +323,6 @@ async function profileOne(serverName: ServerName, review: BenchReview, setup: Se
 
 async function main(): Promise<void> {
   const reviews = benchReviews().filter((r) => sizes.includes(r.name));
-  if (reviews.length !== sizes.length)
-    throw new Error(
-      `unknown --sizes; known: ${benchReviews()
-        .map((r) => r.name)
-        .join(', ')}`,
-    );
-  if (!flags['no-build']) await ensureBuilt(log);
   const dir = join(RUN_DIR, 'profiles');
   const tls = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');
@@ -344,5 +332,3 @@ async function main(): Promise<void> {
   }
   destroyAgent();
 }
-
-runBench(main);

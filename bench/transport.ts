@@ -25,7 +25,6 @@ import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
-import { parseArgs } from 'node:util';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { freePort } from '../test/support/process.js';
 import {
@@ -35,11 +34,12 @@ import {
   Samples,
   type ServerProcess,
   destroyAgent,
-  ensureBuilt,
+  type Bench,
+  benchMain,
+  type FlagSpec,
   machineInfo,
   oursEnv,
   post,
-  resultsPath,
   round,
   serverCgroup,
   sleep,
@@ -48,23 +48,9 @@ import {
   waitReady,
   watchProcess,
   writeTls,
-  numberOption,
-  runBench,
 } from './lib.js';
 import { benchReviews } from './reviews.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    duration: { type: 'string' },
-    'memory-limit': { type: 'string' },
-    scenarios: { type: 'string' },
-    'no-build': { type: 'boolean' },
-    out: { type: 'string' },
-  },
-});
-const durationS = numberOption('duration', flags.duration, 15, { min: 1 });
-const memoryLimitMiB = numberOption('memory-limit', flags['memory-limit'], DEPLOYMENT_MEMORY_LIMIT_MIB);
-const outFile = flags.out ?? resultsPath('transport.json');
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
 const SETTINGS: Record<string, Record<string, string>> = {
@@ -242,17 +228,17 @@ interface Row {
   server: string;
 }
 
-async function main(): Promise<number> {
-  const startedAt = new Date();
-  const scenarios = (flags.scenarios ?? Object.keys(SCENARIOS).join(',')).split(',').filter(Boolean);
-  log(
-    `kube-overcommit transport bench — ${machineInfo().cpus} cpus, node ${process.version}, load ${os
-      .loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}`,
-  );
+const FLAGS = {
+  duration: { type: 'number', default: 15, min: 1 },
+  'memory-limit': { type: 'number', default: DEPLOYMENT_MEMORY_LIMIT_MIB },
+  scenarios: { type: 'list', default: Object.keys(SCENARIOS).join(','), choices: Object.keys(SCENARIOS) },
+} satisfies Record<string, FlagSpec>;
+
+async function main({ flags, outFile, startedAt }: Bench<typeof FLAGS>): Promise<number> {
+  const durationS = flags.duration;
+  const memoryLimitMiB = flags['memory-limit'];
+  const scenarios = flags.scenarios;
   log(`${durationS} s per scenario, memory limit ${memoryLimitMiB || 'none'} MiB, scenarios ${scenarios.join(', ')}`);
-  if (!flags['no-build']) await ensureBuilt(log);
   const dir = join(RUN_DIR, 'transport');
   const tlsFiles = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');
@@ -355,6 +341,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-if (isMainThread) {
-  runBench(main);
-}
+if (isMainThread) benchMain({ script: 'bench:transport', results: 'transport.json', build: true, title: 'transport bench', flags: FLAGS }, main);

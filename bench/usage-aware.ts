@@ -31,7 +31,6 @@
  * run folder), --out FILE.
  */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { applyConfig, configYaml } from '../test/support/config.js';
 import type { E2eEnv } from '../test/support/env.js';
 import { adminClient, type KubeClient } from '../test/support/kube-client.js';
@@ -40,24 +39,10 @@ import { claimNodeNames } from '../test/support/nodes.js';
 import { createNamespace, deleteAllPods, listPods } from '../test/support/pods.js';
 import { baseUnits } from '../test/support/quantity.js';
 import { SimKubelet } from '../test/support/sim-kubelet.js';
-import { runOnStage } from '../test/support/stage.js';
+import { onStage, type Stage } from '../test/support/stage.js';
 import { WebhookProcess } from '../test/support/webhook.js';
-import { machineInfo, numberOption, percentile, resultsPath, round, sleep, table } from './lib.js';
+import { benchMain, machineInfo, percentile, round, sleep, table } from './lib.js';
 
-const { values: flags } = parseArgs({
-  options: {
-    nodes: { type: 'string' },
-    pods: { type: 'string' },
-    'settle-seconds': { type: 'string' },
-    phases: { type: 'string' },
-    keep: { type: 'boolean' },
-    out: { type: 'string' },
-  },
-});
-const NODES = Math.round(numberOption('nodes', flags.nodes, 50, { min: 11 }));
-const PODS = Math.round(numberOption('pods', flags.pods, NODES * 18, { min: 1 }));
-const SETTLE_MS = numberOption('settle-seconds', flags['settle-seconds'], 180, { min: 30 }) * 1000;
-const outFile = flags.out ?? resultsPath('usage-aware.json');
 const NAMESPACE = 'bench-usage';
 const MACHINE = { cpu: '4', memory: '16Gi', pods: '110', 'ephemeral-storage': '100Gi' };
 const NODE_CPU = 4;
@@ -69,7 +54,6 @@ const HOT = 0.9;
 const SPIKED = 10;
 /** nodeStatusReportFrequency: a node stored at its raw value takes a raised ratio only at a report (5 min in a cluster). */
 const REPORT_MS = 20_000;
-const log = (line: string) => console.log(line);
 
 const PHASES = {
   'static-1': { nodes: { defaultRatios: { cpu: 1 } } },
@@ -77,10 +61,28 @@ const PHASES = {
   'usage-aware': { nodes: { defaultRatios: { cpu: 2 }, defaultUsage: { target: { cpu: TARGET }, interval: '10s', window: '1m' } } },
 } as const;
 type Phase = keyof typeof PHASES;
-const RUN_PHASES = (flags.phases?.split(',') ?? Object.keys(PHASES)).map((name) => {
-  if (!(name in PHASES)) throw new Error(`--phases: unknown phase ${name} (${Object.keys(PHASES).join(', ')})`);
-  return name as Phase;
-});
+
+const bench = benchMain(
+  {
+    script: 'bench:usage',
+    results: 'usage-aware.json',
+    flags: {
+      nodes: { type: 'number', default: 50, min: 11, integer: true },
+      /** Per phase; default nodes × 18. */
+      pods: { type: 'number', min: 1, integer: true },
+      'settle-seconds': { type: 'number', default: 180, min: 30 },
+      /** A subset, for trying a change; the targets need all three. */
+      phases: { type: 'list', default: Object.keys(PHASES).join(','), choices: Object.keys(PHASES) as Phase[] },
+      keep: { type: 'boolean' },
+    },
+  },
+  ({ flags, log }) => onStage('bench-usage', log, flags.keep, measureOnStage),
+);
+const { flags, log, outFile } = bench;
+const NODES = flags.nodes;
+const PODS = flags.pods ?? NODES * 18;
+const SETTLE_MS = flags['settle-seconds'] * 1000;
+const RUN_PHASES = flags.phases;
 const PROFILES = { low: [0.1, 0.3], high: [0.5, 0.9] } as const;
 type Profile = keyof typeof PROFILES;
 
@@ -256,7 +258,8 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
   };
 }
 
-runOnStage('bench-usage', log, flags.keep ?? false, async ({ env, onTearDown }) => {
+/** The run on the e2e stage: true when every target is met. */
+async function measureOnStage({ env, onTearDown }: Stage): Promise<boolean> {
   const admin = adminClient(env);
   onTearDown(() => admin.close());
   const metricsServer = new MetricsServer(env);
@@ -295,7 +298,7 @@ runOnStage('bench-usage', log, flags.keep ?? false, async ({ env, onTearDown }) 
   const spike = usageAware ? Math.max(...Object.values(usageAware).map((f) => f.spikeReactionSeconds ?? Infinity)) : null;
   const report = {
     bench: 'usage-aware',
-    command: 'npm run bench:usage',
+    command: bench.command,
     machine: machineInfo(),
     setup: {
       nodes: NODES,
@@ -336,4 +339,4 @@ runOnStage('bench-usage', log, flags.keep ?? false, async ({ env, onTearDown }) 
   log(table(['phase', 'profile', 'placed', 'util p95 max', 'over target', 'added vs static 1', 'requests ÷ raw max', 'below committed', 'spike s'], rows));
   log(`packingVsStatic ${packingVsStatic}, overTargetAddedVsStatic1 ${overTargetAddedVsStatic1}, worst node ${worstNode} (hot ${HOT}); written to ${outFile}`);
   return Object.values(report.targets).every((t) => t.met);
-});
+}

@@ -64,23 +64,26 @@ export async function bringUp(name: string, log: Log, keep: boolean): Promise<St
 
 /**
  * A script's whole run on the stage: brings it up, runs `script` on it (true: every check
- * passed; a throw is logged as a failure), tears the stage down and exits with 0 or 1.
+ * passed; a throw is logged as a failure), tears the stage down and answers the exit status,
+ * 0 or 1 (a bench's main, benchMain of bench/lib.ts, exits with it).
  */
+export async function onStage(name: string, log: Log, keep: boolean, script: (stage: Stage) => Promise<boolean>): Promise<number> {
+  const stage = await bringUp(name, log, keep);
+  let passed = false;
+  try {
+    passed = await script(stage);
+  } catch (error) {
+    log(`FAILED: ${(error as Error).stack ?? error}`);
+  } finally {
+    await stage.tearDown(passed);
+  }
+  if (passed) log('done; nothing left running');
+  return passed ? 0 : 1;
+}
+
+/** onStage, then exits with its status (1 when the stage could not be brought up). */
 export function runOnStage(name: string, log: Log, keep: boolean, script: (stage: Stage) => Promise<boolean>): void {
-  const run = async () => {
-    const stage = await bringUp(name, log, keep);
-    let passed = false;
-    try {
-      passed = await script(stage);
-    } catch (error) {
-      log(`FAILED: ${(error as Error).stack ?? error}`);
-    } finally {
-      await stage.tearDown(passed);
-    }
-    if (passed) log('done; nothing left running');
-    return passed ? 0 : 1;
-  };
-  run().then(
+  onStage(name, log, keep, script).then(
     (code) => process.exit(code),
     (error) => {
       console.error(error);
