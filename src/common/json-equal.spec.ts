@@ -8,7 +8,12 @@ const runs = { numRuns: Number(process.env.PROPERTY_RUNS ?? 1000) };
 /** JSON values, with keys set to undefined (as the status-coalescing rules' copies have) and -0. */
 const value = fc.letrec((tie) => ({
   leaf: fc.oneof(fc.constantFrom(0, -0, 1, 'a', '', true, false, null, undefined), fc.double(), fc.string({ maxLength: 3 })),
-  node: fc.oneof({ depthSize: 'small' }, tie('leaf'), fc.array(tie('node'), { maxLength: 3 }), fc.dictionary(fc.constantFrom('a', 'b', 'c', '__proto__', 'time'), tie('node'), { maxKeys: 3, noNullPrototype: true })),
+  node: fc.oneof(
+    { depthSize: 'small' },
+    tie('leaf'),
+    fc.array(tie('node'), { maxLength: 3 }),
+    fc.dictionary(fc.constantFrom('a', 'b', 'c', '__proto__', 'time'), tie('node'), { maxKeys: 3, noNullPrototype: true }),
+  ),
 })).node;
 
 /** v through JSON: -0 becomes 0 and undefined keys are dropped, the rest equal. */

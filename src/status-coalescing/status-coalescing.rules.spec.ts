@@ -102,7 +102,6 @@ function storedAt(view: Partial<KubeletView> = {}): Json {
   return inflated(kubeletNode({ at: T0, cpu: '4', address: '172.18.0.3', ready: true, ...view }, {}));
 }
 
-
 /**
  * Rule 3 as first written, the model the rules' in-place comparison must agree with: copies of
  * both nodes without what the rule sets aside, quantities respelled canonically, compared by
@@ -115,12 +114,14 @@ function modelRule3(node: Json, stored: Json): 'condition-changed' | 'status-cha
     if (!isObject(list)) return list;
     const out: Json = { ...list };
     for (const resource of ['cpu', 'memory', 'ephemeral-storage', 'pods'])
-      if (typeof out[resource] === 'string' || typeof out[resource] === 'number') out[resource] = formatResourceQuantity(resource, parseResourceQuantity(resource, out[resource]));
+      if (typeof out[resource] === 'string' || typeof out[resource] === 'number')
+        out[resource] = formatResourceQuantity(resource, parseResourceQuantity(resource, out[resource]));
     return out;
   };
   const comparable = (n: Json, withConditions: boolean): Json => {
     const metadata = { ...n.metadata };
-    if (Array.isArray(metadata.managedFields)) metadata.managedFields = metadata.managedFields.map((entry: unknown) => (isObject(entry) ? { ...entry, time: undefined } : entry));
+    if (Array.isArray(metadata.managedFields))
+      metadata.managedFields = metadata.managedFields.map((entry: unknown) => (isObject(entry) ? { ...entry, time: undefined } : entry));
     const status: Json = { ...n.status };
     for (const list of ['allocatable', 'capacity']) if (list in status) status[list] = canonicalList(status[list]);
     if (withConditions) status.conditions = conditionsOf(n).map(({ lastHeartbeatTime: _heartbeat, ...rest }) => rest);

@@ -106,7 +106,10 @@ function sameResourceList(a: unknown, b: unknown): boolean {
 
 /** Two managedFields lists alike but for their entries' `time`. */
 function sameManagedFields(a: readonly unknown[], b: readonly unknown[]): boolean {
-  return a.length === b.length && a.every((entry, i) => (isRecord(entry) && isRecord(b[i]) ? jsonEqual({ ...entry, time: undefined }, { ...b[i], time: undefined }) : jsonEqual(entry, b[i])));
+  return (
+    a.length === b.length &&
+    a.every((entry, i) => (isRecord(entry) && isRecord(b[i]) ? jsonEqual({ ...entry, time: undefined }, { ...b[i], time: undefined }) : jsonEqual(entry, b[i])))
+  );
 }
 
 /**
