@@ -1,4 +1,5 @@
 import fastJsonPatch, { type Operation } from 'fast-json-patch';
+import { Memo } from '../domain/memo.js';
 
 type Container = Record<string, unknown> | unknown[];
 
@@ -139,8 +140,11 @@ function copyAlong(root: unknown, pointer: unknown, copies: Set<unknown>): unkno
   return parent;
 }
 
+/** Our annotations' keys ("kube-overcommit.io~1ratios") come back in every node patch. */
+const unescaped = new Memo<string, string>(4_096);
+
 /** A JSON Pointer token's key, unescaped as fast-json-patch does it (only a token with a "~" needs it). */
-const unescapeToken = (token: string): string => (token.includes('~') ? fastJsonPatch.unescapePathComponent(token) : token);
+const unescapeToken = (token: string): string => (token.includes('~') ? unescaped.get(token, fastJsonPatch.unescapePathComponent) : token);
 
 /** Replaces every container below `container` by a copy of its own. */
 function copyBelow(container: unknown, copies: Set<unknown>): void {

@@ -97,12 +97,13 @@ export function isNodeName(name: unknown): name is string {
 })
 export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, OnModuleDestroy {
   /**
-   * Per node: the pool label and the values the gauges hold, so unchanged updates cost nothing,
+   * Per node: the pool label and the values the gauges hold (raw, allocatable, ratio, floor and
+   * reason per resource, compared one by one), so unchanged updates cost nothing,
    * and when this replica last admitted it (Date.now()), for pruneSilentNodes. In the order the
    * nodes were last admitted, least recent first: both the silent and the over-limit nodes to
    * drop are at the front.
    */
-  private readonly exported = new Map<string, { pool: string; signature: string; seenAt: number }>();
+  private readonly exported = new Map<string, { pool: string; values: readonly unknown[]; seenAt: number }>();
   private readonly maxNodes: number;
   private pruneTimer?: NodeJS.Timeout;
 
@@ -198,14 +199,14 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     const pool = policy?.pool ?? '';
     const reasonOf = (resource: (typeof MANAGED_RESOURCES)[number]) =>
       plan.floor[resource] !== undefined ? 'floor' : ((decisions as Partial<Record<string, { reason: AllocatableReason }>>)[resource]?.reason ?? 'static');
-    let signature = '';
+    const values: unknown[] = [];
     for (const resource of MANAGED_RESOURCES)
-      signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${plan.floor[resource]}/${reasonOf(resource)};`;
+      values.push(plan.raw[resource], plan.allocatable[resource], plan.ratios[resource], plan.floor[resource], reasonOf(resource));
     const previous = this.exported.get(node);
     const seenAt = Date.now();
     // Re-inserted, so the map stays in the order of the last admission.
     if (previous !== undefined) this.exported.delete(node);
-    if (previous?.pool === pool && previous.signature === signature) {
+    if (previous?.pool === pool && previous.values.every((value, i) => Object.is(value, values[i]))) {
       previous.seenAt = seenAt; // the steady state: a heartbeat
       this.exported.set(node, previous);
       return;
@@ -215,7 +216,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     }
     // A new node beyond the limit: the least recently admitted one makes room.
     if (previous === undefined && this.exported.size >= this.maxNodes) this.drop(this.exported.keys().next().value!, 'limit');
-    this.exported.set(node, { pool, signature, seenAt });
+    this.exported.set(node, { pool, values, seenAt });
     for (const resource of MANAGED_RESOURCES) {
       const raw = plan.raw[resource];
       const inflated = plan.allocatable[resource];
