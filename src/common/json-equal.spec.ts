@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { jsonEqual } from './json-equal.js';
+import { jsonEqual, jsonEqualExcept } from './json-equal.js';
 
 const runs = { numRuns: Number(process.env.PROPERTY_RUNS ?? 1000) };
 
@@ -35,6 +35,19 @@ describe('jsonEqual', () => {
       fc.property(value, (a) => {
         const b = nearCopy(a);
         expect(jsonEqual(a, b)).toBe(isDeepStrictEqual(a, b));
+      }),
+      runs,
+    );
+  });
+
+  it('jsonEqualExcept: jsonEqual of copies without the keys set apart', () => {
+    const record = fc.dictionary(fc.constantFrom('a', 'b', 'time', '__proto__'), value, { maxKeys: 4, noNullPrototype: true });
+    const apart = fc.subarray(['a', 'time', 'x']).map((keys) => new Set(keys));
+    const without = (r: Record<string, unknown>, keys: Set<string>) => Object.fromEntries(Object.entries(r).filter(([key]) => !keys.has(key)));
+    fc.assert(
+      fc.property(record, record, apart, (a, b, keys) => {
+        expect(jsonEqualExcept(a, b, keys)).toBe(isDeepStrictEqual(without(a, keys), without(b, keys)));
+        expect(jsonEqualExcept(a, { ...a, time: 1 }, new Set(['time']))).toBe(true);
       }),
       runs,
     );

@@ -27,3 +27,18 @@ function sameEntries(a: Record<string, unknown>, b: Record<string, unknown>): bo
   for (const key of keys) if (!Object.hasOwn(b, key) || !jsonEqual(a[key], b[key])) return false;
   return true;
 }
+
+/**
+ * Two JSON objects alike on every own key but those in `apart`, which are not compared: what
+ * jsonEqual says of copies of both without those keys, with no copy made.
+ */
+export function jsonEqualExcept(a: Record<string, unknown>, b: Record<string, unknown>, apart: ReadonlySet<string>): boolean {
+  let unmatched = 0;
+  for (const key of Object.keys(a)) {
+    if (apart.has(key)) continue;
+    if (!Object.hasOwn(b, key) || !jsonEqual(a[key], b[key])) return false;
+    unmatched += 1;
+  }
+  for (const key of Object.keys(b)) if (!apart.has(key)) unmatched -= 1;
+  return unmatched === 0;
+}

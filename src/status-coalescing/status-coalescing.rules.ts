@@ -44,7 +44,7 @@ import { RATIOS_ANNOTATION } from '../domain/node-rules/node-oversell.rules.js';
 import { parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
 import { Memo } from '../domain/memo.js';
-import { jsonEqual } from '../common/json-equal.js';
+import { jsonEqual, jsonEqualExcept } from '../common/json-equal.js';
 
 /** Why an update was let through; `coalesced` updates have the one reason `heartbeat`. */
 export type PassReason = 'other-writer' | 'not-inflated' | 'no-stored-object' | 'condition-changed' | 'status-changed' | 'report-due';
@@ -104,41 +104,46 @@ function sameResourceList(a: unknown, b: unknown): boolean {
   });
 }
 
+/** What rule 3 sets aside, or compares on its own, at each level of the node. */
+const TOP_APART: ReadonlySet<string> = new Set(['metadata', 'status']);
+const MANAGED_FIELDS: ReadonlySet<string> = new Set(['managedFields']);
+const NONE: ReadonlySet<string> = new Set();
+const FIELD_TIME: ReadonlySet<string> = new Set(['time']);
+const HEARTBEAT: ReadonlySet<string> = new Set(['lastHeartbeatTime']);
+
 /** Two managedFields lists alike but for their entries' `time`. */
 function sameManagedFields(a: readonly unknown[], b: readonly unknown[]): boolean {
   return (
-    a.length === b.length &&
-    a.every((entry, i) => (isRecord(entry) && isRecord(b[i]) ? jsonEqual({ ...entry, time: undefined }, { ...b[i], time: undefined }) : jsonEqual(entry, b[i])))
+    a.length === b.length && a.every((entry, i) => (isRecord(entry) && isRecord(b[i]) ? jsonEqualExcept(entry, b[i], FIELD_TIME) : jsonEqual(entry, b[i])))
   );
 }
+
+/** A part of the node as an object: itself when it is one, else what a spread of it makes (`{}` for none). */
+const asRecord = (part: unknown): Record<string, any> => (isRecord(part) ? part : { ...(part as object) });
 
 /**
  * Rule 3 but for the conditions: the node and the stored one alike once managedFields times are
- * set aside and allocatable and capacity compared by value. Compared in place: the node's parts
- * are copied one level deep only, to set aside what is compared on its own.
+ * set aside and allocatable and capacity compared by value, compared in place (no copies).
  */
 function sameButConditions(node: Record<string, any>, stored: Record<string, any>): boolean {
-  const [metadataA, metadataB] = [{ ...node.metadata }, { ...stored.metadata }];
+  if (!jsonEqualExcept(node, stored, TOP_APART)) return false;
+  const [metadataA, metadataB] = [asRecord(node.metadata), asRecord(stored.metadata)];
   const [fieldsA, fieldsB] = [metadataA.managedFields, metadataB.managedFields];
   const fieldsApart = Array.isArray(fieldsA) && Array.isArray(fieldsB);
-  if (fieldsApart) metadataA.managedFields = metadataB.managedFields = null;
-  const [statusA, statusB]: Record<string, any>[] = [{ ...node.status }, { ...stored.status }];
-  delete statusA.conditions;
-  delete statusB.conditions;
-  const listsApart = RESOURCE_LISTS.filter((list) => list in statusA && list in statusB);
-  const lists = listsApart.map((list) => [statusA[list], statusB[list]] as const);
-  for (const list of listsApart) statusA[list] = statusB[list] = null;
+  if (!jsonEqualExcept(metadataA, metadataB, fieldsApart ? MANAGED_FIELDS : NONE)) return false;
+  if (fieldsApart && !sameManagedFields(fieldsA, fieldsB)) return false;
+  const [statusA, statusB] = [asRecord(node.status), asRecord(stored.status)];
+  const listsApart = RESOURCE_LISTS.filter((list) => Object.hasOwn(statusA, list) && Object.hasOwn(statusB, list));
   return (
-    jsonEqual({ ...node, metadata: null, status: null }, { ...stored, metadata: null, status: null }) &&
-    jsonEqual(metadataA, metadataB) &&
-    (!fieldsApart || sameManagedFields(fieldsA, fieldsB)) &&
-    jsonEqual(statusA, statusB) &&
-    lists.every(([a, b]) => sameResourceList(a, b))
+    jsonEqualExcept(statusA, statusB, new Set(['conditions', ...listsApart])) && listsApart.every((list) => sameResourceList(statusA[list], statusB[list]))
   );
 }
 
-/** The node's conditions without their heartbeats (rule 3). */
-const conditionsButHeartbeats = (node: Record<string, any>) => conditionsOf(node).map(({ lastHeartbeatTime: _heartbeat, ...rest }) => rest);
+/** Rule 3 for the conditions: the same conditions, in the same order, but for their heartbeats. */
+function sameConditionsButHeartbeats(node: Record<string, any>, stored: Record<string, any>): boolean {
+  const [a, b] = [conditionsOf(node), conditionsOf(stored)];
+  return a.length === b.length && a.every((condition, i) => jsonEqualExcept(condition, b[i], HEARTBEAT));
+}
 
 /** Heartbeat times repeat: every condition of an update and of the stored node carries the same few. */
 const heartbeatTimes = new Memo<string, number>(4_096);
@@ -189,12 +194,13 @@ export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodM
 
   readQuantities(node);
   readQuantities(stored);
-  if (!jsonEqual(conditionsButHeartbeats(node), conditionsButHeartbeats(stored))) return { decision: 'passed', reason: 'condition-changed' };
+  if (!sameConditionsButHeartbeats(node, stored)) return { decision: 'passed', reason: 'condition-changed' };
   if (!sameButConditions(node, stored)) return { decision: 'passed', reason: 'status-changed' };
   if (!heartbeatsFresh(conditionsOf(node), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return { decision: 'passed', reason: 'report-due' };
-  // Conditions already the stored ones (our own output sent back): nothing to put back.
+  // Conditions already the stored ones (our own output sent back): nothing to put back. `add`, not
+  // `replace`: an update without conditions, alike but for them, gets them put back too.
   const patch: PatchOperation[] = jsonEqual(node.status?.conditions, stored.status.conditions)
     ? []
-    : [{ op: 'replace', path: '/status/conditions', value: stored.status.conditions }];
+    : [{ op: 'add', path: '/status/conditions', value: stored.status.conditions }];
   return { decision: 'coalesced', reason: 'heartbeat', patch };
 }
