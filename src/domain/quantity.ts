@@ -122,11 +122,13 @@ export function baseUnitOf(resource: string): BaseUnit {
  */
 export function parseResourceQuantity(resource: string, text: string | number): bigint {
   if (typeof text !== 'string') return toBase(resource, parseNumber(text));
-  const memo = baseUnitOf(resource) === 'millicores' ? milliMemo : unitMemo;
-  return memo.get(text, (t) => toBase(resource, parseQuantity(t)));
+  return baseUnitOf(resource) === 'millicores' ? milliMemo.get(text, parseMillicores) : unitMemo.get(text, parseUnits);
 }
 const milliMemo = new Memo<string, bigint>(16_384);
 const unitMemo = new Memo<string, bigint>(16_384);
+// Module functions, not a closure per call: the admission path parses a node's quantities at every heartbeat.
+const parseMillicores = (text: string): bigint => milliValue(parseQuantity(text));
+const parseUnits = (text: string): bigint => unitValue(parseQuantity(text));
 const toBase = (resource: string, value: Decimal): bigint => (baseUnitOf(resource) === 'millicores' ? milliValue(value) : unitValue(value));
 
 /**
