@@ -10,6 +10,8 @@ import {
   type NodeUsageEntry,
   formatInputs,
   percentile,
+  type Placements,
+  placedUnmeasured,
   planUsageDecision,
   podLoads,
   readInputs,
@@ -120,6 +122,17 @@ describe('planUsageDecision (rules 1–6)', () => {
     expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples: [uniform], sinceLastSampleMs: 0 }, 2, 2, usage())).toMatchObject({ ratio: 1.5 });
   });
 
+  it('hold: pods placed since the previous sample and not measured by the latest hold a rise; a decrease still applies', () => {
+    const placed = (u: bigint) => ({ ...fresh(u), placedUnmeasured: 500n });
+    expect(planUsageDecision('cpu', placed(800n), 2, 1.1, usage())).toMatchObject({ ratio: 1.1, reason: 'usage' });
+    expect(planUsageDecision('cpu', { ...fresh(800n), placedUnmeasured: 0n }, 2, 1.1, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
+    // U 2: wanted 1.2, below the 2 in force
+    expect(planUsageDecision('cpu', placed(2000n), 2, 2, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
+    // hot and stale are not held either way
+    expect(planUsageDecision('cpu', placed(800n), 2, 2, usage()).reason).toBe('usage');
+    expect(planUsageDecision('cpu', { ...fresh(800n, 3700n), placedUnmeasured: 500n }, 2, 2, usage())).toMatchObject({ ratio: 1, reason: 'hot' });
+  });
+
   it('fast down: a decrease applies at once', () => {
     // U 2, e 0.5: ((2.4 − 2)/0.5 + 4)/4 = 1.2
     expect(planUsageDecision('cpu', fresh(2000n), 2, 2, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
@@ -161,7 +174,7 @@ describe('planUsageDecision (rules 1–6)', () => {
     expect(planUsageDecision('cpu', fresh(1n), 1, 1, usage())).toEqual({ ratio: 1, reason: 'static' });
   });
 
-  it('property: the ratio is in [1, ceiling], rises by at most maxStepUp, and a lowered ceiling applies at once', () => {
+  it('property: the ratio is in [1, ceiling], rises by at most maxStepUp (not at all while held), and a lowered ceiling applies at once', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 100, max: 64_000 }),
@@ -171,11 +184,12 @@ describe('planUsageDecision (rules 1–6)', () => {
         fc.integer({ min: 100, max: 1000 }).map((n) => n / 100),
         fc.option(fc.integer({ min: 0, max: 1200 }).map((n) => n / 100)),
         fc.record({ deadband: fc.constantFrom(0, 0.05, 0.1), maxStepUp: fc.constantFrom(0.01, 0.1, 0.5), percentile: fc.constantFrom(50, 95, 100) }),
-        (a, r, measured, since, ceiling, previous, envelope) => {
+        fc.constantFrom(0n, 500n),
+        (a, r, measured, since, ceiling, previous, envelope, placed) => {
           const samples = measured.map((m, i) => sample(i, BigInt(m.pods), BigInt(m.node)));
           const decision = planUsageDecision(
             'cpu',
-            { A: BigInt(a), R: BigInt(r), samples, sinceLastSampleMs: since },
+            { A: BigInt(a), R: BigInt(r), samples, sinceLastSampleMs: since, placedUnmeasured: placed },
             ceiling,
             previous ?? undefined,
             usage(envelope),
@@ -184,8 +198,50 @@ describe('planUsageDecision (rules 1–6)', () => {
           expect(decision.ratio).toBeLessThanOrEqual(ceiling);
           const inForce = Math.min(Math.max(previous ?? 1, 1), ceiling);
           if (decision.reason !== 'static') expect(decision.ratio).toBeLessThanOrEqual(inForce + envelope.maxStepUp + 1e-9);
-          if (decision.reason === 'stale') expect(decision.ratio).toBeLessThanOrEqual(inForce);
+          if (decision.reason === 'stale' || placed > 0n) expect(decision.ratio).toBeLessThanOrEqual(inForce);
           expect(Math.round(decision.ratio * 100)).toBeCloseTo(decision.ratio * 100, 6);
+        },
+      ),
+    );
+  });
+});
+
+describe('placedUnmeasured (rule 5, the hold)', () => {
+  const bound = new Map([
+    ['old', { cpu: 1000n, memory: 1n }],
+    ['new', { cpu: 500n, memory: 2n }],
+    ['new-measured', { cpu: 250n }],
+  ]);
+
+  it('the requests of the pods bound now, not at the previous sample, and not measured by the latest', () => {
+    expect(placedUnmeasured(bound, { boundAtPrevious: new Set(['old']), measured: new Set(['old', 'new-measured']) })).toEqual({ cpu: 500n, memory: 2n });
+    // all bound at the previous sample: nothing holds, measured or not
+    expect(placedUnmeasured(bound, { boundAtPrevious: new Set(['old', 'new', 'new-measured']), measured: new Set() })).toEqual({});
+  });
+
+  it('no previous sample (a node just seen, a new leader): nothing holds', () => {
+    expect(placedUnmeasured(bound, undefined)).toEqual({});
+    expect(placedUnmeasured(bound, { measured: new Set() })).toEqual({});
+  });
+
+  it('property: a pod holds at the first sample after its placement only, and only if that sample does not measure it', () => {
+    fc.assert(
+      fc.property(
+        // per pod: the sample it is placed before (0: before the first), and the first sample that measures it (null: never)
+        fc.array(fc.record({ placedBefore: fc.nat(8), measuredFrom: fc.option(fc.nat(10)) }), { maxLength: 12 }),
+        (pods) => {
+          let placements: (Placements & { boundAtLatest: ReadonlySet<string> }) | undefined;
+          for (let k = 0; k < 10; k++) {
+            const isBound = (pod: (typeof pods)[number]) => pod.placedBefore <= k;
+            const isMeasured = (pod: (typeof pods)[number]) => isBound(pod) && pod.measuredFrom !== null && pod.measuredFrom <= k;
+            const boundNow = new Map(pods.flatMap((pod, i) => (isBound(pod) ? [[`p${i}`, { cpu: 1n << BigInt(i) }] as const] : [])));
+            const measured = new Set(pods.flatMap((pod, i) => (isMeasured(pod) ? [`p${i}`] : [])));
+            // sample k, then its plan (as the leader does, in one tick)
+            placements = { boundAtPrevious: placements?.boundAtLatest, boundAtLatest: new Set(boundNow.keys()), measured };
+            // each pod's request is its own bit: the sum says exactly which pods hold
+            const expected = pods.reduce((sum, pod, i) => (k > 0 && pod.placedBefore === k && !isMeasured(pod) ? sum + (1n << BigInt(i)) : sum), 0n);
+            expect(placedUnmeasured(boundNow, placements).cpu ?? 0n).toBe(expected);
+          }
         },
       ),
     );

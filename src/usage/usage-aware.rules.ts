@@ -22,7 +22,11 @@
  *      ceiling), reason `stale`; none for fallbackAfter → ratio 1, reason `stale`. A stale
  *      decision carries A and R, never U (no current measurement).
  *   5. Envelope on a `usage` ratio, against the one in force (previous; 1 when none): within
- *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp.
+ *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp,
+ *      and not at all while the node holds pods placed since its previous sample that its
+ *      latest sample did not measure (the room given out last is not known to be used as e
+ *      assumed). Bounded: at the next sample those pods were bound at the previous one, so a
+ *      pod never measured holds nothing after that (rule 1 leaves it out of R, nothing more).
  *   6. Every effective ratio is in [1, ceiling] of the config in force, whatever was published:
  *      a lowered ceiling applies at once, a published value above it is read as the ceiling,
  *      and nothing a node writes is read here. A resource without a usage target, or whose
@@ -112,6 +116,8 @@ export interface UsageInputs {
   samples: readonly UsageSample[];
   /** Ms since the node's last sample (since the leader started leading when it has none). */
   sinceLastSampleMs: number;
+  /** Σ requests of the pods placed since the previous sample that the latest did not measure (rule 5's hold; 0 when absent). */
+  placedUnmeasured?: bigint;
 }
 
 /**
@@ -148,8 +154,28 @@ export function planUsageDecision(
   const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, usage.estimatedLoad?.[resource] ?? 0, podLoad)));
   let ratio = wanted;
   if (Math.abs(wanted - inForce) < usage.deadband) ratio = inForce;
-  else if (wanted > inForce) ratio = roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
+  else if (wanted > inForce) ratio = (inputs.placedUnmeasured ?? 0n) > 0n ? inForce : roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
   return { ratio: Math.max(1, Math.min(ceiling, ratio)), reason: 'usage', ...measured };
+}
+
+/** What rule 5's hold reads of a node's two latest samples: the pods (keys) bound at the previous one, and those the latest measured. */
+export interface Placements {
+  boundAtPrevious?: ReadonlySet<string>;
+  measured: ReadonlySet<string>;
+}
+
+/**
+ * Rule 5's hold: Σ requests, per usage resource, of the pods bound now (`bound`, by key) that
+ * were not bound at the node's previous sample and that its latest sample did not measure.
+ * Nothing holds without a previous sample (`placements` or its `boundAtPrevious` undefined).
+ */
+export function placedUnmeasured(
+  bound: ReadonlyMap<string, Partial<Record<UsageResource, bigint>>>,
+  placements: Placements | undefined,
+): Partial<Record<UsageResource, bigint>> {
+  const previous = placements?.boundAtPrevious;
+  if (placements === undefined || previous === undefined) return {};
+  return sumUsage([...bound].filter(([key]) => !previous.has(key) && !placements.measured.has(key)).map(([, requests]) => requests));
 }
 
 /** Samples of `history` within `windowMs` before `now`. */

@@ -12,6 +12,7 @@ import { describeApiError } from '../kube/api-error.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
 import { LeaderLease } from '../kube/leader-lease.js';
 import { PodCache } from '../kube/pod-cache.service.js';
+import { keyOf } from '../kube/pods-by-node.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import { type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from '../node-oversell/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
@@ -23,6 +24,8 @@ import {
   formatPublished,
   type NodeInputs,
   type NodeUsageEntry,
+  type Placements,
+  placedUnmeasured,
   planUsageDecision,
   podLoads,
   readInputs,
@@ -85,6 +88,8 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
   private history = new Map<string, UsageSample[]>();
   private lastTimestamp = new Map<string, string>();
   private lastPlanned = new Map<string, number>();
+  /** Leader state for rule 5's hold, per node: the pods (keys) bound at its previous and latest samples, and those the latest measured. */
+  private placements = new Map<string, Placements & { boundAtLatest: ReadonlySet<string> }>();
   private leaderSince = 0;
   private lastMetricsError = '';
 
@@ -163,6 +168,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
       this.history.clear();
       this.lastTimestamp.clear();
       this.lastPlanned.clear();
+      this.placements.clear();
       this.leaderSince = performance.now();
       if (!leader) return;
       const seeded = this.seedHistory();
@@ -261,14 +267,19 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     }
     this.lastMetricsError = '';
     // Per node: the usage of its measured pods, and their requests (R: a pod not measured yet is left out).
-    const podsByNode = new Map<string, { usage: Partial<Record<UsageResource, bigint>>[]; requests: Partial<Record<UsageResource, bigint>>[] }>();
+    const podsByNode = new Map<
+      string,
+      { usage: Partial<Record<UsageResource, bigint>>[]; requests: Partial<Record<UsageResource, bigint>>[]; keys: Set<string> }
+    >();
     for (const pod of podMetrics.items) {
       const cached = this.pods.pod(pod.metadata.namespace, pod.metadata.name);
       const node = cached?.spec.nodeName;
       if (node === undefined) continue;
-      const entry = podsByNode.get(node) ?? { usage: [], requests: [] };
+      const entry = podsByNode.get(node) ?? { usage: [], requests: [], keys: new Set<string>() };
       entry.usage.push(sumUsage(pod.containers.map((container) => readUsage(container.usage))));
       entry.requests.push(cached!.requests);
+      const key = keyOf(cached!);
+      if (key !== undefined) entry.keys.add(key);
       podsByNode.set(node, entry);
     }
     const longest = Math.max(...usageSections(this.config.snapshot().config.nodes).map((usage) => parseDuration(usage.window)));
@@ -286,6 +297,8 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
         podLoads: podLoads(pods?.usage ?? [], pods?.requests ?? []),
       });
       this.history.set(name, samples);
+      const boundAtLatest = new Set(this.pods.podsOn(name).keys());
+      this.placements.set(name, { boundAtPrevious: this.placements.get(name)?.boundAtLatest, boundAtLatest, measured: pods?.keys ?? new Set() });
     }
   }
 
@@ -307,6 +320,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     const samples = samplesInWindow(history, now, parseDuration(usage.window));
     const lastSample = history.at(-1)?.at ?? this.leaderSince;
     const recorded = readRecord(node.metadata?.annotations)?.ratios;
+    const placed = placedUnmeasured(this.pods.podsOn(name), this.placements.get(name));
     const entry: NodeUsageEntry = {};
     for (const resource of resources) {
       const inputs = {
@@ -314,6 +328,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
         R: smaller(measured[resource], bound[resource]),
         samples,
         sinceLastSampleMs: now - Math.max(lastSample, this.leaderSince),
+        placedUnmeasured: placed[resource],
       };
       entry[resource] = planUsageDecision(resource, inputs, policy.ratios[resource] ?? 1, previous?.[resource]?.ratio ?? recorded?.[resource], usage);
     }
@@ -358,6 +373,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     this.history.delete(name);
     this.lastTimestamp.delete(name);
     this.lastPlanned.delete(name);
+    this.placements.delete(name);
   }
 
   /** Written only when the ratios change; the inputs (rule 8) go with them. */
