@@ -30,8 +30,9 @@
  * Writes bench/results/usage-aware.json.
  *
  * Flags: --nodes N (50), --pods N per phase (default nodes × 18), --settle-seconds S (180),
- * --phases a,b (a subset, for trying a change; the targets need all three), --keep (keep the
- * run folder), --out FILE.
+ * --phases a,b (a subset, for trying a change; the targets need all three), --estimated-load L
+ * (the usage-aware phase's estimatedLoad.cpu; default: the config's default, 0.4), --keep (keep
+ * the run folder), --out FILE.
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -53,6 +54,7 @@ const { values: flags } = parseArgs({
     pods: { type: 'string' },
     'settle-seconds': { type: 'string' },
     phases: { type: 'string' },
+    'estimated-load': { type: 'string' },
     keep: { type: 'boolean' },
     out: { type: 'string' },
   },
@@ -60,6 +62,7 @@ const { values: flags } = parseArgs({
 const NODES = Math.round(numberOption('nodes', flags.nodes, 50, { min: 11 }));
 const PODS = Math.round(numberOption('pods', flags.pods, NODES * 18, { min: 1 }));
 const SETTLE_MS = numberOption('settle-seconds', flags['settle-seconds'], 180, { min: 30 }) * 1000;
+const ESTIMATED_LOAD = flags['estimated-load'] === undefined ? undefined : numberOption('estimated-load', flags['estimated-load'], 0.4, { min: 0.01 });
 const outFile = flags.out ?? resultsPath('usage-aware.json');
 const NAMESPACE = 'bench-usage';
 const MACHINE = { cpu: '4', memory: '16Gi', pods: '110', 'ephemeral-storage': '100Gi' };
@@ -77,7 +80,17 @@ const log = (line: string) => console.log(line);
 const PHASES = {
   'static-1': { nodes: { defaultRatios: { cpu: 1 } } },
   'static-2': { nodes: { defaultRatios: { cpu: 2 } } },
-  'usage-aware': { nodes: { defaultRatios: { cpu: 2 }, defaultUsage: { target: { cpu: TARGET }, interval: '10s', window: '1m' } } },
+  'usage-aware': {
+    nodes: {
+      defaultRatios: { cpu: 2 },
+      defaultUsage: {
+        target: { cpu: TARGET },
+        interval: '10s',
+        window: '1m',
+        ...(ESTIMATED_LOAD === undefined ? {} : { estimatedLoad: { cpu: ESTIMATED_LOAD } }),
+      },
+    },
+  },
 } as const;
 type Phase = keyof typeof PHASES;
 const RUN_PHASES = (flags.phases?.split(',') ?? Object.keys(PHASES)).map((name) => {
@@ -317,7 +330,7 @@ runOnStage('bench-usage', log, flags.keep ?? false, async ({ env, onTearDown }) 
   const spike = usageAware ? Math.max(...Object.values(usageAware).map((f) => f.spikeReactionSeconds ?? Infinity)) : null;
   const report = {
     bench: 'usage-aware',
-    command: 'npm run bench:usage',
+    command: `npm run bench:usage${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
     machine: machineInfo(),
     setup: {
       nodes: NODES,
@@ -326,6 +339,7 @@ runOnStage('bench-usage', log, flags.keep ?? false, async ({ env, onTearDown }) 
       pod: { cpu: `${POD_CPU * 1000}m`, memory: '256Mi' },
       profiles: PROFILES,
       target: TARGET,
+      estimatedLoad: ESTIMATED_LOAD ?? 'default (0.4)',
       hotThreshold: HOT,
       spikedNodes: SPIKED,
     },

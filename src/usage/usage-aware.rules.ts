@@ -26,7 +26,8 @@
  *      and not at all while the node holds pods placed since its previous sample that its
  *      latest sample did not measure (the room given out last is not known to be used as e
  *      assumed). Bounded: at the next sample those pods were bound at the previous one, so a
- *      pod never measured holds nothing after that (rule 1 leaves it out of R, nothing more).
+ *      pod never measured holds nothing after that (rule 1 leaves it out of R, nothing more);
+ *      a node's first sample (a new node, a new leader) holds nothing.
  *   6. Every effective ratio is in [1, ceiling] of the config in force, whatever was published:
  *      a lowered ceiling applies at once, a published value above it is read as the ceiling,
  *      and nothing a node writes is read here. A resource without a usage target, or whose
