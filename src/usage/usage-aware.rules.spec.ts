@@ -17,6 +17,7 @@ import {
   readInputs,
   seedSample,
   smoothInputs,
+  trackPlacements,
   readPublished,
   readUsage,
   samplesInWindow,
@@ -122,7 +123,7 @@ describe('planUsageDecision (rules 1–6)', () => {
     expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples: [uniform], sinceLastSampleMs: 0 }, 2, 2, usage())).toMatchObject({ ratio: 1.5 });
   });
 
-  it('hold: pods placed since the previous sample and not measured by the latest hold a rise; a decrease still applies', () => {
+  it('hold: pods placed and not measured yet hold a rise; a decrease still applies', () => {
     const placed = (u: bigint) => ({ ...fresh(u), placedUnmeasured: 500n });
     expect(planUsageDecision('cpu', placed(800n), 2, 1.1, usage())).toMatchObject({ ratio: 1.1, reason: 'usage' });
     expect(planUsageDecision('cpu', { ...fresh(800n), placedUnmeasured: 0n }, 2, 1.1, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
@@ -207,41 +208,63 @@ describe('planUsageDecision (rules 1–6)', () => {
   });
 });
 
-describe('placedUnmeasured (rule 5, the hold)', () => {
+describe('trackPlacements, placedUnmeasured (rule 5, the hold)', () => {
   const bound = new Map([
     ['old', { cpu: 1000n, memory: 1n }],
     ['new', { cpu: 500n, memory: 2n }],
     ['new-measured', { cpu: 250n }],
   ]);
+  const STALE = 120_000;
 
-  it('the requests of the pods bound now, not at the previous sample, and not measured by the latest', () => {
-    expect(placedUnmeasured(bound, { boundAtPrevious: new Set(['old']), measured: new Set(['old', 'new-measured']) })).toEqual({ cpu: 500n, memory: 2n });
-    // all bound at the previous sample: nothing holds, measured or not
-    expect(placedUnmeasured(bound, { boundAtPrevious: new Set(['old', 'new', 'new-measured']), measured: new Set() })).toEqual({});
+  it('a pod placed since the previous sample and not measured holds, from the sample that found it, for staleAfter', () => {
+    const first = trackPlacements(undefined, ['old'], new Set(), 0);
+    const second = trackPlacements(first, bound.keys(), new Set(['old', 'new-measured']), 10_000);
+    expect(second.unmeasured).toEqual(new Map([['new', 10_000]]));
+    expect(placedUnmeasured(bound, second, 10_000, STALE)).toEqual({ cpu: 500n, memory: 2n });
+    // still not measured: it keeps the time of the sample that found it, and holds until staleAfter from then
+    const third = trackPlacements(second, bound.keys(), new Set(['old']), 20_000);
+    expect(third.unmeasured.get('new')).toBe(10_000);
+    expect(placedUnmeasured(bound, third, 129_999, STALE)).toEqual({ cpu: 500n, memory: 2n });
+    expect(placedUnmeasured(bound, third, 130_000, STALE)).toEqual({});
+    // measured once: out for good, even if a later sample misses it
+    const fourth = trackPlacements(third, bound.keys(), new Set(['new']), 30_000);
+    expect(trackPlacements(fourth, bound.keys(), new Set(), 40_000).unmeasured).toEqual(new Map());
   });
 
-  it('no previous sample (a node just seen, a new leader): nothing holds', () => {
-    expect(placedUnmeasured(bound, undefined)).toEqual({});
-    expect(placedUnmeasured(bound, { measured: new Set() })).toEqual({});
+  it('a pod placed since the latest sample holds until a sample finds it', () => {
+    const first = trackPlacements(undefined, ['old'], new Set(), 0);
+    expect(placedUnmeasured(bound, first, 5_000, STALE)).toEqual({ cpu: 750n, memory: 2n });
   });
 
-  it('property: a pod holds at the first sample after its placement only, and only if that sample does not measure it', () => {
+  it("the pods a node's first sample finds hold nothing, and nothing holds before it", () => {
+    const first = trackPlacements(undefined, bound.keys(), new Set(), 0);
+    expect(first.unmeasured).toEqual(new Map());
+    expect(placedUnmeasured(bound, first, 0, STALE)).toEqual({});
+    expect(placedUnmeasured(bound, undefined, 0, STALE)).toEqual({});
+  });
+
+  it('property: a pod holds from the sample that first finds it until one measures it, for staleAfter at most', () => {
     fc.assert(
       fc.property(
         // per pod: the sample it is placed before (0: before the first), and the first sample that measures it (null: never)
         fc.array(fc.record({ placedBefore: fc.nat(8), measuredFrom: fc.option(fc.nat(10)) }), { maxLength: 12 }),
-        (pods) => {
-          let placements: (Placements & { boundAtLatest: ReadonlySet<string> }) | undefined;
+        fc.integer({ min: 1, max: 12 }).map((samples) => samples * 10_000),
+        (pods, staleAfterMs) => {
+          let placements: Placements | undefined;
           for (let k = 0; k < 10; k++) {
             const isBound = (pod: (typeof pods)[number]) => pod.placedBefore <= k;
             const isMeasured = (pod: (typeof pods)[number]) => isBound(pod) && pod.measuredFrom !== null && pod.measuredFrom <= k;
+            // each pod's request is its own bit: the sum says exactly which pods hold
             const boundNow = new Map(pods.flatMap((pod, i) => (isBound(pod) ? [[`p${i}`, { cpu: 1n << BigInt(i) }] as const] : [])));
             const measured = new Set(pods.flatMap((pod, i) => (isMeasured(pod) ? [`p${i}`] : [])));
-            // sample k, then its plan (as the leader does, in one tick)
-            placements = { boundAtPrevious: placements?.boundAtLatest, boundAtLatest: new Set(boundNow.keys()), measured };
-            // each pod's request is its own bit: the sum says exactly which pods hold
-            const expected = pods.reduce((sum, pod, i) => (k > 0 && pod.placedBefore === k && !isMeasured(pod) ? sum + (1n << BigInt(i)) : sum), 0n);
-            expect(placedUnmeasured(boundNow, placements).cpu ?? 0n).toBe(expected);
+            // sample k at k × 10 s, then its plan (as the leader does, in one tick)
+            placements = trackPlacements(placements, boundNow.keys(), measured, k * 10_000);
+            const expected = pods.reduce(
+              (sum, pod, i) =>
+                pod.placedBefore > 0 && isBound(pod) && !isMeasured(pod) && (k - pod.placedBefore) * 10_000 < staleAfterMs ? sum + (1n << BigInt(i)) : sum,
+              0n,
+            );
+            expect(placedUnmeasured(boundNow, placements, k * 10_000, staleAfterMs).cpu ?? 0n).toBe(expected);
           }
         },
       ),

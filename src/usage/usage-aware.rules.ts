@@ -23,11 +23,11 @@
  *      decision carries A and R, never U (no current measurement).
  *   5. Envelope on a `usage` ratio, against the one in force (previous; 1 when none): within
  *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp,
- *      and not at all while the node holds pods placed since its previous sample that its
- *      latest sample did not measure (the room given out last is not known to be used as e
- *      assumed). Bounded: at the next sample those pods were bound at the previous one, so a
- *      pod never measured holds nothing after that (rule 1 leaves it out of R, nothing more);
- *      a node's first sample (a new node, a new leader) holds nothing.
+ *      and not at all while the node holds pods placed since its first sample that no sample
+ *      has measured yet (the room given out last is not known to be used as e assumed).
+ *      Bounded: a pod holds for staleAfter at most from the sample that first found it bound,
+ *      so one never measured holds nothing after that (rule 1 leaves it out of R, nothing
+ *      more); the pods a node's first sample finds (a new node, a new leader) hold nothing.
  *   6. Every effective ratio is in [1, ceiling] of the config in force, whatever was published:
  *      a lowered ceiling applies at once, a published value above it is read as the ceiling,
  *      and nothing a node writes is read here. A resource without a usage target, or whose
@@ -117,7 +117,7 @@ export interface UsageInputs {
   samples: readonly UsageSample[];
   /** Ms since the node's last sample (since the leader started leading when it has none). */
   sinceLastSampleMs: number;
-  /** Σ requests of the pods placed since the previous sample that the latest did not measure (rule 5's hold; 0 when absent). */
+  /** Σ requests of the pods placed and not measured yet (rule 5's hold; 0 when absent). */
   placedUnmeasured?: bigint;
 }
 
@@ -159,24 +159,50 @@ export function planUsageDecision(
   return { ratio: Math.max(1, Math.min(ceiling, ratio)), reason: 'usage', ...measured };
 }
 
-/** What rule 5's hold reads of a node's two latest samples: the pods (keys) bound at the previous one, and those the latest measured. */
+/**
+ * Rule 5's hold, per node, as of its latest sample: the pods (keys) bound then, and the pods
+ * placed since the node's first sample that no sample has measured yet, each with when the
+ * sample that first found it bound was taken.
+ */
 export interface Placements {
-  boundAtPrevious?: ReadonlySet<string>;
-  measured: ReadonlySet<string>;
+  boundAtLatest: ReadonlySet<string>;
+  unmeasured: ReadonlyMap<string, number>;
+}
+
+/**
+ * Rule 5: the placements after a sample taken `at` that found the pods `bound` and measured
+ * `measured`. `previous` undefined: the node's first sample, whose pods count as there before
+ * (nothing holds). A pod once measured, or no longer bound, is out for good.
+ */
+export function trackPlacements(previous: Placements | undefined, bound: Iterable<string>, measured: ReadonlySet<string>, at: number): Placements {
+  const boundAtLatest = new Set(bound);
+  const unmeasured = new Map<string, number>();
+  if (previous !== undefined)
+    for (const key of boundAtLatest) {
+      if (measured.has(key)) continue;
+      const since = previous.unmeasured.get(key) ?? (previous.boundAtLatest.has(key) ? undefined : at);
+      if (since !== undefined) unmeasured.set(key, since);
+    }
+  return { boundAtLatest, unmeasured };
 }
 
 /**
  * Rule 5's hold: Σ requests, per usage resource, of the pods bound now (`bound`, by key) that
- * were not bound at the node's previous sample and that its latest sample did not measure.
- * Nothing holds without a previous sample (`placements` or its `boundAtPrevious` undefined).
+ * were placed since the node's first sample and are not measured yet: found bound less than
+ * `staleAfterMs` before `now`, or since its latest sample. Nothing without a sample.
  */
 export function placedUnmeasured(
   bound: ReadonlyMap<string, Partial<Record<UsageResource, bigint>>>,
   placements: Placements | undefined,
+  now: number,
+  staleAfterMs: number,
 ): Partial<Record<UsageResource, bigint>> {
-  const previous = placements?.boundAtPrevious;
-  if (placements === undefined || previous === undefined) return {};
-  return sumUsage([...bound].filter(([key]) => !previous.has(key) && !placements.measured.has(key)).map(([, requests]) => requests));
+  if (placements === undefined) return {};
+  const held = (key: string) => {
+    const since = placements.unmeasured.get(key);
+    return since === undefined ? !placements.boundAtLatest.has(key) : now - since < staleAfterMs;
+  };
+  return sumUsage([...bound].filter(([key]) => held(key)).map(([, requests]) => requests));
 }
 
 /** Samples of `history` within `windowMs` before `now`. */

@@ -229,19 +229,23 @@ describe('UsageRatios', () => {
     expect(api.lease.spec.holderIdentity).not.toBe('replica-2');
   }, 15_000);
 
-  it('a pod placed since the previous sample and not measured by the latest holds its node for that sample only (rule 5)', async () => {
+  it('a pod placed since the first sample holds its node until a sample measures it, for staleAfter at most (rule 5)', async () => {
     api = new FakeApiServer();
     await api.start();
-    api.nodes = [kubeadmNode({ name: 'placed' }), kubeadmNode({ name: 'empty' })];
-    const metricsAt = (at: number) =>
-      (api!.nodeMetrics = ['placed', 'empty'].map((name) => ({
+    const names = ['never', 'measured', 'empty'];
+    api.nodes = names.map((name) => kubeadmNode({ name }));
+    let sampled = Date.now();
+    const nextMetrics = () =>
+      (api!.nodeMetrics = names.map((name) => ({
         metadata: { name },
-        timestamp: new Date(at).toISOString(),
+        timestamp: new Date((sampled += 1_000)).toISOString(),
         window: '10s',
-        usage: { cpu: '100m', memory: '1Gi' },
+        usage: { cpu: '300m', memory: '1Gi' },
       })));
-    metricsAt(Date.now());
-    const store = configStore('nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { target: { cpu: 0.6 }, interval: 5s }\n');
+    nextMetrics();
+    const store = configStore(
+      'nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { target: { cpu: 0.6 }, interval: 5s, staleAfter: 10s, fallbackAfter: 1m }\n',
+    );
     const { service, pods, publish } = usageRatios(api.kube(), IN_CLUSTER_ENV, store);
     stop = async () => {
       await service.onApplicationShutdown();
@@ -254,17 +258,33 @@ describe('UsageRatios', () => {
       const deadline = Date.now() + 9_000;
       while ((await ticks()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     };
-    const ratios = () => ['placed', 'empty'].map((name) => service.published(name)?.cpu?.ratio);
+    const ratios = () => names.map((name) => service.published(name)?.cpu?.ratio);
 
-    await nextTick(); // sample 1: both empty, wanted T ÷ L = 1.5, one step up
-    expect(ratios()).toEqual([1.1, 1.1]);
-    api.addPod(runningPod('new', 'placed', { containers: [container('app', { requests: { cpu: '1' } })] }));
-    metricsAt(Date.now() + 1_000);
-    await nextTick(); // sample 2: `new` bound since sample 1, not measured → placed holds
-    expect(ratios()).toEqual([1.1, 1.2]);
-    expect(service.published('placed')?.cpu).toMatchObject({ R: '0', reason: 'usage' });
-    metricsAt(Date.now() + 2_000);
-    await nextTick(); // sample 3: still not measured, but bound at sample 2: left out of R, holds nothing
-    expect(ratios()).toEqual([1.2, 1.3]);
-  }, 25_000);
+    await nextTick(); // sample 1: all empty, wanted T ÷ L = 1.5, one step up
+    expect(ratios()).toEqual([1.1, 1.1, 1.1]);
+    const pod = (name: string, node: string) => runningPod(name, node, { containers: [container('app', { requests: { cpu: '1' } })] });
+    api.addPod(pod('a', 'never'));
+    api.addPod(pod('b', 'measured'));
+    nextMetrics();
+    await nextTick(); // sample 2: a and b placed since sample 1, not measured: both nodes hold
+    expect(ratios()).toEqual([1.1, 1.1, 1.2]);
+    expect(service.published('never')?.cpu).toMatchObject({ R: '0', reason: 'usage' });
+    nextMetrics();
+    api.podMetrics = [
+      {
+        metadata: { name: 'b', namespace: 'shop' },
+        timestamp: new Date(sampled).toISOString(),
+        window: '10s',
+        containers: [{ name: 'app', usage: { cpu: '200m', memory: '64Mi' } }],
+      },
+    ];
+    await nextTick(); // sample 3: b measured (U/R 0.2, e 0.4: ((2.4 − 0.2)/0.4 + 1)/4 = 1.62), a still held (found 5 s ago)
+    expect(ratios()).toEqual([1.1, 1.2, 1.3]);
+    nextMetrics();
+    await nextTick(); // sample 4: a found about staleAfter (10 s) ago
+    nextMetrics();
+    await nextTick(); // sample 5: a found 15 s ago, never measured: left out of R, holds nothing
+    expect(ratios()[0]).toBeGreaterThan(1.1);
+    expect(service.published('never')?.cpu).toMatchObject({ R: '0', reason: 'usage' });
+  }, 40_000);
 });

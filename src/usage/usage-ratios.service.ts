@@ -35,6 +35,7 @@ import {
   seedSample,
   smoothInputs,
   sumUsage,
+  trackPlacements,
   type UsageSample,
   USAGE_CONFIGMAP,
   USAGE_DATA_KEY,
@@ -88,8 +89,8 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
   private history = new Map<string, UsageSample[]>();
   private lastTimestamp = new Map<string, string>();
   private lastPlanned = new Map<string, number>();
-  /** Leader state for rule 5's hold, per node: the pods (keys) bound at its previous and latest samples, and those the latest measured. */
-  private placements = new Map<string, Placements & { boundAtLatest: ReadonlySet<string> }>();
+  /** Leader state for rule 5's hold, per node: the pods bound at its latest sample, and those placed since and not measured yet. */
+  private placements = new Map<string, Placements>();
   private leaderSince = 0;
   private lastMetricsError = '';
 
@@ -297,8 +298,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
         podLoads: podLoads(pods?.usage ?? [], pods?.requests ?? []),
       });
       this.history.set(name, samples);
-      const boundAtLatest = new Set(this.pods.podsOn(name).keys());
-      this.placements.set(name, { boundAtPrevious: this.placements.get(name)?.boundAtLatest, boundAtLatest, measured: pods?.keys ?? new Set() });
+      this.placements.set(name, trackPlacements(this.placements.get(name), this.pods.podsOn(name).keys(), pods?.keys ?? new Set(), now));
     }
   }
 
@@ -320,7 +320,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     const samples = samplesInWindow(history, now, parseDuration(usage.window));
     const lastSample = history.at(-1)?.at ?? this.leaderSince;
     const recorded = readRecord(node.metadata?.annotations)?.ratios;
-    const placed = placedUnmeasured(this.pods.podsOn(name), this.placements.get(name));
+    const placed = placedUnmeasured(this.pods.podsOn(name), this.placements.get(name), now, parseDuration(usage.staleAfter));
     const entry: NodeUsageEntry = {};
     for (const resource of resources) {
       const inputs = {
