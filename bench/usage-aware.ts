@@ -16,6 +16,9 @@
  *   overTargetAddedVsStatic1  of those, the nodes overcommit put there: bound cpu requests above
  *                         raw allocatable (more than static ratio 1 could have placed), at the end
  *                         of placement; 0 for static ratio 1 by construction
+ *   addedWithRoomBeforeBurst  of overTargetAddedVsStatic1, the nodes whose stored cpu allocatable
+ *                         already had room for more pods than raw allocatable when the first pod
+ *                         was created (room given before any pod of the phase could be measured)
  *   maxRequestsVsRaw      the highest, over nodes, of bound cpu requests ÷ raw allocatable
  *   nodesBelowCommitted   nodes whose stored allocatable is below Σ requests bound (cpu or memory), any sample
  *   spikeReactionSeconds  spike start → stored cpu allocatable of all 10 spiked nodes at their
@@ -27,8 +30,9 @@
  * Writes bench/results/usage-aware.json.
  *
  * Flags: --nodes N (50), --pods N per phase (default nodes × 18), --settle-seconds S (180),
- * --phases a,b (a subset, for trying a change; the targets need all three), --keep (keep the
- * run folder), --out FILE.
+ * --phases a,b (a subset, for trying a change; the targets need all three), --estimated-load L
+ * (the usage-aware phase's estimatedLoad.cpu; default: the config's default, 0.4), --keep (keep
+ * the run folder), --out FILE.
  */
 import { writeFileSync } from 'node:fs';
 import { applyConfig, configYaml } from '../test/support/config.js';
@@ -58,7 +62,12 @@ const REPORT_MS = 20_000;
 const PHASES = {
   'static-1': { nodes: { defaultRatios: { cpu: 1 } } },
   'static-2': { nodes: { defaultRatios: { cpu: 2 } } },
-  'usage-aware': { nodes: { defaultRatios: { cpu: 2 }, defaultUsage: { target: { cpu: TARGET }, interval: '10s', window: '1m' } } },
+  'usage-aware': {
+    nodes: {
+      defaultRatios: { cpu: 2 },
+      defaultUsage: { target: { cpu: TARGET }, interval: '10s', window: '1m' },
+    },
+  },
 } as const;
 type Phase = keyof typeof PHASES;
 
@@ -73,6 +82,8 @@ const bench = benchMain(
       'settle-seconds': { type: 'number', default: 180, min: 30 },
       /** A subset, for trying a change; the targets need all three. */
       phases: { type: 'list', default: Object.keys(PHASES).join(','), choices: Object.keys(PHASES) as Phase[] },
+      /** The usage-aware phase's estimatedLoad.cpu; default: the config's default, 0.4. */
+      'estimated-load': { type: 'number', min: 0.01 },
       keep: { type: 'boolean' },
     },
   },
@@ -83,6 +94,14 @@ const NODES = flags.nodes;
 const PODS = flags.pods ?? NODES * 18;
 const SETTLE_MS = flags['settle-seconds'] * 1000;
 const RUN_PHASES = flags.phases;
+const ESTIMATED_LOAD = flags['estimated-load'];
+
+/** A phase's config, with --estimated-load in the usage-aware one. */
+function phaseConfig(phase: Phase) {
+  if (phase !== 'usage-aware' || ESTIMATED_LOAD === undefined) return PHASES[phase];
+  const { nodes } = PHASES[phase];
+  return { nodes: { ...nodes, defaultUsage: { ...nodes.defaultUsage, estimatedLoad: { cpu: ESTIMATED_LOAD } } } };
+}
 const PROFILES = { low: [0.1, 0.3], high: [0.5, 0.9] } as const;
 type Profile = keyof typeof PROFILES;
 
@@ -91,6 +110,7 @@ interface Figures {
   nodeUtilizationP95Max: number;
   nodesOverTarget: number;
   overTargetAddedVsStatic1: number;
+  addedWithRoomBeforeBurst: number;
   maxRequestsVsRaw: number;
   nodesBelowCommitted: number;
   spikeReactionSeconds: number | null;
@@ -161,6 +181,16 @@ class Cluster {
     return below;
   }
 
+  /** Stored cpu allocatable per node, cores. */
+  async allocatableCpu(): Promise<Map<string, number>> {
+    const nodes = (await this.admin.get('/api/v1/nodes')).items as any[];
+    return new Map(
+      nodes
+        .filter((node) => this.endpoints.has(node.metadata.name))
+        .map((node) => [node.metadata.name, Number(baseUnits('cpu', node.status?.allocatable?.cpu ?? '0')) / 1000]),
+    );
+  }
+
   /** NodeMetrics cpu ÷ raw allocatable (4 CPUs) per node, as metrics.k8s.io serves it now. */
   async utilization(): Promise<Map<string, number>> {
     const out = new Map<string, number>();
@@ -178,10 +208,12 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
   cluster.pinned.clear();
   cluster.profile = PROFILES[profile];
   await cluster.feedUsage();
-  await applyConfig(env, configYaml(PHASES[phase]));
+  await applyConfig(env, configYaml(phaseConfig(phase)));
   // Ratios settle on the empty nodes (usage-aware: they start from 1 and rise one step per interval).
   await sleep(phase === 'usage-aware' ? 60_000 : 15_000);
 
+  const allocatableAtBurst = await cluster.allocatableCpu();
+  const burstStart = Date.now();
   for (let i = 0; i < PODS; i++) {
     await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, {
       apiVersion: 'v1',
@@ -194,6 +226,9 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
     });
   }
 
+  log(
+    `${PODS} pods created in ${round((Date.now() - burstStart) / 1000, 1)} s; cpu allocatable at the first: ${[...allocatableAtBurst.values()].filter((cpu) => cpu >= NODE_CPU + POD_CPU).length} nodes with room beyond raw`,
+  );
   // Placement: usage fed every 2 s, until the number of bound pods has not moved for 45 s (or SETTLE_MS).
   const utilization = new Map<string, number[]>();
   let below = 0;
@@ -221,10 +256,12 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
   );
   const overTarget = [...p95].filter(([, u]) => u > TARGET + 0.05).map(([node]) => node);
   const requested = new Map([...(await cluster.bound())].map(([node, pods]) => [node, pods.reduce((sum, pod) => sum + pod.cpu, 0)]));
-  const added = overTarget.filter((node) => (requested.get(node) ?? 0) > NODE_CPU).length;
+  const addedNodes = overTarget.filter((node) => (requested.get(node) ?? 0) > NODE_CPU);
+  const added = addedNodes.length;
+  const addedWithRoomBeforeBurst = addedNodes.filter((node) => (allocatableAtBurst.get(node) ?? 0) >= NODE_CPU + POD_CPU).length;
   const maxRequestsVsRaw = round(Math.max(0, ...requested.values()) / NODE_CPU, 3);
   log(
-    `${placed} pods placed; p95 utilization max ${round(Math.max(0, ...p95.values()), 3)}; ${overTarget.length} over target, ${added} of them over-committed; requests ÷ raw max ${maxRequestsVsRaw}`,
+    `${placed} pods placed; p95 utilization max ${round(Math.max(0, ...p95.values()), 3)}; ${overTarget.length} over target, ${added} of them over-committed (${addedWithRoomBeforeBurst} with room before the burst); requests ÷ raw max ${maxRequestsVsRaw}`,
   );
 
   // The spike: 10 nodes at 95 % of their CPUs.
@@ -252,6 +289,7 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
     nodeUtilizationP95Max: round(Math.max(0, ...p95.values()), 3),
     nodesOverTarget: overTarget.length,
     overTargetAddedVsStatic1: added,
+    addedWithRoomBeforeBurst,
     maxRequestsVsRaw,
     nodesBelowCommitted: below,
     spikeReactionSeconds,
@@ -307,6 +345,7 @@ async function measureOnStage({ env, onTearDown }: Stage): Promise<boolean> {
       pod: { cpu: `${POD_CPU * 1000}m`, memory: '256Mi' },
       profiles: PROFILES,
       target: TARGET,
+      estimatedLoad: ESTIMATED_LOAD ?? 'default (0.4)',
       hotThreshold: HOT,
       spikedNodes: SPIKED,
     },
@@ -331,12 +370,29 @@ async function measureOnStage({ env, onTearDown }: Stage): Promise<boolean> {
       f.nodeUtilizationP95Max,
       f.nodesOverTarget,
       f.overTargetAddedVsStatic1,
+      f.addedWithRoomBeforeBurst,
       f.maxRequestsVsRaw,
       f.nodesBelowCommitted,
       f.spikeReactionSeconds ?? '-',
     ]),
   );
-  log(table(['phase', 'profile', 'placed', 'util p95 max', 'over target', 'added vs static 1', 'requests ÷ raw max', 'below committed', 'spike s'], rows));
+  log(
+    table(
+      [
+        'phase',
+        'profile',
+        'placed',
+        'util p95 max',
+        'over target',
+        'added vs static 1',
+        'of them room before burst',
+        'requests ÷ raw max',
+        'below committed',
+        'spike s',
+      ],
+      rows,
+    ),
+  );
   log(`packingVsStatic ${packingVsStatic}, overTargetAddedVsStatic1 ${overTargetAddedVsStatic1}, worst node ${worstNode} (hot ${HOT}); written to ${outFile}`);
   return Object.values(report.targets).every((t) => t.met);
 }

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { BackgroundTasks } from '../common/background-tasks.js';
-import type { NodeUsage } from '../domain/resources.js';
+import type { NodeUsage, ResourceAmounts } from '../domain/resources.js';
 import type { PodLike } from '../domain/pod-resources.js';
 import { KUBE_ENV, inCluster } from './kube.env.js';
 import { cachedPod, PodsByNode, type CachedPod } from './pods-by-node.js';
@@ -99,6 +99,11 @@ export class PodCache implements OnApplicationShutdown {
   /** The pod as the cache keeps it: identity, node, phase and its effective requests. */
   pod(namespace: string, name: string): CachedPod | undefined {
     return this.informer?.cache.get(name, namespace) as CachedPod | undefined;
+  }
+
+  /** The node's bound non-terminal pods: their requests by key (uid). */
+  podsOn(nodeName: string): ReadonlyMap<string, Readonly<ResourceAmounts>> {
+    return this.index.pods(nodeName);
   }
 
   /** The requests committed to the node by its bound non-terminal pods, leaving out the pod with uid `exclude`. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { container, mirrorPod, runningPod } from '../../test/fixtures/pods.js';
 import { effectivePodRequests, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
-import { cachedPod, PodsByNode } from './pods-by-node.js';
+import { cachedPod, keyOf, PodsByNode } from './pods-by-node.js';
 
 describe('cachedPod', () => {
   it('keeps identity, node, phase and the effective requests (init containers and sidecars counted), nothing else', () => {
@@ -36,5 +36,18 @@ describe('cachedPod', () => {
     expect(fromCache.usage('n1')).toEqual(fromPod.usage('n1'));
     fromCache.remove(cachedPod(pod));
     expect(fromCache.size).toBe(0);
+  });
+
+  it('pods(node): the bound pods by key, following a pod that moves or ends', () => {
+    const a = runningPod('a', 'n1') as PodLike;
+    const b = runningPod('b', 'n1') as PodLike;
+    const index = new PodsByNode();
+    index.upsert(a);
+    index.upsert(b);
+    expect([...index.pods('n1').keys()]).toEqual([keyOf(a), keyOf(b)]);
+    index.upsert({ ...b, spec: { ...b.spec, nodeName: 'n2' } });
+    index.upsert({ ...a, status: { phase: 'Succeeded' } });
+    expect([...index.pods('n1').keys()]).toEqual([]);
+    expect(index.pods('n2').get(keyOf(b)!)).toEqual(effectivePodRequests(b));
   });
 });

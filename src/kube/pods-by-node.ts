@@ -76,7 +76,8 @@ function isCached(pod: PodLike): pod is CachedPod {
   return (pod as Partial<CachedPod>).requests !== undefined;
 }
 
-function keyOf(pod: PodLike): string | undefined {
+/** The pod's key in the index: its uid (namespace/name for one without). */
+export function keyOf(pod: PodLike): string | undefined {
   const uid = pod.metadata?.uid;
   if (uid) return uid;
   const { namespace, name } = pod.metadata ?? {};
@@ -151,6 +152,11 @@ export class PodsByNode {
     let exclusiveCpu = 0n;
     for (const [key, amount] of this.exclusiveByNode.get(node) ?? []) if (key !== exclude) exclusiveCpu += amount;
     return exclusiveCpu > 0n ? { requests, exclusiveCpu } : { requests };
+  }
+
+  /** The node's bound non-terminal pods: their requests by key (keyOf). */
+  pods(node: string): ReadonlyMap<string, Readonly<ResourceAmounts>> {
+    return this.byNode.get(node) ?? new Map();
   }
 
   /** For tests and metrics: how many pods are indexed. */

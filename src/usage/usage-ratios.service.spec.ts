@@ -35,6 +35,7 @@ class FakeApiServer {
   };
   readonly writes: string[] = [];
   private readonly watches: http.ServerResponse[] = [];
+  private readonly podWatches: http.ServerResponse[] = [];
   private readonly server = http.createServer((req, res) => this.handle(req, res));
   url = '';
 
@@ -44,7 +45,7 @@ class FakeApiServer {
   }
 
   async stop(): Promise<void> {
-    for (const res of this.watches) res.end();
+    for (const res of [...this.watches, ...this.podWatches]) res.end();
     this.server.closeAllConnections();
     await new Promise((resolve) => this.server.close(resolve));
   }
@@ -75,6 +76,7 @@ class FakeApiServer {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.flushHeaders();
       if (path.endsWith('/configmaps')) this.watches.push(res);
+      if (path === '/api/v1/pods') this.podWatches.push(res);
       return;
     }
     if (path === '/api/v1/nodes') return list(this.nodes);
@@ -95,6 +97,13 @@ class FakeApiServer {
       return this.configMap ? json(200, this.configMap) : json(404, { kind: 'Status', code: 404, reason: 'NotFound' });
     }
     json(404, { kind: 'Status', code: 404 });
+  }
+
+  /** A pod bound now: listed from here on, and sent to the pod watches. */
+  addPod(pod: any): void {
+    const object = { ...pod, metadata: { ...pod.metadata, resourceVersion: String(100 + this.pods.length) } };
+    this.pods.push(object);
+    for (const watch of this.podWatches) watch.write(`${JSON.stringify({ type: 'ADDED', object })}\n`);
   }
 
   private store(object: any, type: 'ADDED' | 'MODIFIED', res: http.ServerResponse): void {
@@ -219,4 +228,63 @@ describe('UsageRatios', () => {
     }
     expect(api.lease.spec.holderIdentity).not.toBe('replica-2');
   }, 15_000);
+
+  it('a pod placed since the first sample holds its node until a sample measures it, for staleAfter at most (rule 5)', async () => {
+    api = new FakeApiServer();
+    await api.start();
+    const names = ['never', 'measured', 'empty'];
+    api.nodes = names.map((name) => kubeadmNode({ name }));
+    let sampled = Date.now();
+    const nextMetrics = () =>
+      (api!.nodeMetrics = names.map((name) => ({
+        metadata: { name },
+        timestamp: new Date((sampled += 1_000)).toISOString(),
+        window: '10s',
+        usage: { cpu: '300m', memory: '1Gi' },
+      })));
+    nextMetrics();
+    const store = configStore(
+      'nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { target: { cpu: 0.6 }, interval: 5s, staleAfter: 10s, fallbackAfter: 1m }\n',
+    );
+    const { service, pods, publish } = usageRatios(api.kube(), IN_CLUSTER_ENV, store);
+    stop = async () => {
+      await service.onApplicationShutdown();
+      await pods.onApplicationShutdown();
+    };
+    service.onModuleInit();
+    const ticks = async () => (await publish.get()).values.reduce((sum, { labels, value }) => sum + (labels.result === 'error' ? 0 : value), 0);
+    const nextTick = async () => {
+      const before = await ticks();
+      const deadline = Date.now() + 9_000;
+      while ((await ticks()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    };
+    const ratios = () => names.map((name) => service.published(name)?.cpu?.ratio);
+
+    await nextTick(); // sample 1: all empty, wanted T ÷ L = 1.5, one step up
+    expect(ratios()).toEqual([1.1, 1.1, 1.1]);
+    const pod = (name: string, node: string) => runningPod(name, node, { containers: [container('app', { requests: { cpu: '1' } })] });
+    api.addPod(pod('a', 'never'));
+    api.addPod(pod('b', 'measured'));
+    nextMetrics();
+    await nextTick(); // sample 2: a and b placed since sample 1, not measured: both nodes hold
+    expect(ratios()).toEqual([1.1, 1.1, 1.2]);
+    expect(service.published('never')?.cpu).toMatchObject({ R: '0', reason: 'usage' });
+    nextMetrics();
+    api.podMetrics = [
+      {
+        metadata: { name: 'b', namespace: 'shop' },
+        timestamp: new Date(sampled).toISOString(),
+        window: '10s',
+        containers: [{ name: 'app', usage: { cpu: '200m', memory: '64Mi' } }],
+      },
+    ];
+    await nextTick(); // sample 3: b measured (U/R 0.2, e 0.4: ((2.4 − 0.2)/0.4 + 1)/4 = 1.62), a still held (found 5 s ago)
+    expect(ratios()).toEqual([1.1, 1.2, 1.3]);
+    nextMetrics();
+    await nextTick(); // sample 4: a found about staleAfter (10 s) ago
+    nextMetrics();
+    await nextTick(); // sample 5: a found 15 s ago, never measured: left out of R, holds nothing
+    expect(ratios()[0]).toBeGreaterThan(1.1);
+    expect(service.published('never')?.cpu).toMatchObject({ R: '0', reason: 'usage' });
+  }, 40_000);
 });

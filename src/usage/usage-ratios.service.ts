@@ -12,6 +12,7 @@ import { describeApiError } from '../kube/api-error.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
 import { LeaderLease } from '../kube/leader-lease.js';
 import { PodCache } from '../kube/pod-cache.service.js';
+import { keyOf } from '../kube/pods-by-node.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import { type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
@@ -23,6 +24,8 @@ import {
   formatPublished,
   type NodeInputs,
   type NodeUsageEntry,
+  type Placements,
+  placedUnmeasured,
   planUsageDecision,
   podLoads,
   readInputs,
@@ -32,6 +35,7 @@ import {
   seedSample,
   smoothInputs,
   sumUsage,
+  trackPlacements,
   type UsageSample,
   USAGE_CONFIGMAP,
   USAGE_DATA_KEY,
@@ -79,6 +83,8 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
   private history = new Map<string, UsageSample[]>();
   private lastTimestamp = new Map<string, string>();
   private lastPlanned = new Map<string, number>();
+  /** Leader state for rule 5's hold, per node: the pods bound at its latest sample, and those placed since and not measured yet. */
+  private placements = new Map<string, Placements>();
   private leaderSince = 0;
   private lastMetricsError = '';
 
@@ -157,6 +163,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
       this.history.clear();
       this.lastTimestamp.clear();
       this.lastPlanned.clear();
+      this.placements.clear();
       this.leaderSince = performance.now();
       if (!leader) return;
       const seeded = this.seedHistory();
@@ -255,14 +262,19 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     }
     this.lastMetricsError = '';
     // Per node: the usage of its measured pods, and their requests (R: a pod not measured yet is left out).
-    const podsByNode = new Map<string, { usage: Partial<Record<UsageResource, bigint>>[]; requests: Partial<Record<UsageResource, bigint>>[] }>();
+    const podsByNode = new Map<
+      string,
+      { usage: Partial<Record<UsageResource, bigint>>[]; requests: Partial<Record<UsageResource, bigint>>[]; keys: Set<string> }
+    >();
     for (const pod of podMetrics.items) {
       const cached = this.pods.pod(pod.metadata.namespace, pod.metadata.name);
       const node = cached?.spec.nodeName;
       if (node === undefined) continue;
-      const entry = podsByNode.get(node) ?? { usage: [], requests: [] };
+      const entry = podsByNode.get(node) ?? { usage: [], requests: [], keys: new Set<string>() };
       entry.usage.push(sumUsage(pod.containers.map((container) => readUsage(container.usage))));
       entry.requests.push(cached!.requests);
+      const key = keyOf(cached!);
+      if (key !== undefined) entry.keys.add(key);
       podsByNode.set(node, entry);
     }
     const longest = Math.max(...usageSections(this.config.snapshot().config.nodes).map((usage) => parseDuration(usage.window)));
@@ -280,6 +292,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
         podLoads: podLoads(pods?.usage ?? [], pods?.requests ?? []),
       });
       this.history.set(name, samples);
+      this.placements.set(name, trackPlacements(this.placements.get(name), this.pods.podsOn(name).keys(), pods?.keys ?? new Set(), now));
     }
   }
 
@@ -301,6 +314,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     const samples = samplesInWindow(history, now, parseDuration(usage.window));
     const lastSample = history.at(-1)?.at ?? this.leaderSince;
     const recorded = readRecord(node.metadata?.annotations)?.ratios;
+    const placed = placedUnmeasured(this.pods.podsOn(name), this.placements.get(name), now, parseDuration(usage.staleAfter));
     const entry: NodeUsageEntry = {};
     for (const resource of resources) {
       const inputs = {
@@ -308,6 +322,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
         R: smaller(measured[resource], bound[resource]),
         samples,
         sinceLastSampleMs: now - Math.max(lastSample, this.leaderSince),
+        placedUnmeasured: placed[resource],
       };
       entry[resource] = planUsageDecision(resource, inputs, policy.ratios[resource] ?? 1, previous?.[resource]?.ratio ?? recorded?.[resource], usage);
     }
@@ -352,6 +367,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     this.history.delete(name);
     this.lastTimestamp.delete(name);
     this.lastPlanned.delete(name);
+    this.placements.delete(name);
   }
 
   /** Written only when the ratios change; the inputs (rule 8) go with them. */

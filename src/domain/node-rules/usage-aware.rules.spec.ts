@@ -10,11 +10,14 @@ import {
   type NodeUsageEntry,
   formatInputs,
   percentile,
+  type Placements,
+  placedUnmeasured,
   planUsageDecision,
   podLoads,
   readInputs,
   seedSample,
   smoothInputs,
+  trackPlacements,
   readPublished,
   readUsage,
   samplesInWindow,
@@ -120,6 +123,17 @@ describe('planUsageDecision (rules 1–6)', () => {
     expect(planUsageDecision('cpu', { A, R: 4n * CORES, samples: [uniform], sinceLastSampleMs: 0 }, 2, 2, usage())).toMatchObject({ ratio: 1.5 });
   });
 
+  it('hold: pods placed and not measured yet hold a rise; a decrease still applies', () => {
+    const placed = (u: bigint) => ({ ...fresh(u), placedUnmeasured: 500n });
+    expect(planUsageDecision('cpu', placed(800n), 2, 1.1, usage())).toMatchObject({ ratio: 1.1, reason: 'usage' });
+    expect(planUsageDecision('cpu', { ...fresh(800n), placedUnmeasured: 0n }, 2, 1.1, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
+    // U 2: wanted 1.2, below the 2 in force
+    expect(planUsageDecision('cpu', placed(2000n), 2, 2, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
+    // hot and stale are not held either way
+    expect(planUsageDecision('cpu', placed(800n), 2, 2, usage()).reason).toBe('usage');
+    expect(planUsageDecision('cpu', { ...fresh(800n, 3700n), placedUnmeasured: 500n }, 2, 2, usage())).toMatchObject({ ratio: 1, reason: 'hot' });
+  });
+
   it('fast down: a decrease applies at once', () => {
     // U 2, e 0.5: ((2.4 − 2)/0.5 + 4)/4 = 1.2
     expect(planUsageDecision('cpu', fresh(2000n), 2, 2, usage())).toMatchObject({ ratio: 1.2, reason: 'usage' });
@@ -161,7 +175,7 @@ describe('planUsageDecision (rules 1–6)', () => {
     expect(planUsageDecision('cpu', fresh(1n), 1, 1, usage())).toEqual({ ratio: 1, reason: 'static' });
   });
 
-  it('property: the ratio is in [1, ceiling], rises by at most maxStepUp, and a lowered ceiling applies at once', () => {
+  it('property: the ratio is in [1, ceiling], rises by at most maxStepUp (not at all while held), and a lowered ceiling applies at once', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 100, max: 64_000 }),
@@ -171,11 +185,12 @@ describe('planUsageDecision (rules 1–6)', () => {
         fc.integer({ min: 100, max: 1000 }).map((n) => n / 100),
         fc.option(fc.integer({ min: 0, max: 1200 }).map((n) => n / 100)),
         fc.record({ deadband: fc.constantFrom(0, 0.05, 0.1), maxStepUp: fc.constantFrom(0.01, 0.1, 0.5), percentile: fc.constantFrom(50, 95, 100) }),
-        (a, r, measured, since, ceiling, previous, envelope) => {
+        fc.constantFrom(0n, 500n),
+        (a, r, measured, since, ceiling, previous, envelope, placed) => {
           const samples = measured.map((m, i) => sample(i, BigInt(m.pods), BigInt(m.node)));
           const decision = planUsageDecision(
             'cpu',
-            { A: BigInt(a), R: BigInt(r), samples, sinceLastSampleMs: since },
+            { A: BigInt(a), R: BigInt(r), samples, sinceLastSampleMs: since, placedUnmeasured: placed },
             ceiling,
             previous ?? undefined,
             usage(envelope),
@@ -184,10 +199,76 @@ describe('planUsageDecision (rules 1–6)', () => {
           expect(decision.ratio).toBeLessThanOrEqual(ceiling);
           const inForce = Math.min(Math.max(previous ?? 1, 1), ceiling);
           if (decision.reason !== 'static') expect(decision.ratio).toBeLessThanOrEqual(inForce + envelope.maxStepUp + 1e-9);
-          if (decision.reason === 'stale') expect(decision.ratio).toBeLessThanOrEqual(inForce);
+          if (decision.reason === 'stale' || (decision.reason !== 'static' && placed > 0n)) expect(decision.ratio).toBeLessThanOrEqual(inForce);
           expect(Math.round(decision.ratio * 100)).toBeCloseTo(decision.ratio * 100, 6);
         },
       ),
+      { numRuns: Number(process.env.PROPERTY_RUNS ?? 100) },
+    );
+  });
+});
+
+describe('trackPlacements, placedUnmeasured (rule 5, the hold)', () => {
+  const bound = new Map([
+    ['old', { cpu: 1000n, memory: 1n }],
+    ['new', { cpu: 500n, memory: 2n }],
+    ['new-measured', { cpu: 250n }],
+  ]);
+  const STALE = 120_000;
+
+  it('a pod placed since the previous sample and not measured holds, from the sample that found it, for staleAfter', () => {
+    const first = trackPlacements(undefined, ['old'], new Set(), 0);
+    const second = trackPlacements(first, bound.keys(), new Set(['old', 'new-measured']), 10_000);
+    expect(second.unmeasured).toEqual(new Map([['new', 10_000]]));
+    expect(placedUnmeasured(bound, second, 10_000, STALE)).toEqual({ cpu: 500n, memory: 2n });
+    // still not measured: it keeps the time of the sample that found it, and holds until staleAfter from then
+    const third = trackPlacements(second, bound.keys(), new Set(['old']), 20_000);
+    expect(third.unmeasured.get('new')).toBe(10_000);
+    expect(placedUnmeasured(bound, third, 129_999, STALE)).toEqual({ cpu: 500n, memory: 2n });
+    expect(placedUnmeasured(bound, third, 130_000, STALE)).toEqual({});
+    // measured once: out for good, even if a later sample misses it
+    const fourth = trackPlacements(third, bound.keys(), new Set(['new']), 30_000);
+    expect(trackPlacements(fourth, bound.keys(), new Set(), 40_000).unmeasured).toEqual(new Map());
+  });
+
+  it('a pod placed since the latest sample holds until a sample finds it', () => {
+    const first = trackPlacements(undefined, ['old'], new Set(), 0);
+    expect(placedUnmeasured(bound, first, 5_000, STALE)).toEqual({ cpu: 750n, memory: 2n });
+  });
+
+  it("the pods a node's first sample finds hold nothing, and nothing holds before it", () => {
+    const first = trackPlacements(undefined, bound.keys(), new Set(), 0);
+    expect(first.unmeasured).toEqual(new Map());
+    expect(placedUnmeasured(bound, first, 0, STALE)).toEqual({});
+    expect(placedUnmeasured(bound, undefined, 0, STALE)).toEqual({});
+  });
+
+  it('property: a pod holds from the sample that first finds it until one measures it, for staleAfter at most', () => {
+    fc.assert(
+      fc.property(
+        // per pod: the sample it is placed before (0: before the first), and the first sample that measures it (null: never)
+        fc.array(fc.record({ placedBefore: fc.nat(8), measuredFrom: fc.option(fc.nat(10)) }), { maxLength: 12 }),
+        fc.integer({ min: 1, max: 12 }).map((samples) => samples * 10_000),
+        (pods, staleAfterMs) => {
+          let placements: Placements | undefined;
+          for (let k = 0; k < 10; k++) {
+            const isBound = (pod: (typeof pods)[number]) => pod.placedBefore <= k;
+            const isMeasured = (pod: (typeof pods)[number]) => isBound(pod) && pod.measuredFrom !== null && pod.measuredFrom <= k;
+            // each pod's request is its own bit: the sum says exactly which pods hold
+            const boundNow = new Map(pods.flatMap((pod, i) => (isBound(pod) ? [[`p${i}`, { cpu: 1n << BigInt(i) }] as const] : [])));
+            const measured = new Set(pods.flatMap((pod, i) => (isMeasured(pod) ? [`p${i}`] : [])));
+            // sample k at k × 10 s, then its plan (as the leader does, in one tick)
+            placements = trackPlacements(placements, boundNow.keys(), measured, k * 10_000);
+            const expected = pods.reduce(
+              (sum, pod, i) =>
+                pod.placedBefore > 0 && isBound(pod) && !isMeasured(pod) && (k - pod.placedBefore) * 10_000 < staleAfterMs ? sum + (1n << BigInt(i)) : sum,
+              0n,
+            );
+            expect(placedUnmeasured(boundNow, placements, k * 10_000, staleAfterMs).cpu ?? 0n).toBe(expected);
+          }
+        },
+      ),
+      { numRuns: Number(process.env.PROPERTY_RUNS ?? 100) },
     );
   });
 });

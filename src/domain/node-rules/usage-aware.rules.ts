@@ -22,7 +22,12 @@
  *      ceiling), reason `stale`; none for fallbackAfter → ratio 1, reason `stale`. A stale
  *      decision carries A and R, never U (no current measurement).
  *   5. Envelope on a `usage` ratio, against the one in force (previous; 1 when none): within
- *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp.
+ *      the deadband → unchanged; lower → applies at once; higher → at most previous + maxStepUp,
+ *      and not at all while the node holds pods placed since its first sample that no sample
+ *      has measured yet (the room given out last is not known to be used as e assumed).
+ *      Bounded: a pod holds for staleAfter at most from the sample that first found it bound,
+ *      so one never measured holds nothing after that (rule 1 leaves it out of R, nothing
+ *      more); the pods a node's first sample finds (a new node, a new leader) hold nothing.
  *   6. Every effective ratio is in [1, ceiling] of the config in force, whatever was published:
  *      a lowered ceiling applies at once, a published value above it is read as the ceiling,
  *      and nothing a node writes is read here. A resource without a usage target, or whose
@@ -112,6 +117,8 @@ export interface UsageInputs {
   samples: readonly UsageSample[];
   /** Ms since the node's last sample (since the leader started leading when it has none). */
   sinceLastSampleMs: number;
+  /** Σ requests of the pods placed and not measured yet (rule 5's hold; 0 when absent). */
+  placedUnmeasured?: bigint;
 }
 
 /**
@@ -148,8 +155,54 @@ export function planUsageDecision(
   const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, usage.estimatedLoad?.[resource] ?? 0, podLoad)));
   let ratio = wanted;
   if (Math.abs(wanted - inForce) < usage.deadband) ratio = inForce;
-  else if (wanted > inForce) ratio = roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
+  else if (wanted > inForce) ratio = (inputs.placedUnmeasured ?? 0n) > 0n ? inForce : roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
   return { ratio: Math.max(1, Math.min(ceiling, ratio)), reason: 'usage', ...measured };
+}
+
+/**
+ * Rule 5's hold, per node, as of its latest sample: the pods (keys) bound then, and the pods
+ * placed since the node's first sample that no sample has measured yet, each with when the
+ * sample that first found it bound was taken.
+ */
+export interface Placements {
+  boundAtLatest: ReadonlySet<string>;
+  unmeasured: ReadonlyMap<string, number>;
+}
+
+/**
+ * Rule 5: the placements after a sample taken `at` that found the pods `bound` and measured
+ * `measured`. `previous` undefined: the node's first sample, whose pods count as there before
+ * (nothing holds). A pod once measured, or no longer bound, is out for good.
+ */
+export function trackPlacements(previous: Placements | undefined, bound: Iterable<string>, measured: ReadonlySet<string>, at: number): Placements {
+  const boundAtLatest = new Set(bound);
+  const unmeasured = new Map<string, number>();
+  if (previous !== undefined)
+    for (const key of boundAtLatest) {
+      if (measured.has(key)) continue;
+      const since = previous.unmeasured.get(key) ?? (previous.boundAtLatest.has(key) ? undefined : at);
+      if (since !== undefined) unmeasured.set(key, since);
+    }
+  return { boundAtLatest, unmeasured };
+}
+
+/**
+ * Rule 5's hold: Σ requests, per usage resource, of the pods bound now (`bound`, by key) that
+ * were placed since the node's first sample and are not measured yet: found bound less than
+ * `staleAfterMs` before `now`, or since its latest sample. Nothing without a sample.
+ */
+export function placedUnmeasured(
+  bound: ReadonlyMap<string, Partial<Record<UsageResource, bigint>>>,
+  placements: Placements | undefined,
+  now: number,
+  staleAfterMs: number,
+): Partial<Record<UsageResource, bigint>> {
+  if (placements === undefined) return {};
+  const held = (key: string) => {
+    const since = placements.unmeasured.get(key);
+    return since === undefined ? !placements.boundAtLatest.has(key) : now - since < staleAfterMs;
+  };
+  return sumUsage([...bound].filter(([key]) => held(key)).map(([, requests]) => requests));
 }
 
 /** Samples of `history` within `windowMs` before `now`. */
