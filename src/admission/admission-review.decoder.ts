@@ -30,17 +30,10 @@ const isOptional = (value: unknown, check: (v: unknown) => boolean) => value == 
 export function isWellFormedReview(body: Record<string, unknown>): boolean {
   const request = body.request;
   if (body.apiVersion !== 'admission.k8s.io/v1' || body.kind !== 'AdmissionReview' || !isRecord(request)) return false;
-  const { kind, resource } = request;
   return (
     isNonEmptyString(request.uid) &&
-    isRecord(kind) &&
-    isString(kind.group) &&
-    isString(kind.version) &&
-    isNonEmptyString(kind.kind) &&
-    isRecord(resource) &&
-    isString(resource.group) &&
-    isString(resource.version) &&
-    isNonEmptyString(resource.resource) &&
+    isGroupVersion(request.kind, 'kind') &&
+    isGroupVersion(request.resource, 'resource') &&
     isOptional(request.subResource, isString) &&
     isOptional(request.name, isString) &&
     isOptional(request.namespace, isString) &&
@@ -48,6 +41,11 @@ export function isWellFormedReview(body: Record<string, unknown>): boolean {
     isOptional(request.dryRun, (v) => typeof v === 'boolean') &&
     OBJECT_KEYS.every((key) => request[key] == null || isRecord(request[key]))
   );
+}
+
+/** `request.kind` or `request.resource` as AdmissionReviewDto declares it: group and version strings, and a non-empty `kind` or `resource`. */
+function isGroupVersion(value: unknown, name: 'kind' | 'resource'): boolean {
+  return isRecord(value) && isString(value.group) && isString(value.version) && isNonEmptyString(value[name]);
 }
 
 /** Every problem with the envelope, by path, from AdmissionReviewDto: empty when it is valid. */
