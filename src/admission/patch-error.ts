@@ -57,20 +57,30 @@ function appliesAsIs(document: unknown, patch: readonly Operation[]): boolean {
     if ((operation.op !== 'add' && operation.op !== 'replace') || typeof operation.value !== 'string') return false;
     if (typeof operation.path !== 'string' || !operation.path.startsWith('/')) return false;
     const tokens = operation.path.split('/');
-    let parent = document;
-    for (let i = 1; i < tokens.length; i++) {
-      if (!isContainer(parent) || Array.isArray(parent)) return false;
-      const token = unescapeToken(tokens[i]);
-      if (GUARDED_KEYS.has(token)) return false;
-      tokens[i] = token;
-      const present = Object.hasOwn(parent, token);
-      if (i < tokens.length - 1) {
-        if (!present) return false;
-        parent = parent[token];
-      } else if (operation.op === 'replace' && (!present || parent[token] === undefined)) return false;
-    }
+    if (!goesThroughOwnObjects(document, operation.op, tokens)) return false;
     if (paths.some((other) => leadsThrough(other, tokens) || leadsThrough(tokens, other))) return false;
     paths.push(tokens);
+  }
+  return true;
+}
+
+/**
+ * Whether the path of `tokens` (a JSON pointer split at `/`, unescaped here in place) leads
+ * through the document's own objects only, none of them an array nor a guarded key, to a key an
+ * `add` may set or a `replace` finds present.
+ */
+function goesThroughOwnObjects(document: unknown, op: 'add' | 'replace', tokens: string[]): boolean {
+  let parent = document;
+  for (let i = 1; i < tokens.length; i++) {
+    if (!isContainer(parent) || Array.isArray(parent)) return false;
+    const token = unescapeToken(tokens[i]);
+    if (GUARDED_KEYS.has(token)) return false;
+    tokens[i] = token;
+    const present = Object.hasOwn(parent, token);
+    if (i < tokens.length - 1) {
+      if (!present) return false;
+      parent = parent[token];
+    } else if (op === 'replace' && (!present || parent[token] === undefined)) return false;
   }
   return true;
 }
