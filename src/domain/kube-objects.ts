@@ -124,7 +124,9 @@ export function containerProblems(container: unknown, init: boolean): string[] {
  */
 function restartPolicyProblems(container: Record<string, unknown>, init: boolean): string[] {
   if (!init) {
-    return container.restartPolicy === undefined ? [] : ['.restartPolicy is not allowed here: native sidecars go under initContainers with restartPolicy: Always'];
+    return container.restartPolicy === undefined
+      ? []
+      : ['.restartPolicy is not allowed here: native sidecars go under initContainers with restartPolicy: Always'];
   }
   const problems: string[] = [];
   if (container.restartPolicy !== undefined && container.restartPolicy !== 'Always') {
