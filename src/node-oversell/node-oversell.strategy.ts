@@ -8,7 +8,7 @@ import { BackgroundTasks } from '../common/background-tasks.js';
 import { readEnvInteger } from '../common/env-integer.js';
 import { jsonPointer } from '../domain/json-pointer.js';
 import { type OvercommitConfig } from '../overcommit.config.js';
-import { MANAGED_RESOURCES } from '../domain/resources.js';
+import { MANAGED_RESOURCES, type ManagedResource } from '../domain/resources.js';
 import { KUBE_ENV } from '../kube/kube.env.js';
 import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments } from './commitment-floor.service.js';
 import { NODE_EVENTS, type NodeEventRecorder } from './node-events.service.js';
@@ -151,15 +151,10 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
   }
 
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
-    const node = request.object as NodeLike | undefined;
-    if (typeof node !== 'object' || node === null) return {};
-    const previous = request.oldObject as NodeLike | undefined;
-    const stored = typeof previous === 'object' && previous !== null ? previous : undefined;
+    const node = asNode(request.object);
+    if (node === undefined) return {};
     const name = node.metadata?.name ?? request.name;
-    const { policy, decisions } = this.usage.effective(name ?? '', resolveNodePolicy(node.metadata?.labels, config.nodes), stored ?? node);
-    const committed = floorEnabled(config.nodes) && isNodeName(name) ? this.commitments.committed(name) : undefined;
-    const usage = Object.keys(decisions).length > 0 ? formatUsageEntry(decisions) : null;
-    const plan = planNodeStatus(node, policy, stored, committed, usage);
+    const { policy, decisions, plan } = this.planStatus(node, asNode(request.oldObject), name, config);
     if (plan === null) return {};
     const patch = nodeStatusPatch(node, plan);
     if (!request.dryRun && isNodeName(name)) {
@@ -169,6 +164,17 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     }
     // Shadow: the object stays as its writer sent it, so a kubelet write brings an inflated node back to raw.
     return patch.length === 0 || policy?.mode === 'shadow' ? {} : { patch };
+  }
+
+  /**
+   * The node's policy under `config` with its usage-aware ratios applied, the usage decisions,
+   * and its plan; `stored` is the Node as stored (the request's oldObject), absent on CREATE.
+   */
+  private planStatus(node: NodeLike, stored: NodeLike | undefined, name: string | undefined, config: OvercommitConfig) {
+    const { policy, decisions } = this.usage.effective(name ?? '', resolveNodePolicy(node.metadata?.labels, config.nodes), stored ?? node);
+    const committed = floorEnabled(config.nodes) && isNodeName(name) ? this.commitments.committed(name) : undefined;
+    const usage = Object.keys(decisions).length > 0 ? formatUsageEntry(decisions) : null;
+    return { policy, decisions, plan: planNodeStatus(node, policy, stored, committed, usage) };
   }
 
   /**
@@ -191,9 +197,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     const pool = policy?.pool ?? '';
     const reasonOf = (resource: (typeof MANAGED_RESOURCES)[number]) =>
       plan.floor[resource] !== undefined ? 'floor' : ((decisions as Partial<Record<string, { reason: AllocatableReason }>>)[resource]?.reason ?? 'static');
-    let signature = '';
-    for (const resource of MANAGED_RESOURCES)
-      signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${plan.floor[resource]}/${reasonOf(resource)};`;
+    const signature = exportSignature(plan, reasonOf);
     const previous = this.exported.get(node);
     const seenAt = Date.now();
     // Re-inserted, so the map stays in the order of the last admission.
@@ -209,21 +213,36 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     // A new node beyond the limit: the least recently admitted one makes room.
     if (previous === undefined && this.exported.size >= this.maxNodes) this.drop(this.exported.keys().next().value!, 'limit');
     this.exported.set(node, { pool, signature, seenAt });
-    for (const resource of MANAGED_RESOURCES) {
-      const raw = plan.raw[resource];
-      const inflated = plan.allocatable[resource];
-      if (raw === undefined || inflated === undefined) {
-        this.removeSeries(node, resource, pool);
-        continue;
-      }
-      this.rawGauge.set({ node, resource }, baseAmountToNumber(resource, raw));
-      this.overcommittedGauge.set({ node, resource }, baseAmountToNumber(resource, inflated));
-      this.ratioGauge.set({ node, resource, pool }, plan.ratios[resource] ?? 1);
-      const reason = reasonOf(resource);
-      for (const other of ALLOCATABLE_REASONS) if (other !== reason) this.reasonGauge.remove({ node, resource, reason: other });
-      this.reasonGauge.set({ node, resource, reason }, 1);
-    }
+    for (const resource of MANAGED_RESOURCES) this.setSeries(node, resource, pool, plan, reasonOf(resource));
   }
+
+  /** One node resource's gauges as `plan` has them: its series removed when the plan has no value for it. */
+  private setSeries(node: string, resource: ManagedResource, pool: string, plan: NodeStatusPlan, reason: AllocatableReason): void {
+    const raw = plan.raw[resource];
+    const inflated = plan.allocatable[resource];
+    if (raw === undefined || inflated === undefined) {
+      this.removeSeries(node, resource, pool);
+      return;
+    }
+    this.rawGauge.set({ node, resource }, baseAmountToNumber(resource, raw));
+    this.overcommittedGauge.set({ node, resource }, baseAmountToNumber(resource, inflated));
+    this.ratioGauge.set({ node, resource, pool }, plan.ratios[resource] ?? 1);
+    for (const other of ALLOCATABLE_REASONS) if (other !== reason) this.reasonGauge.remove({ node, resource, reason: other });
+    this.reasonGauge.set({ node, resource, reason }, 1);
+  }
+}
+
+/** The request's object or oldObject as a Node: undefined when it is not an object. */
+function asNode(object: unknown): NodeLike | undefined {
+  return typeof object === 'object' && object !== null ? (object as NodeLike) : undefined;
+}
+
+/** What a node's gauges hold, as one string: an admission that changes none of it sets no gauge. */
+function exportSignature(plan: NodeStatusPlan, reasonOf: (resource: ManagedResource) => AllocatableReason): string {
+  let signature = '';
+  for (const resource of MANAGED_RESOURCES)
+    signature += `${plan.raw[resource]}/${plan.allocatable[resource]}/${plan.ratios[resource]}/${plan.floor[resource]}/${reasonOf(resource)};`;
+  return signature;
 }
 
 /** What decided a node's allocatable for a resource: its ratio (`static`), its usage-aware ratio and why (docs/usage-aware.md), or the commitment floor. */
