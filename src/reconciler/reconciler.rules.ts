@@ -36,7 +36,7 @@ export type NudgeDecision = { due: true; target: string } | { due: false; reason
  */
 export function readNudge(node: NodeLike, nodesConfig: NodesConfig | undefined, committed: ResourceAmounts | undefined, usage?: NodeUsageEntry): NudgeDecision {
   // No requests and unknown requests plan the same allocatable (rule 6 raises nothing).
-  const row = planNode(node, committed ?? {}, nodesConfig, null, usage);
+  const row = planNode(node, committed ?? {}, nodesConfig, null, { usage });
   if (row.error !== undefined) return { due: false, reason: 'unplannable' };
   if (row.reason === 'opted-out') return { due: false, reason: 'opted-out' };
   if (row.mode === 'shadow') return { due: false, reason: 'shadow' };
