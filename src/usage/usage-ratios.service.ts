@@ -88,6 +88,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
   private leaderSince = 0;
   private lastMetricsError = '';
 
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     private readonly kube: KubeConfig,
     @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
@@ -290,7 +291,7 @@ export class UsageRatios implements NodeUsageRatios, OnModuleInit, OnApplication
     const raw = planNodeStatus(node as NodeLike, null, node as NodeLike)?.raw ?? {};
     // R: the requests of the pods the latest sample measured, never more than what is bound now.
     const bound = this.pods.usage(name).requests;
-    const { measured, samples, lastSample } = readHistory(this.history.get(name) ?? [], now, parseDuration(usage.window), this.leaderSince);
+    const { measured, samples, lastSample } = readHistory(this.history.get(name), now, parseDuration(usage.window), this.leaderSince);
     const recorded = readRecord(node.metadata?.annotations)?.ratios;
     const entry: NodeUsageEntry = {};
     for (const resource of resources) {
@@ -407,8 +408,9 @@ function usagePolicy(node: V1Node, nodesConfig: NodesConfig | undefined): { poli
  * What a node's samples say at `now`: R's measured requests (those of the pods the latest sample
  * measured), the samples within `windowMs`, and when the latest was taken (`since` without one).
  */
-function readHistory(history: readonly UsageSample[], now: number, windowMs: number, since: number) {
-  return { measured: history.at(-1)?.requests ?? {}, samples: samplesInWindow(history, now, windowMs), lastSample: history.at(-1)?.at ?? since };
+function readHistory(history: readonly UsageSample[] | undefined, now: number, windowMs: number, since: number) {
+  const latest = history?.at(-1);
+  return { measured: latest?.requests ?? {}, samples: samplesInWindow(history ?? [], now, windowMs), lastSample: latest?.at ?? since };
 }
 
 /** A node's sample: the usage and requests of its measured pods (`pods`, undefined for none) and its own usage. */
