@@ -99,6 +99,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
   private readonly maxNodes: number;
   private pruneTimer?: NodeJS.Timeout;
 
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     @InjectMetric(NODE_ALLOCATABLE_RAW_METRIC) private readonly rawGauge: Gauge<string>,
     @InjectMetric(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC) private readonly overcommittedGauge: Gauge<string>,
