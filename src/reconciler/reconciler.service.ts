@@ -74,6 +74,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
   private lastError = '';
   private readonly unsubscribe: Array<() => void> = [];
 
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     private readonly kube: KubeConfig,
     @Inject(KUBE_ENV) private readonly env: NodeJS.ProcessEnv,
