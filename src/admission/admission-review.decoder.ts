@@ -19,13 +19,13 @@ const isNonEmptyString = (value: unknown) => isString(value) && value.length > 0
 const isOptional = (value: unknown, check: (v: unknown) => boolean) => value == null || check(value);
 
 /**
- * The same rules as AdmissionReviewDto, written out: validating through the DTO cost several
- * times the JSON parse of a small review (docs/performance.md, docs/adr/0003). A well-formed
+ * The same rules as AdmissionReviewDto, written out: validating through the DTO cost more than
+ * the JSON parse of a small review (docs/performance.md, docs/adr/0003). A well-formed
  * review — every call the API server makes — takes this path; anything else goes through the
  * DTO, which names the problems. A spec checks that the two agree on every declared field. A key
  * that `kind` or `resource` does not declare is ignored here, as the API server's decoder ignores
  * unknown fields, and named by the DTO only in an envelope bad for another reason: enumerating
- * an object of 260,000 keys costs about as much as parsing it (docs/performance.md).
+ * a hostile object's keys is a cost on the scale of parsing it (docs/performance.md, section 6).
  */
 export function isWellFormedReview(body: Record<string, unknown>): boolean {
   const request = body.request;
