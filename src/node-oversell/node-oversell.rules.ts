@@ -149,8 +149,7 @@ export function isOptedOut(labels: Readonly<Record<string, string>> | undefined)
 export function resolveNodePolicy(labels: Readonly<Record<string, string>> | undefined, nodesConfig: NodesConfig | undefined): NodePolicy | null {
   if (isOptedOut(labels)) return null;
   const mode = nodesConfig?.defaultMode ?? 'enforce';
-  const pool = (nodesConfig?.pools ?? []).find(({ nodeSelector }) => matchesLabelSelector(nodeSelector, labels));
-  if (pool) return poolPolicy(pool, mode);
+  for (const pool of nodesConfig?.pools ?? []) if (matchesLabelSelector(pool.nodeSelector, labels)) return poolPolicy(pool, mode);
   const usage = nodesConfig?.defaultUsage;
   return { pool: null, ratios: nodesConfig?.defaultRatios ?? {}, mode, ...(usage ? { usage } : {}) };
 }
@@ -354,9 +353,10 @@ export function planNodeStatus(
   const record = readRecord(node.metadata?.annotations);
   const stored = (inflating || committed !== undefined) && previous ? readRecord(previous.metadata?.annotations) : null;
   const { raw, ratios } = planRaw(incoming, capacity, configured, record, stored);
-  const inflated = inflate(raw, ratios);
-  const floor = planFloor(inflated, committed);
-  const allocatable = { ...inflated, ...floor };
+  const allocatable = inflate(raw, ratios);
+  const floor = planFloor(allocatable, committed);
+  // inflate's object is this plan's own: the floor's values go in without a copy.
+  Object.assign(allocatable, floor);
   const annotations = planAnnotations({ raw, capacity, ratios, floor }, inflating, policy?.pool, usage);
   return { incoming, raw, capacity, ratios, allocatable, floor, annotations };
 }
