@@ -61,7 +61,8 @@ export function matchesLabelSelector(selector: LabelSelector, labels: Readonly<R
   for (const [key, value] of Object.entries(selector.matchLabels ?? {})) {
     if (!Object.hasOwn(have, key) || have[key] !== value) return false;
   }
-  return (selector.matchExpressions ?? []).every((requirement) => meetsRequirement(requirement, have));
+  for (const requirement of selector.matchExpressions ?? []) if (!meetsRequirement(requirement, have)) return false;
+  return true;
 }
 
 /** One matchExpressions requirement against the labels `have`. */
