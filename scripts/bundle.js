@@ -2,12 +2,12 @@
 // dist/main.js and everything it imports into one file, written over dist/main.js, which is what
 // the image, the e2e tests and the benchmarks run (`node dist/main.js`).
 //
-// Why: Node's module loader spends most of a cold start resolving, reading and linking the ~1,800
-// files the server imports (@kubernetes/client-node alone is ~870), and V8 keeps every module's
-// source text, comments included, for as long as the process lives. One file without comments or
-// whitespace, with the compile cache the image fills (scripts/warm-compile-cache.js), answers its
-// first review in about 40 % less time and holds about 35 MiB less (docs/performance.md, "Start-up
-// and idle memory"). The same libraries do the same work: nothing is replaced or stubbed.
+// Why: Node's module loader spends most of a cold start resolving, reading and linking, one by
+// one, the files the server imports (@kubernetes/client-node's most of all), and V8 keeps every
+// module's source text, comments included, for as long as the process lives. One file without
+// comments or whitespace, with the compile cache the image fills (scripts/warm-compile-cache.js),
+// answers its first review sooner and holds less memory (docs/performance.md, "One bundled file
+// and a warmed compile cache"). The same libraries do the same work: nothing is replaced or stubbed.
 //
 // dist/cli.js and the other compiled modules stay as tsc wrote them (`kube-overcommit plan`, and
 // `npm run start:dev`, which does not bundle).
@@ -32,9 +32,10 @@ const external = [
   'pino',
   'pino-pretty',
   // The code every admission call runs through: Fastify and its JSON parser, the patch check and
-  // the metrics. Bundled, they cost up to a third more CPU per node review (measured, not
-  // explained: the CPU profiles of the two builds look alike); as Node's own modules they cost
-  // what they did before, and the rest of the bundle keeps most of the start-up and memory gain.
+  // the metrics. Bundled, they cost more CPU per node review (measured, not explained: the CPU
+  // profiles of the two builds look alike; docs/performance.md, "One bundled file and a warmed
+  // compile cache"); as Node's own modules they cost what they did before, and the rest of the
+  // bundle keeps most of the start-up and memory gain.
   'fastify',
   'secure-json-parse',
   'fast-json-patch',

@@ -2,10 +2,10 @@
 // built-in defaults (no cluster, a generated certificate), waits until /healthz answers, stops it
 // with SIGTERM and checks that the cache was written. The Dockerfile runs it once, as the user the
 // container runs as (Node keeps the cache per user, readable by that user only), so that every
-// start of the image reads V8's compiled code instead of compiling the bundle again (about a
-// third off the bundle's time from spawn to the first answered review, and 10 MiB less memory:
-// docs/performance.md, "Start-up and idle memory"). The e2e set-up and the benchmarks warm their
-// own cache the same way.
+// start of the image reads V8's compiled code instead of compiling the bundle again (a shorter
+// time from spawn to the first answered review, and less memory: docs/performance.md, "One
+// bundled file and a warmed compile cache"). The e2e set-up and the benchmarks warm their own
+// cache the same way.
 //
 // Usage: NODE_COMPILE_CACHE=<dir> node scripts/warm-compile-cache.js [app dir, default .]
 import { spawn } from 'node:child_process';

@@ -19,28 +19,21 @@ const isNonEmptyString = (value: unknown) => isString(value) && value.length > 0
 const isOptional = (value: unknown, check: (v: unknown) => boolean) => value == null || check(value);
 
 /**
- * The same rules as AdmissionReviewDto, written out: validating through the DTO cost several
- * times the JSON parse of a small review (docs/performance.md, docs/adr/0003). A well-formed
+ * The same rules as AdmissionReviewDto, written out: validating through the DTO cost more than
+ * the JSON parse of a small review (docs/performance.md, docs/adr/0003). A well-formed
  * review — every call the API server makes — takes this path; anything else goes through the
  * DTO, which names the problems. A spec checks that the two agree on every declared field. A key
  * that `kind` or `resource` does not declare is ignored here, as the API server's decoder ignores
  * unknown fields, and named by the DTO only in an envelope bad for another reason: enumerating
- * an object of 260,000 keys costs about as much as parsing it (docs/performance.md).
+ * a hostile object's keys is a cost on the scale of parsing it (docs/performance.md, section 6).
  */
 export function isWellFormedReview(body: Record<string, unknown>): boolean {
   const request = body.request;
   if (body.apiVersion !== 'admission.k8s.io/v1' || body.kind !== 'AdmissionReview' || !isRecord(request)) return false;
-  const { kind, resource } = request;
   return (
     isNonEmptyString(request.uid) &&
-    isRecord(kind) &&
-    isString(kind.group) &&
-    isString(kind.version) &&
-    isNonEmptyString(kind.kind) &&
-    isRecord(resource) &&
-    isString(resource.group) &&
-    isString(resource.version) &&
-    isNonEmptyString(resource.resource) &&
+    isGroupVersion(request.kind, 'kind') &&
+    isGroupVersion(request.resource, 'resource') &&
     isOptional(request.subResource, isString) &&
     isOptional(request.name, isString) &&
     isOptional(request.namespace, isString) &&
@@ -48,6 +41,11 @@ export function isWellFormedReview(body: Record<string, unknown>): boolean {
     isOptional(request.dryRun, (v) => typeof v === 'boolean') &&
     OBJECT_KEYS.every((key) => request[key] == null || isRecord(request[key]))
   );
+}
+
+/** `request.kind` or `request.resource` as AdmissionReviewDto declares it: group and version strings, and a non-empty `kind` or `resource`. */
+function isGroupVersion(value: unknown, name: 'kind' | 'resource'): boolean {
+  return isRecord(value) && isString(value.group) && isString(value.version) && isNonEmptyString(value[name]);
 }
 
 /** Every problem with the envelope, by path, from AdmissionReviewDto: empty when it is valid. */

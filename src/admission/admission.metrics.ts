@@ -15,8 +15,9 @@ export const IN_FLIGHT = 'kube_overcommit_admission_in_flight_requests';
  * A Counter's per-call counts kept as plain numbers, keyed by two bounded values, and added to
  * the Counter when the registry collects it (its `collect()`, at every scrape): prom-client
  * builds a key string from the label set and checks it on every `inc()`, its `labels()` children
- * included, several times what a Map update costs. Counts are kept until that scrape, and every
- * key ever counted keeps its entry: the key sets must be bounded (as the label values are).
+ * included, well beyond a Map update (docs/performance.md, "what the metrics cost per call").
+ * Counts are kept until that scrape, and every key ever counted keeps its entry: the key sets
+ * must be bounded (as the label values are).
  * Histograms still observe per call: prom-client has no public way to add counts to their buckets.
  */
 export class Tally<A, B> {

@@ -10,10 +10,12 @@ import { AdmissionStrategyProvider } from './admission-strategy.decorator.js';
 import { decodeAdmissionReview } from './admission-review.decoder.js';
 import {
   type AdmissionRequest,
+  type AdmissionResponse,
   type AdmissionReviewResponse,
   type AdmissionStrategy,
   type PatchOperation,
   type StrategyMetadata,
+  type StrategyResult,
   type WebhookEntry,
 } from './admission.types.js';
 import { ADMISSION_DURATION, ReviewTally, STRATEGY_ERRORS } from './admission.metrics.js';
@@ -114,78 +116,108 @@ export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
     log.error(`strategy ${strategy} ${what}`, { strategy, err: error });
   }
 
-  private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[], log: RequestLog) {
+  private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[], log: RequestLog): PipelineResult {
     const config = this.config.snapshot().config;
-    const patch: PatchOperation[] = [];
-    // Each strategy's ops as JSON without the brackets: serialised inside its own try, so a value
-    // too deep to serialise fails that strategy only.
-    const encoded: string[] = [];
-    const warnings: string[] = [];
-    let failed = false;
+    const merged: MergedPatches = { patch: [], encoded: [], warnings: [], failed: false };
     // A later strategy sees the object as the earlier ones left it: work on a copy only when
     // there is a later strategy to see it.
     let working = request;
-    let last = selected.length - 1;
-    while (last >= 0 && !runsUnder(config, selected[last])) last--;
+    const last = lastRunning(config, selected);
     for (const [index, registered] of selected.entries()) {
       if (!runsUnder(config, registered)) continue;
       const { meta, strategy } = registered;
-      let result;
+      let result: StrategyResult;
       let json: string | undefined;
       try {
         result = strategy.admit(working, config, log.forStrategy(meta.name));
         if (result.patch?.length) json = JSON.stringify(result.patch).slice(1, -1);
       } catch (error) {
-        failed = true;
+        merged.failed = true;
         this.failOpen(meta.name, log, 'failed; admitting unchanged', error);
         continue;
       }
-      if (result.deny) {
-        const code = result.deny.code ?? 403;
-        return {
-          outcome: 'denied' as Outcome,
-          response: {
-            patchOps: 0,
-            body: { uid: request.uid, allowed: false, status: { code, message: result.deny.message }, ...(warnings.length ? { warnings } : {}) },
-          },
-        };
+      if (result.deny) return denied(request.uid, result.deny, merged.warnings);
+      if (result.warnings) merged.warnings.push(...result.warnings);
+      if (!result.patch?.length) continue;
+      try {
+        working = applyStrategyPatch(working, result.patch, index === last);
+      } catch (error) {
+        merged.failed = true;
+        this.failOpen(meta.name, log, 'returned a patch that does not apply; dropped', error);
+        continue;
       }
-      if (result.warnings) warnings.push(...result.warnings);
-      if (result.patch?.length) {
-        // Every patch returned applies to request.object: each strategy's is tried on the object
-        // as the earlier ones left it (a later strategy sees the result). Only the containers a
-        // patch goes through are copied: the rest of the object may be nested arbitrarily deep.
-        // The last strategy's is only checked (patchError: most patches without a copy).
-        try {
-          if (index === last) {
-            const error = patchError(working.object, result.patch);
-            if (error) throw error;
-          } else {
-            const applied = applyToCopy(working.object, result.patch);
-            if ('error' in applied) throw applied.error;
-            working = { ...working, object: applied.document as AdmissionRequest['object'] };
-          }
-        } catch (error) {
-          failed = true;
-          this.failOpen(meta.name, log, 'returned a patch that does not apply; dropped', error);
-          continue;
-        }
-        patch.push(...result.patch);
-        encoded.push(json!);
-      }
+      merged.patch.push(...result.patch);
+      merged.encoded.push(json!);
     }
-    const outcome: Outcome = patch.length > 0 ? 'patched' : failed ? 'error' : 'unchanged';
-    return {
-      outcome,
-      response: {
-        patchOps: patch.length,
-        body: {
-          uid: request.uid,
-          allowed: true,
-          ...(patch.length ? { patchType: 'JSONPatch' as const, patch: Buffer.from(`[${encoded.join(',')}]`).toString('base64') } : {}),
-          ...(warnings.length ? { warnings } : {}),
-        },
-      },
-    };
+    return allowed(request.uid, merged);
   }
+}
+
+interface PipelineResult {
+  outcome: Outcome;
+  response: { patchOps: number; body: AdmissionResponse };
+}
+
+/** What the strategies run so far contributed to the response. */
+interface MergedPatches {
+  patch: PatchOperation[];
+  // Each strategy's ops as JSON without the brackets: serialised inside its own try, so a value
+  // too deep to serialise fails that strategy only.
+  encoded: string[];
+  warnings: string[];
+  failed: boolean;
+}
+
+/** The index of the last strategy of `selected` that runs under `config`; -1 for none. */
+function lastRunning(config: OvercommitConfig, selected: readonly RegisteredStrategy[]): number {
+  let last = selected.length - 1;
+  while (last >= 0 && !runsUnder(config, selected[last])) last--;
+  return last;
+}
+
+/**
+ * A strategy's patch applies to request.object: it is tried on the object as the earlier ones
+ * left it, and the request with the result is what a later strategy sees. Only the containers
+ * the patch goes through are copied: the rest of the object may be nested arbitrarily deep. The
+ * last strategy's patch is only checked (patchError: most patches without a copy). Throws when
+ * the patch does not apply.
+ */
+function applyStrategyPatch(working: AdmissionRequest, patch: PatchOperation[], isLast: boolean): AdmissionRequest {
+  if (isLast) {
+    const error = patchError(working.object, patch);
+    if (error) throw error;
+    return working;
+  }
+  const applied = applyToCopy(working.object, patch);
+  if ('error' in applied) throw applied.error;
+  return { ...working, object: applied.document as AdmissionRequest['object'] };
+}
+
+/** The response of a strategy's denial: the warnings gathered before it, no patch. */
+function denied(uid: string, deny: NonNullable<StrategyResult['deny']>, warnings: string[]): PipelineResult {
+  const code = deny.code ?? 403;
+  return {
+    outcome: 'denied',
+    response: {
+      patchOps: 0,
+      body: { uid, allowed: false, status: { code, message: deny.message }, ...(warnings.length ? { warnings } : {}) },
+    },
+  };
+}
+
+/** The allowed response: every patch that applied, in strategy order, and every warning. */
+function allowed(uid: string, { patch, encoded, warnings, failed }: MergedPatches): PipelineResult {
+  const outcome: Outcome = patch.length > 0 ? 'patched' : failed ? 'error' : 'unchanged';
+  return {
+    outcome,
+    response: {
+      patchOps: patch.length,
+      body: {
+        uid,
+        allowed: true,
+        ...(patch.length ? { patchType: 'JSONPatch' as const, patch: Buffer.from(`[${encoded.join(',')}]`).toString('base64') } : {}),
+        ...(warnings.length ? { warnings } : {}),
+      },
+    },
+  };
 }

@@ -10,7 +10,8 @@ const isContainer = (value: unknown): value is Container => typeof value === 'ob
  * applies. `document` is never modified.
  *
  * fast-json-patch's own `validate` deep-clones the whole document first (JSON round trip): for
- * a node review, every heartbeat, that is about what parsing the body costs. Written by hand
+ * a node review, every heartbeat, a second pass over the body (docs/performance.md, section 1,
+ * "Every patch is checked against `request.object`"). Written by hand
  * because no library trial-applies without a full copy: each operation gets a copy of only the
  * containers along its path (and `from`), then fast-json-patch applies it to that copy with its
  * validation on, so what applies is decided by the library's own rules.
@@ -58,20 +59,30 @@ function appliesAsIs(document: unknown, patch: readonly Operation[]): boolean {
     if ((operation.op !== 'add' && operation.op !== 'replace') || typeof operation.value !== 'string') return false;
     if (typeof operation.path !== 'string' || !operation.path.startsWith('/')) return false;
     const tokens = operation.path.split('/');
-    let parent = document;
-    for (let i = 1; i < tokens.length; i++) {
-      if (!isContainer(parent) || Array.isArray(parent)) return false;
-      const token = unescapeToken(tokens[i]);
-      if (GUARDED_KEYS.has(token)) return false;
-      tokens[i] = token;
-      const present = Object.hasOwn(parent, token);
-      if (i < tokens.length - 1) {
-        if (!present) return false;
-        parent = parent[token];
-      } else if (operation.op === 'replace' && (!present || parent[token] === undefined)) return false;
-    }
+    if (!goesThroughOwnObjects(document, operation.op, tokens)) return false;
     if (paths.some((other) => leadsThrough(other, tokens) || leadsThrough(tokens, other))) return false;
     paths.push(tokens);
+  }
+  return true;
+}
+
+/**
+ * Whether the path of `tokens` (a JSON pointer split at `/`, unescaped here in place) leads
+ * through the document's own objects only, none of them an array nor a guarded key, to a key an
+ * `add` may set or a `replace` finds present.
+ */
+function goesThroughOwnObjects(document: unknown, op: 'add' | 'replace', tokens: string[]): boolean {
+  let parent = document;
+  for (let i = 1; i < tokens.length; i++) {
+    if (!isContainer(parent) || Array.isArray(parent)) return false;
+    const token = unescapeToken(tokens[i]);
+    if (GUARDED_KEYS.has(token)) return false;
+    tokens[i] = token;
+    const present = Object.hasOwn(parent, token);
+    if (i < tokens.length - 1) {
+      if (!present) return false;
+      parent = parent[token];
+    } else if (op === 'replace' && (!present || parent[token] === undefined)) return false;
   }
   return true;
 }

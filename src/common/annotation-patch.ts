@@ -32,12 +32,28 @@ function annotationPath(key: string): string {
 
 export function annotationPatch(metadata: unknown, wanted: Readonly<Record<string, string | null>>, options: AnnotationPatchOptions = {}): PatchOperation[] {
   const { existing = 'replace', malformed = 'throw' } = options;
-  const ops: PatchOperation[] = [];
   const current = isRecord(metadata) ? metadata.annotations : undefined;
-  const writable = isRecord(current);
-  if (!writable && current !== undefined && current !== null && malformed === 'throw') {
+  if (!isRecord(current) && current !== undefined && current !== null && malformed === 'throw') {
     if (Object.values(wanted).some((value) => value !== null)) throw new Error('metadata.annotations is not an object: cannot write our annotations');
   }
+  const { ops, added } = planKeyOps(current, wanted, existing);
+  if (added.length === 0) return ops;
+  // fromEntries defines each key as data, `__proto__` too.
+  ops.push(newAnnotationsOp(metadata, Object.fromEntries(added), malformed));
+  return ops;
+}
+
+/**
+ * Rules 1, 2 and 5: the operations on the annotations map `current` when it is one, key by key;
+ * without one, the keys to set in a new map (`added`).
+ */
+function planKeyOps(
+  current: unknown,
+  wanted: Readonly<Record<string, string | null>>,
+  existing: 'replace' | 'add',
+): { ops: PatchOperation[]; added: [string, string][] } {
+  const writable = isRecord(current);
+  const ops: PatchOperation[] = [];
   const added: [string, string][] = [];
   for (const [key, value] of Object.entries(wanted)) {
     const present = writable && Object.hasOwn(current, key);
@@ -48,11 +64,12 @@ export function annotationPatch(metadata: unknown, wanted: Readonly<Record<strin
       else added.push([key, value]);
     }
   }
-  if (added.length === 0) return ops;
-  // fromEntries defines each key as data, `__proto__` too.
-  const annotations = Object.fromEntries(added);
-  if (isRecord(metadata)) ops.push({ op: 'add', path: '/metadata/annotations', value: annotations });
-  else if (metadata === undefined || metadata === null || malformed === 'overwrite') ops.push({ op: 'add', path: '/metadata', value: { annotations } });
-  else throw new Error('metadata is not an object: cannot write our annotations');
-  return ops;
+  return { ops, added };
+}
+
+/** Rules 3 and 4: the operation that adds `annotations` as a new map, under the metadata or as a new metadata. */
+function newAnnotationsOp(metadata: unknown, annotations: Record<string, string>, malformed: 'throw' | 'overwrite'): PatchOperation {
+  if (isRecord(metadata)) return { op: 'add', path: '/metadata/annotations', value: annotations };
+  if (metadata === undefined || metadata === null || malformed === 'overwrite') return { op: 'add', path: '/metadata', value: { annotations } };
+  throw new Error('metadata is not an object: cannot write our annotations');
 }

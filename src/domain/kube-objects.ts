@@ -107,25 +107,43 @@ export function containerProblems(container: unknown, init: boolean): string[] {
   if (!nonEmptyString(container.image) || container.image.trim() !== container.image) {
     problems.push('.image must be a non-empty string without surrounding whitespace');
   }
-  if (init) {
-    if (container.restartPolicy !== undefined && container.restartPolicy !== 'Always') {
-      problems.push('.restartPolicy must be Always (a native sidecar) or absent (a run-to-completion init container)');
-    }
-    if (container.restartPolicy !== 'Always') {
-      for (const field of PROBES_AND_HOOKS) {
-        if (container[field] !== undefined)
-          problems.push(`.${field} is only allowed on native sidecars (restartPolicy: Always), not on run-to-completion init containers`);
-      }
-    }
-  } else if (container.restartPolicy !== undefined) {
-    problems.push('.restartPolicy is not allowed here: native sidecars go under initContainers with restartPolicy: Always');
-  }
+  problems.push(...restartPolicyProblems(container, init));
   for (const field of ['command', 'args'] as const) {
     if (container[field] !== undefined && !stringArray(container[field])) problems.push(`.${field} must be an array of strings`);
   }
   for (const field of OBJECT_FIELDS) {
     if (container[field] !== undefined && !isRecord(container[field])) problems.push(`.${field} must be an object`);
   }
+  problems.push(...containerListProblems(container));
+  return problems;
+}
+
+/**
+ * A container's restartPolicy: absent on a regular container; on an init container, Always (a
+ * native sidecar, which alone may have probes and lifecycle hooks) or absent.
+ */
+function restartPolicyProblems(container: Record<string, unknown>, init: boolean): string[] {
+  if (!init) {
+    return container.restartPolicy === undefined
+      ? []
+      : ['.restartPolicy is not allowed here: native sidecars go under initContainers with restartPolicy: Always'];
+  }
+  const problems: string[] = [];
+  if (container.restartPolicy !== undefined && container.restartPolicy !== 'Always') {
+    problems.push('.restartPolicy must be Always (a native sidecar) or absent (a run-to-completion init container)');
+  }
+  if (container.restartPolicy !== 'Always') {
+    for (const field of PROBES_AND_HOOKS) {
+      if (container[field] !== undefined)
+        problems.push(`.${field} is only allowed on native sidecars (restartPolicy: Always), not on run-to-completion init containers`);
+    }
+  }
+  return problems;
+}
+
+/** A container's env, ports and volumeMounts, each item checked, by path. */
+function containerListProblems(container: Record<string, unknown>): string[] {
+  const problems: string[] = [];
   if (container.env !== undefined) problems.push(...envVarProblems(container.env).map((p) => `.env${p}`));
   if (container.ports !== undefined) problems.push(...portProblems(container.ports).map((p) => `.ports${p}`));
   if (container.volumeMounts !== undefined) problems.push(...volumeMountProblems(container.volumeMounts).map((p) => `.volumeMounts${p}`));

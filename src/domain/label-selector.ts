@@ -61,22 +61,22 @@ export function matchesLabelSelector(selector: LabelSelector, labels: Readonly<R
   for (const [key, value] of Object.entries(selector.matchLabels ?? {})) {
     if (!Object.hasOwn(have, key) || have[key] !== value) return false;
   }
-  for (const { key, operator, values = [] } of selector.matchExpressions ?? []) {
-    const present = Object.hasOwn(have, key);
-    switch (operator) {
-      case 'In':
-        if (!present || !values.includes(have[key])) return false;
-        break;
-      case 'NotIn':
-        if (present && values.includes(have[key])) return false;
-        break;
-      case 'Exists':
-        if (!present) return false;
-        break;
-      case 'DoesNotExist':
-        if (present) return false;
-        break;
-    }
+  for (const requirement of selector.matchExpressions ?? []) if (!meetsRequirement(requirement, have)) return false;
+  return true;
+}
+
+/** One matchExpressions requirement against the labels `have`. */
+function meetsRequirement({ key, operator, values = [] }: LabelSelectorRequirement, have: Readonly<Record<string, string>>): boolean {
+  const present = Object.hasOwn(have, key);
+  switch (operator) {
+    case 'In':
+      return present && values.includes(have[key]);
+    case 'NotIn':
+      return !(present && values.includes(have[key]));
+    case 'Exists':
+      return present;
+    case 'DoesNotExist':
+      return !present;
   }
   return true;
 }

@@ -51,11 +51,16 @@ export class QuantityFormatError extends Error {
 const POW10: bigint[] = Array.from({ length: 64 }, (_, i) => 10n ** BigInt(i));
 const pow10 = (n: number): bigint => POW10[n] ?? 10n ** BigInt(n);
 
-/** Parses a Quantity string exactly. Throws QuantityFormatError on anything else. */
-export function parseQuantity(text: string): Decimal {
+/** Throws QuantityFormatError for what cannot be a Quantity before reading it: not a string, empty, too long. */
+function checkQuantityText(text: string): void {
   if (typeof text !== 'string') throw new QuantityFormatError(String(text), 'not a string');
   if (text.length === 0) throw new QuantityFormatError(text, 'empty');
   if (text.length > MAX_LENGTH) throw new QuantityFormatError(`${text.slice(0, 32)}…`, `longer than ${MAX_LENGTH} characters`);
+}
+
+/** Parses a Quantity string exactly. Throws QuantityFormatError on anything else. */
+export function parseQuantity(text: string): Decimal {
+  checkQuantityText(text);
   if (/^[0-9]{1,15}$/.test(text)) return { coefficient: BigInt(text), exponent: 0 }; // fast path: "110", "47438335103"
   const match = QUANTITY.exec(text);
   if (match === null) {

@@ -7,6 +7,7 @@ import { LifecycleService } from './lifecycle.service.js';
 
 @Controller()
 export class HealthController {
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     private readonly health: HealthCheckService,
     private readonly indicators: HealthIndicatorService,

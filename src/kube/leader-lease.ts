@@ -60,6 +60,12 @@ export function leaseTaken(lease: V1Lease, identity: string, timing: LeaseTiming
   };
 }
 
+/** client-go's timing and the monotonic clock unless given. */
+export interface LeaderLeaseOptions {
+  timing?: LeaseTiming;
+  clock?: () => number;
+}
+
 export class LeaderLease {
   private readonly logger = new Logger('LeaderLease');
   private observed?: ObservedLease;
@@ -69,15 +75,20 @@ export class LeaderLease {
   private stopped = true;
   private running?: Promise<void>;
   private lastError = '';
+  private readonly timing: LeaseTiming;
+  /** Monotonic milliseconds. */
+  private readonly clock: () => number;
 
   constructor(
     private readonly api: CoordinationV1Api,
     private readonly ref: { namespace: string; name: string },
     readonly identity: string,
     private readonly onChange: (leader: boolean) => void,
-    private readonly timing: LeaseTiming = DEFAULT_LEASE_TIMING,
-    private readonly clock: () => number = () => performance.now(),
-  ) {}
+    { timing = DEFAULT_LEASE_TIMING, clock = () => performance.now() }: LeaderLeaseOptions = {},
+  ) {
+    this.timing = timing;
+    this.clock = clock;
+  }
 
   isLeader(): boolean {
     return this.leader;

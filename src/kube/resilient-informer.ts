@@ -66,8 +66,8 @@ const MAX_RESTART_DELAY_MS = 30_000;
  *
  * The list is paged, LIST_PAGE_SIZE items a request (the API server serves every page from the
  * first one's snapshot), and each page is transformed before the next is fetched: a whole large
- * collection in one response (150,000 pods of 3.6 KB are 540 MB of JSON) is received, parsed and
- * deserialised at once, beyond the pod's memory limit. A `list` that ignores the page options lists
+ * collection in one response (a large cluster's pods, docs/performance.md section 9) is received,
+ * parsed and deserialised at once, beyond the pod's memory limit. A `list` that ignores the page options lists
  * in one request. A continue token that expires mid-list (410) fails the list, and the restart
  * lists again from the first page.
  */

@@ -8,7 +8,7 @@ import { BackgroundTasks } from '../common/background-tasks.js';
 import { readEnvInteger } from '../common/env-integer.js';
 import { jsonPointer } from '../domain/json-pointer.js';
 import { type OvercommitConfig } from '../overcommit.config.js';
-import { MANAGED_RESOURCES } from '../domain/resources.js';
+import { MANAGED_RESOURCES, type ManagedResource } from '../domain/resources.js';
 import { KUBE_ENV } from '../kube/kube.env.js';
 import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments, NODE_USAGE, type NodeUsageRatios } from '../domain/node-rules/node-services.js';
 import { NODE_EVENTS, type NodeEventRecorder } from './node-events.service.js';
@@ -107,6 +107,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
   private readonly maxNodes: number;
   private pruneTimer?: NodeJS.Timeout;
 
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     @InjectMetric(NODE_ALLOCATABLE_RAW_METRIC) private readonly rawGauge: Gauge<string>,
     @InjectMetric(NODE_ALLOCATABLE_OVERCOMMITTED_METRIC) private readonly overcommittedGauge: Gauge<string>,
@@ -159,15 +160,10 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
   }
 
   admit(request: AdmissionRequest, config: OvercommitConfig): StrategyResult {
-    const node = request.object as NodeLike | undefined;
-    if (typeof node !== 'object' || node === null) return {};
-    const previous = request.oldObject as NodeLike | undefined;
-    const stored = typeof previous === 'object' && previous !== null ? previous : undefined;
+    const node = asNode(request.object);
+    if (node === undefined) return {};
     const name = node.metadata?.name ?? request.name;
-    const { policy, decisions } = this.usage.effective(name ?? '', resolveNodePolicy(node.metadata?.labels, config.nodes), stored ?? node);
-    const committed = floorEnabled(config.nodes) && isNodeName(name) ? this.commitments.committed(name) : undefined;
-    const usage = Object.keys(decisions).length > 0 ? formatUsageEntry(decisions) : null;
-    const plan = planNodeStatus(node, policy, stored, committed, usage);
+    const { policy, decisions, plan } = this.planStatus(node, asNode(request.oldObject), name, config);
     if (plan === null) return {};
     const patch = nodeStatusPatch(node, plan);
     if (!request.dryRun && isNodeName(name)) {
@@ -177,6 +173,17 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     }
     // Shadow: the object stays as its writer sent it, so a kubelet write brings an inflated node back to raw.
     return patch.length === 0 || policy?.mode === 'shadow' ? {} : { patch };
+  }
+
+  /**
+   * The node's policy under `config` with its usage-aware ratios applied, the usage decisions,
+   * and its plan; `stored` is the Node as stored (the request's oldObject), absent on CREATE.
+   */
+  private planStatus(node: NodeLike, stored: NodeLike | undefined, name: string | undefined, config: OvercommitConfig) {
+    const { policy, decisions } = this.usage.effective(name ?? '', resolveNodePolicy(node.metadata?.labels, config.nodes), stored ?? node);
+    const committed = floorEnabled(config.nodes) && isNodeName(name) ? this.commitments.committed(name) : undefined;
+    const usage = Object.keys(decisions).length > 0 ? formatUsageEntry(decisions) : null;
+    return { policy, decisions, plan: planNodeStatus(node, policy, stored, committed, usage) };
   }
 
   /**
@@ -199,9 +206,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     const pool = policy?.pool ?? '';
     const reasonOf = (resource: (typeof MANAGED_RESOURCES)[number]) =>
       plan.floor[resource] !== undefined ? 'floor' : ((decisions as Partial<Record<string, { reason: AllocatableReason }>>)[resource]?.reason ?? 'static');
-    const values: unknown[] = [];
-    for (const resource of MANAGED_RESOURCES)
-      values.push(plan.raw[resource], plan.allocatable[resource], plan.ratios[resource], plan.floor[resource], reasonOf(resource));
+    const values = exportValues(plan, reasonOf);
     const previous = this.exported.get(node);
     const seenAt = Date.now();
     // Re-inserted, so the map stays in the order of the last admission.
@@ -217,21 +222,39 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     // A new node beyond the limit: the least recently admitted one makes room.
     if (previous === undefined && this.exported.size >= this.maxNodes) this.drop(this.exported.keys().next().value!, 'limit');
     this.exported.set(node, { pool, values, seenAt });
-    for (const resource of MANAGED_RESOURCES) {
-      const raw = plan.raw[resource];
-      const inflated = plan.allocatable[resource];
-      if (raw === undefined || inflated === undefined) {
-        this.removeSeries(node, resource, pool);
-        continue;
-      }
-      this.rawGauge.set({ node, resource }, baseAmountToNumber(resource, raw));
-      this.overcommittedGauge.set({ node, resource }, baseAmountToNumber(resource, inflated));
-      this.ratioGauge.set({ node, resource, pool }, plan.ratios[resource] ?? 1);
-      const reason = reasonOf(resource);
-      for (const other of ALLOCATABLE_REASONS) if (other !== reason) this.reasonGauge.remove({ node, resource, reason: other });
-      this.reasonGauge.set({ node, resource, reason }, 1);
-    }
+    for (const resource of MANAGED_RESOURCES) this.setSeries(node, resource, pool, plan, reasonOf(resource));
   }
+
+  /** One node resource's gauges as `plan` has them: its series removed when the plan has no value for it. */
+  private setSeries(node: string, resource: ManagedResource, pool: string, plan: NodeStatusPlan, reason: AllocatableReason): void {
+    const raw = plan.raw[resource];
+    const inflated = plan.allocatable[resource];
+    if (raw === undefined || inflated === undefined) {
+      this.removeSeries(node, resource, pool);
+      return;
+    }
+    this.rawGauge.set({ node, resource }, baseAmountToNumber(resource, raw));
+    this.overcommittedGauge.set({ node, resource }, baseAmountToNumber(resource, inflated));
+    this.ratioGauge.set({ node, resource, pool }, plan.ratios[resource] ?? 1);
+    for (const other of ALLOCATABLE_REASONS) if (other !== reason) this.reasonGauge.remove({ node, resource, reason: other });
+    this.reasonGauge.set({ node, resource, reason }, 1);
+  }
+}
+
+/** The request's object or oldObject as a Node: undefined when it is not an object. */
+function asNode(object: unknown): NodeLike | undefined {
+  return typeof object === 'object' && object !== null ? (object as NodeLike) : undefined;
+}
+
+/**
+ * What a node's gauges hold (raw, allocatable, ratio, floor and reason per resource), compared
+ * one by one with what they held: an admission that changes none of it sets no gauge.
+ */
+function exportValues(plan: NodeStatusPlan, reasonOf: (resource: ManagedResource) => AllocatableReason): unknown[] {
+  const values: unknown[] = [];
+  for (const resource of MANAGED_RESOURCES)
+    values.push(plan.raw[resource], plan.allocatable[resource], plan.ratios[resource], plan.floor[resource], reasonOf(resource));
+  return values;
 }
 
 /** What decided a node's allocatable for a resource: its ratio (`static`), its usage-aware ratio and why (docs/usage-aware.md), or the commitment floor. */

@@ -108,14 +108,10 @@ export async function planFromCluster(args: PlanArgs, kube: KubeConfig, chosen?:
   for (const pod of pods.items) index.upsert(pod as PodLike);
   return {
     origin,
-    ...planCluster(
-      nodes.items as NodeLike[],
-      (node) => index.usage(node).requests,
-      config.nodes,
-      args.podSize,
-      (node) => usage.get(node),
-      (node) => index.usage(node).exclusiveCpu ?? 0n,
-    ),
+    ...planCluster(nodes.items as NodeLike[], (node) => index.usage(node).requests, config.nodes, args.podSize, {
+      usageOf: (node) => usage.get(node),
+      exclusiveOf: (node) => index.usage(node).exclusiveCpu ?? 0n,
+    }),
   };
 }
 

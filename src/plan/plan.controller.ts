@@ -41,14 +41,10 @@ export class PlanController {
     return {
       generation,
       origin,
-      ...planCluster(
-        this.nodes.nodes(),
-        (node) => this.pods.usage(node).requests,
-        config.nodes,
-        size,
-        (node) => this.usage.published(node),
-        (node) => this.pods.usage(node).exclusiveCpu ?? 0n,
-      ),
+      ...planCluster(this.nodes.nodes(), (node) => this.pods.usage(node).requests, config.nodes, size, {
+        usageOf: (node) => this.usage.published(node),
+        exclusiveOf: (node) => this.pods.usage(node).exclusiveCpu ?? 0n,
+      }),
     };
   }
 }

@@ -88,12 +88,26 @@ function clamp(value: bigint, min: bigint | undefined, max: bigint | undefined):
 }
 
 export function applyContainerPolicy(original: ContainerAmounts, settings: PolicySettings, bounds: ContainerBounds = {}): ContainerAmounts {
-  const requests: PolicyAmounts = { ...original.requests };
-  const limits: PolicyAmounts = { ...original.limits };
-  const setRequest = new Set<PolicyResource>();
-  const setLimit = new Set<PolicyResource>();
+  const draft: ContainerDraft = {
+    requests: { ...original.requests },
+    limits: { ...original.limits },
+    setRequest: new Set<PolicyResource>(),
+    setLimit: new Set<PolicyResource>(),
+  };
+  applyDefaults(draft, settings);
+  applyPercentages(draft, settings, bounds);
+  applyBounds(draft, bounds);
+  return { requests: draft.requests, limits: draft.limits };
+}
 
-  // 1. Defaults.
+/** The amounts as the steps so far left them, and the requests and limits the policy set. */
+interface ContainerDraft extends ContainerAmounts {
+  setRequest: Set<PolicyResource>;
+  setLimit: Set<PolicyResource>;
+}
+
+/** Step 1: a default request for each resource with neither a request nor a limit. */
+function applyDefaults({ requests, limits, setRequest }: ContainerDraft, settings: PolicySettings): void {
   for (const resource of POLICY_RESOURCES) {
     const value = settings.defaults[resource];
     if (value !== undefined && requests[resource] === undefined && limits[resource] === undefined) {
@@ -101,8 +115,10 @@ export function applyContainerPolicy(original: ContainerAmounts, settings: Polic
       setRequest.add(resource);
     }
   }
+}
 
-  // 2. Percentages.
+/** Step 2: the request-to-limit percentages, each where the limit it reads is there. */
+function applyPercentages({ requests, limits, setRequest, setLimit }: ContainerDraft, settings: PolicySettings, bounds: ContainerBounds): void {
   const memoryLimit = limits.memory;
   if (memoryLimit !== undefined && settings.memoryRequestPercent !== undefined) {
     const bytes = (percentOf(memoryLimit, settings.memoryRequestPercent) / MIB) * MIB;
@@ -120,8 +136,10 @@ export function applyContainerPolicy(original: ContainerAmounts, settings: Polic
     requests.cpu = millicores < 1n ? 1n : millicores;
     setRequest.add('cpu');
   }
+}
 
-  // 3. Bounds.
+/** Step 3: the bounds, on each resource whose request or limit the policy set. */
+function applyBounds({ requests, limits, setRequest, setLimit }: ContainerDraft, bounds: ContainerBounds): void {
   for (const resource of POLICY_RESOURCES) {
     if (!setRequest.has(resource) && !setLimit.has(resource)) continue;
     const { min, max, maxLimitRequestRatio } = bounds[resource] ?? {};
@@ -138,7 +156,6 @@ export function applyContainerPolicy(original: ContainerAmounts, settings: Polic
     if (request > limit) request = limit;
     requests[resource] = request;
   }
-  return { requests, limits };
 }
 
 function sameList(a: PolicyAmounts, b: PolicyAmounts): boolean {

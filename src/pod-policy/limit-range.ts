@@ -57,17 +57,24 @@ export function containerBounds(limitRanges: readonly LimitRangeLike[]): Contain
       if (item?.type !== 'Container') continue;
       for (const resource of POLICY_RESOURCES) {
         const b: ResourceBounds = bounds[resource] ?? {};
-        const min = tryParse(resource, item.min?.[resource]);
-        const max = tryParse(resource, item.max?.[resource]);
-        const ratio = tryParseRatio(item.maxLimitRequestRatio?.[resource]);
-        if (min !== undefined && (b.min === undefined || min > b.min)) b.min = min;
-        if (max !== undefined && (b.max === undefined || max < b.max)) b.max = max;
-        if (ratio !== undefined && (b.maxLimitRequestRatio === undefined || compareDecimal(ratio, b.maxLimitRequestRatio) < 0)) b.maxLimitRequestRatio = ratio;
+        tighten(b, item, resource);
         if (Object.keys(b).length > 0) bounds[resource] = b;
       }
     }
   }
   return bounds;
+}
+
+type LimitRangeItem = NonNullable<NonNullable<LimitRangeLike['spec']>['limits']>[number];
+
+/** Folds one Container item's bounds for `resource` into `b`: the largest min, the smallest max and ratio win. */
+function tighten(b: ResourceBounds, item: LimitRangeItem, resource: PolicyResource): void {
+  const min = tryParse(resource, item.min?.[resource]);
+  const max = tryParse(resource, item.max?.[resource]);
+  const ratio = tryParseRatio(item.maxLimitRequestRatio?.[resource]);
+  if (min !== undefined && (b.min === undefined || min > b.min)) b.min = min;
+  if (max !== undefined && (b.max === undefined || max < b.max)) b.max = max;
+  if (ratio !== undefined && (b.maxLimitRequestRatio === undefined || compareDecimal(ratio, b.maxLimitRequestRatio) < 0)) b.maxLimitRequestRatio = ratio;
 }
 
 /** Smallest request r with limit / r ≤ ratio: ceil(limit / ratio). */

@@ -45,6 +45,7 @@ export class PodFactsService implements PodFacts, OnModuleInit, OnApplicationShu
   private readonly unsubscribe: Array<() => void> = [];
   readonly available: boolean;
 
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     private readonly kube: KubeConfig,
     @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,

@@ -24,6 +24,7 @@ import { STRATEGY_ORDER } from '../strategy-order.js';
 /** The counters, bundled so the strategy can be built by hand in tests. */
 @Injectable()
 export class PodPolicyMetrics {
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     @InjectMetric(PODS_MUTATED) readonly podsMutated: Counter<string>,
     @InjectMetric(REQUESTS_CHANGED) readonly requestsChanged: Counter<string>,
@@ -71,8 +72,9 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     if (!isRecord(object)) return {};
     const namespace = request.namespace || (object as PodLike).metadata?.namespace;
     if (!namespace || !this.inScope(request, namespace, policy, log)) return {};
-    if (request.subResource === 'binding') return cap === 'off' ? {} : this.admitBinding(request, namespace, object, cap, config.nodes, log);
-    return this.admitPod(request, namespace, object as PodLike, policy, mutate, cap, config.nodes, log);
+    const review: PodReview = { request, namespace, cap, nodes: config.nodes, log };
+    if (request.subResource === 'binding') return cap === 'off' ? {} : this.admitBinding(review, object);
+    return this.admitPod(review, object as PodLike, policy, mutate);
   }
 
   /** NamespaceCache.scope with pods.namespaceSelector; unknown labels (in a cluster) leave the pod alone, counted. */
@@ -86,45 +88,34 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     return false;
   }
 
-  private admitPod(
-    request: AdmissionRequest,
-    namespace: string,
-    pod: PodLike,
-    policy: PodPolicyConfig,
-    mutate: boolean,
-    cap: CapMode,
-    nodes: OvercommitConfig['nodes'] | undefined,
-    log: RequestLog,
-  ): StrategyResult {
+  private admitPod(review: PodReview, pod: PodLike, policy: PodPolicyConfig, mutate: boolean): StrategyResult {
+    const { request, namespace, log } = review;
     if (isMirrorPod(pod)) return {};
-    let patch: PatchOperation[] = [];
-    let changes: ResourceChange[] = [];
-    if (mutate) {
-      const bounds = this.bounds(namespace, request);
-      if (bounds !== undefined) ({ patch, changes } = planPodMutation(pod, this.settingsOf(policy), bounds));
-    }
-    let warnings: string[] | undefined;
-    const nodeName = pod.spec?.nodeName;
-    if (cap !== 'off' && typeof nodeName === 'string' && nodeName !== '' && this.capCachesReady(request)) {
-      const mutated: PodLike = patch.length > 0 ? fastJsonPatch.applyPatch(pod, patch, false, false).newDocument : pod;
-      const requests = { ...effectivePodRequests(mutated), exclusiveCpu: exclusiveCpus(mutated) };
-      const verdict = this.checkCap(request, podRef(namespace, pod, request.name), nodeName, requests, pod.metadata?.uid, cap, nodes, log);
-      if (verdict.deny) return verdict;
-      warnings = verdict.warnings;
-    }
+    const { patch, changes } = mutate ? this.mutation(review, pod, policy) : { patch: [], changes: [] };
+    const verdict = this.capOnCreate(review, pod, patch);
+    if (verdict.deny) return verdict;
     if (patch.length > 0 && !request.dryRun) this.countMutation(changes);
     if (patch.length > 0) log.debug(`${podRef(namespace, pod, request.name)}: ${changes.length} resource changes`);
-    return { ...(patch.length > 0 ? { patch } : {}), ...(warnings ? { warnings } : {}) };
+    return { ...(patch.length > 0 ? { patch } : {}), ...(verdict.warnings ? { warnings: verdict.warnings } : {}) };
   }
 
-  private admitBinding(
-    request: AdmissionRequest,
-    namespace: string,
-    binding: Record<string, any>,
-    mode: CapMode,
-    nodes: OvercommitConfig['nodes'] | undefined,
-    log: RequestLog,
-  ): StrategyResult {
+  /** The pod's defaults and percentages within its namespace's LimitRanges; none while those are not synced. */
+  private mutation(review: PodReview, pod: PodLike, policy: PodPolicyConfig): { patch: PatchOperation[]; changes: ResourceChange[] } {
+    const bounds = this.bounds(review.namespace, review.request);
+    return bounds === undefined ? { patch: [], changes: [] } : planPodMutation(pod, this.settingsOf(policy), bounds);
+  }
+
+  /** The cap at CREATE, on the pod as our patch leaves it, when its node is known already (spec.nodeName). */
+  private capOnCreate(review: PodReview, pod: PodLike, patch: PatchOperation[]): StrategyResult {
+    const nodeName = pod.spec?.nodeName;
+    if (review.cap === 'off' || typeof nodeName !== 'string' || nodeName === '' || !this.capCachesReady(review.request)) return {};
+    const mutated: PodLike = patch.length > 0 ? fastJsonPatch.applyPatch(pod, patch, false, false).newDocument : pod;
+    const requests = { ...effectivePodRequests(mutated), exclusiveCpu: exclusiveCpus(mutated) };
+    return this.checkCap(review, podRef(review.namespace, pod, review.request.name), nodeName, requests, pod.metadata?.uid);
+  }
+
+  private admitBinding(review: PodReview, binding: Record<string, any>): StrategyResult {
+    const { request, namespace } = review;
     const nodeName = binding.target?.name;
     const podName = request.name || binding.metadata?.name;
     if (typeof nodeName !== 'string' || !nodeName || typeof podName !== 'string' || !podName) return {};
@@ -133,7 +124,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     if (pod === undefined) return this.skip(request, 'pod-unknown');
     if (isMirrorPod(pod)) return {};
     const requests = { ...pod.requests, exclusiveCpu: pod.exclusiveCpu ?? 0n };
-    return this.checkCap(request, `${namespace}/${podName}`, nodeName, requests, pod.metadata?.uid, mode, nodes, log);
+    return this.checkCap(review, `${namespace}/${podName}`, nodeName, requests, pod.metadata?.uid);
   }
 
   private capCachesReady(request: AdmissionRequest): boolean {
@@ -162,14 +153,11 @@ export class PodPolicyStrategy implements AdmissionStrategy {
 
   /** Call only once capCachesReady() said yes. */
   private checkCap(
-    request: AdmissionRequest,
+    { request, cap: mode, nodes, log }: PodReview,
     pod: string,
     nodeName: string,
     requests: ResourceAmounts & { exclusiveCpu: bigint },
     exclude: string | undefined,
-    mode: CapMode,
-    nodes: OvercommitConfig['nodes'] | undefined,
-    log: RequestLog,
   ): StrategyResult {
     const node = this.facts.node(nodeName);
     if (node === undefined) return this.skip(request, 'node-unknown');
@@ -220,6 +208,15 @@ export class PodPolicyStrategy implements AdmissionStrategy {
       (field === 'requests' ? this.metrics.requestsChanged : this.metrics.limitsChanged).inc({ resource, change });
     }
   }
+}
+
+/** What each step of one pod review reads: the request, the pod's namespace, the cap mode and node pools of the config, the review's log. */
+interface PodReview {
+  request: AdmissionRequest;
+  namespace: string;
+  cap: CapMode;
+  nodes: OvercommitConfig['nodes'] | undefined;
+  log: RequestLog;
 }
 
 function podRef(namespace: string, pod: PodLike, requestName: string | undefined): string {

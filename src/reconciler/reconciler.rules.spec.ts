@@ -114,7 +114,7 @@ describe('planNudges', () => {
   const nodes = [node('c'), node('a'), node('b', { pool: 'quiet' }), nudge(node('d'), cfg)] as NodeLike[];
 
   it('lists the due nodes in name order', () => {
-    expect(planNudges(nodes, cfg.nodes, () => undefined, new Map(), 0, 30_000).map((n) => n.node)).toEqual(['a', 'c']);
+    expect(planNudges(nodes, cfg.nodes, () => undefined, { nudged: new Map(), now: 0, retryAfterMs: 30_000 }).map((n) => n.node)).toEqual(['a', 'c']);
   });
 
   it('skips a node nudged for the same target within retryAfterMs; a new target is due at once', () => {
@@ -123,8 +123,8 @@ describe('planNudges', () => {
       ['a', { target, at: 1_000 }],
       ['c', { target: 'cpu=8,memory=16Gi,ephemeral-storage=,pods=110', at: 1_000 }],
     ]);
-    expect(planNudges(nodes, cfg.nodes, () => undefined, nudged, 30_999, 30_000).map((n) => n.node)).toEqual(['c']);
-    expect(planNudges(nodes, cfg.nodes, () => undefined, nudged, 31_000, 30_000).map((n) => n.node)).toEqual(['a', 'c']);
+    expect(planNudges(nodes, cfg.nodes, () => undefined, { nudged, now: 30_999, retryAfterMs: 30_000 }).map((n) => n.node)).toEqual(['c']);
+    expect(planNudges(nodes, cfg.nodes, () => undefined, { nudged, now: 31_000, retryAfterMs: 30_000 }).map((n) => n.node)).toEqual(['a', 'c']);
     expect(isNudgeDue(target, undefined, 0, 30_000)).toBe(true);
   });
 });
@@ -172,9 +172,7 @@ describe('usage-aware ratios', () => {
         [written as NodeLike],
         cfg.nodes,
         () => undefined,
-        new Map(),
-        0,
-        30_000,
+        { nudged: new Map(), now: 0, retryAfterMs: 30_000 },
         () => hot,
       ).map((n) => n.target),
     ).toEqual(['cpu=4,memory=16Gi,ephemeral-storage=,pods=110']);

@@ -36,7 +36,7 @@ export type NudgeDecision = { due: true; target: string } | { due: false; reason
  */
 export function readNudge(node: NodeLike, nodesConfig: NodesConfig | undefined, committed: ResourceAmounts | undefined, usage?: NodeUsageEntry): NudgeDecision {
   // No requests and unknown requests plan the same allocatable (rule 6 raises nothing).
-  const row = planNode(node, committed ?? {}, nodesConfig, null, usage);
+  const row = planNode(node, committed ?? {}, nodesConfig, null, { usage });
   if (row.error !== undefined) return { due: false, reason: 'unplannable' };
   if (row.reason === 'opted-out') return { due: false, reason: 'opted-out' };
   if (row.mode === 'shadow') return { due: false, reason: 'shadow' };
@@ -55,14 +55,19 @@ export function isNudgeDue(target: string, last: Nudged | undefined, now: number
   return last === undefined || last.target !== target || now - last.at >= retryAfterMs;
 }
 
+/** Rule 2's inputs: the nudges sent, per node, the time now and how long a nudge for a target stands. */
+export interface NudgeRetry {
+  nudged: ReadonlyMap<string, Nudged>;
+  now: number;
+  retryAfterMs: number;
+}
+
 /** Rules 1–3: the nodes to nudge now, with their targets, in name order. */
 export function planNudges(
   nodes: Iterable<NodeLike>,
   nodesConfig: NodesConfig | undefined,
   committedOf: (node: string) => ResourceAmounts | undefined,
-  nudged: ReadonlyMap<string, Nudged>,
-  now: number,
-  retryAfterMs: number,
+  { nudged, now, retryAfterMs }: NudgeRetry,
   usageOf: (node: string) => NodeUsageEntry | undefined = () => undefined,
 ): Array<{ node: string; target: string }> {
   const due: Array<{ node: string; target: string }> = [];

@@ -73,6 +73,7 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
   private lastError = '';
   private readonly unsubscribe: Array<() => void> = [];
 
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     private readonly kube: KubeConfig,
     @Inject(KUBE_ENV) private readonly env: NodeJS.ProcessEnv,
@@ -173,7 +174,8 @@ export class Reconciler implements OnModuleInit, OnApplicationShutdown {
     if (!this.leading || !committedOf) return;
     const now = performance.now();
     for (const [node, last] of this.nudged) if (now - last.at >= RETRY_AFTER_MS) this.nudged.delete(node);
-    for (const { node, target } of planNudges(this.nodes.nodes(), this.config.snapshot().config.nodes, committedOf, this.nudged, now, RETRY_AFTER_MS, (name) =>
+    const retry = { nudged: this.nudged, now, retryAfterMs: RETRY_AFTER_MS };
+    for (const { node, target } of planNudges(this.nodes.nodes(), this.config.snapshot().config.nodes, committedOf, retry, (name) =>
       this.usage.published(name),
     )) {
       this.queue.set(node, target);

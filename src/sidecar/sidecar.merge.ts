@@ -230,28 +230,48 @@ function compareTemplate(
   const toAdd: Added = { containers: [], initContainers: [], volumes: [] };
   for (const which of ['containers', 'initContainers'] as const) {
     for (const wanted of list(template[which])) {
-      const cname = nameOf(wanted)!;
-      const found = containersByName.get(cname);
+      const found = containersByName.get(nameOf(wanted)!);
       if (!found) toAdd[which].push(wanted);
-      else if (found.list === which && ((ours && found.entry.addedBy === undefined) || containsFields(found.entry.item, wanted))) continue;
-      else if (found.entry.addedBy !== undefined)
-        problems.push(`${NOUN[which]} "${cname}" clashes with ${A_NOUN[found.list]} of template "${found.entry.addedBy}"`);
-      else if (found.list !== which) problems.push(`the pod already has ${A_NOUN[found.list]} named "${cname}"`);
-      else problems.push(`the pod already has a different ${NOUN[which]} named "${cname}"`);
+      else problems.push(...containerClashes(which, wanted, found, ours));
     }
   }
   for (const wanted of list(template.volumes)) {
-    const vname = nameOf(wanted)!;
-    const found = volumesByName.get(vname);
+    const found = volumesByName.get(nameOf(wanted)!);
     if (!found) toAdd.volumes.push(wanted);
-    else if ((ours && found.addedBy === undefined) || containsFields(found.item, wanted)) continue;
-    else if (found.addedBy !== undefined) problems.push(`volume "${vname}" clashes with a volume of template "${found.addedBy}"`);
-    else problems.push(`the pod already has a different volume named "${vname}"`);
+    else problems.push(...volumeClashes(wanted, found, ours));
   }
-  // A mount of a volume that nothing defines would make the API server reject the pod.
-  // A template's containers may mount the template's own volumes and the pod's own ones —
-  // not a volume another template injects (declare it in both templates: identical
-  // volumes are shared). This keeps the decision independent of order and of earlier passes.
+  problems.push(...undefinedMounts(template, toAdd, podOwnVolumes));
+  return { toAdd, problems };
+}
+
+/**
+ * Why a template's container cannot go in beside the pod's one of the same name (`found`, as
+ * injected so far): none when that one is it already.
+ */
+function containerClashes(which: 'containers' | 'initContainers', wanted: KubeObject, found: { list: ContainerList; entry: Entry }, ours: boolean): string[] {
+  const cname = nameOf(wanted)!;
+  if (found.list === which && ((ours && found.entry.addedBy === undefined) || containsFields(found.entry.item, wanted))) return [];
+  if (found.entry.addedBy !== undefined) return [`${NOUN[which]} "${cname}" clashes with ${A_NOUN[found.list]} of template "${found.entry.addedBy}"`];
+  if (found.list !== which) return [`the pod already has ${A_NOUN[found.list]} named "${cname}"`];
+  return [`the pod already has a different ${NOUN[which]} named "${cname}"`];
+}
+
+/** Why a template's volume cannot go in beside the pod's one of the same name (`found`): none when that one is it already. */
+function volumeClashes(wanted: KubeObject, found: Entry, ours: boolean): string[] {
+  const vname = nameOf(wanted)!;
+  if ((ours && found.addedBy === undefined) || containsFields(found.item, wanted)) return [];
+  if (found.addedBy !== undefined) return [`volume "${vname}" clashes with a volume of template "${found.addedBy}"`];
+  return [`the pod already has a different volume named "${vname}"`];
+}
+
+/**
+ * A mount of a volume that nothing defines would make the API server reject the pod. A
+ * template's containers may mount the template's own volumes and the pod's own ones — not a
+ * volume another template injects (declare it in both templates: identical volumes are shared).
+ * This keeps the decision independent of order and of earlier passes.
+ */
+function undefinedMounts(template: TemplateLike, toAdd: Added, podOwnVolumes: readonly string[]): string[] {
+  const problems: string[] = [];
   const available = new Set([...podOwnVolumes, ...list(template.volumes).map(nameOf)]);
   for (const container of [...toAdd.initContainers, ...toAdd.containers]) {
     for (const mount of list(container.volumeMounts as KubeObject[] | undefined)) {
@@ -260,7 +280,7 @@ function compareTemplate(
       }
     }
   }
-  return { toAdd, problems };
+  return problems;
 }
 
 /**

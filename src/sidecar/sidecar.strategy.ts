@@ -5,12 +5,12 @@ import { AdmissionStrategyProvider } from '../admission/admission-strategy.decor
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import type { RequestLog } from '../admission/request-log.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
-import { NamespaceCache, type NamespaceScoper } from '../kube/namespace-cache.service.js';
+import { NamespaceCache, type NamespaceScope, type NamespaceScoper } from '../kube/namespace-cache.service.js';
 import { isRecord } from '../common/is-record.js';
 import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS, UNKNOWN_TEMPLATE_LABEL } from './sidecar.metrics.js';
 import { MIRROR_POD_ANNOTATION, type PodLike } from '../domain/pod-resources.js';
 import { STRATEGY_ORDER } from '../strategy-order.js';
-import { INJECT_ANNOTATION, parseTemplateList, planInjection } from './sidecar.merge.js';
+import { INJECT_ANNOTATION, parseTemplateList, planInjection, type TemplateDecision } from './sidecar.merge.js';
 import { SidecarConfig } from './sidecar.config.js';
 
 const NO_SIDECARS = new SidecarConfig();
@@ -38,34 +38,49 @@ export class SidecarStrategy implements AdmissionStrategy {
   admit(request: AdmissionRequest, config: OvercommitConfig, log: RequestLog): StrategyResult {
     const pod = request.object as PodLike | undefined;
     if (!isRecord(pod) || !isRecord(pod.metadata)) return {};
-    const annotations = (isRecord(pod.metadata.annotations) ? pod.metadata.annotations : {}) as Record<string, string>;
-    const requested = parseTemplateList(annotations[INJECT_ANNOTATION]);
+    const requested = requestedTemplates(pod.metadata);
     if (requested.length === 0) return {};
-    // Static pods: the kubelet owns them, and the API server only mirrors them.
-    if (annotations[MIRROR_POD_ANNOTATION] !== undefined) return {};
 
     const sidecars = config.sidecars ?? NO_SIDECARS;
     const namespace = request.namespace || (pod.metadata.namespace as string | undefined) || '';
     const scope = this.namespaces.scope(namespace, sidecars.namespaceSelector, 'sidecars.namespaceSelector');
-    const podName = pod.metadata.name || `${pod.metadata.generateName ?? ''}*`;
-    if (!scope.inScope) {
-      // Unknown labels (in a cluster): a call on /mutate may come from the pod-policy entry, not
-      // ours, so the pod gets no sidecars; counted, and logged above debug because it asked for them.
-      if (scope.unknown && !request.dryRun) this.cacheUnsynced.inc({ cache: 'namespaces' });
-      const message = `${namespace}/${podName}: ${INJECT_ANNOTATION} ignored: ${scope.reason}`;
-      if (scope.unknown) log.warn(message);
-      else log.debug(message);
-      return { warnings: [`${INJECT_ANNOTATION} ignored: ${scope.reason}`] };
-    }
+    const ref = `${namespace}/${pod.metadata.name || `${pod.metadata.generateName ?? ''}*`}`;
+    if (!scope.inScope) return this.ignored(request, ref, scope, log);
 
     const plan = planInjection(pod, requested, sidecars.templates ?? []);
-    for (const { template, outcome, reason } of plan.decisions) {
-      if (!request.dryRun) this.injections.inc({ template: outcome === 'unknown_template' ? UNKNOWN_TEMPLATE_LABEL : template, outcome });
-      log.debug(`${namespace}/${podName}: sidecar template "${template}": ${outcome}${reason ? ` (${reason})` : ''}`);
-    }
+    this.record(request, ref, plan.decisions, log);
     return {
       ...(plan.patch.length > 0 ? { patch: plan.patch } : {}),
       ...(plan.warnings.length > 0 ? { warnings: plan.warnings } : {}),
     };
   }
+
+  /**
+   * A pod out of scope: unknown labels (in a cluster) are counted, and logged above debug because
+   * the pod asked for sidecars; a call on /mutate may come from the pod-policy entry, not ours, so
+   * the pod gets no sidecars either way.
+   */
+  private ignored(request: AdmissionRequest, ref: string, scope: NamespaceScope & { inScope: false }, log: RequestLog): StrategyResult {
+    if (scope.unknown && !request.dryRun) this.cacheUnsynced.inc({ cache: 'namespaces' });
+    const message = `${ref}: ${INJECT_ANNOTATION} ignored: ${scope.reason}`;
+    if (scope.unknown) log.warn(message);
+    else log.debug(message);
+    return { warnings: [`${INJECT_ANNOTATION} ignored: ${scope.reason}`] };
+  }
+
+  /** Each template's decision, counted (not on a dry run) and logged. */
+  private record(request: AdmissionRequest, ref: string, decisions: readonly TemplateDecision[], log: RequestLog): void {
+    for (const { template, outcome, reason } of decisions) {
+      if (!request.dryRun) this.injections.inc({ template: outcome === 'unknown_template' ? UNKNOWN_TEMPLATE_LABEL : template, outcome });
+      log.debug(`${ref}: sidecar template "${template}": ${outcome}${reason ? ` (${reason})` : ''}`);
+    }
+  }
+}
+
+/** The templates the pod asks for; none for a static pod's mirror (the kubelet owns it, the API server only mirrors it). */
+function requestedTemplates(metadata: Record<string, unknown>): string[] {
+  const annotations = (isRecord(metadata.annotations) ? metadata.annotations : {}) as Record<string, string>;
+  const requested = parseTemplateList(annotations[INJECT_ANNOTATION]);
+  if (requested.length === 0 || annotations[MIRROR_POD_ANNOTATION] !== undefined) return [];
+  return requested;
 }

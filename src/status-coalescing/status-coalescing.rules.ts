@@ -187,20 +187,37 @@ export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly
 export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodMs: number, enforced = true): CoalescingPlan {
   const { object, oldObject: stored } = request;
   const node: Record<string, any> | undefined = isRecord(object) ? object : undefined;
-  const name = node ? (node.metadata?.name ?? request.name) : request.name;
-  if (typeof name !== 'string' || request.userInfo?.username !== NODE_USER_PREFIX + name) return { decision: 'passed', reason: 'other-writer' };
+  const name = kubeletNodeName(request, node);
+  if (name === undefined) return { decision: 'passed', reason: 'other-writer' };
   if (!enforced || !node || typeof node.metadata?.annotations?.[RATIOS_ANNOTATION] !== 'string') return { decision: 'passed', reason: 'not-inflated' };
-  if (!isRecord(stored) || !isRecord(stored.status) || !Array.isArray(stored.status.conditions)) return { decision: 'passed', reason: 'no-stored-object' };
-
-  readQuantities(node);
-  readQuantities(stored);
-  if (!sameConditionsButHeartbeats(node, stored)) return { decision: 'passed', reason: 'condition-changed' };
-  if (!sameButConditions(node, stored)) return { decision: 'passed', reason: 'status-changed' };
-  if (!heartbeatsFresh(conditionsOf(node), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return { decision: 'passed', reason: 'report-due' };
+  if (!hasStoredConditions(stored)) return { decision: 'passed', reason: 'no-stored-object' };
+  const changed = changeReason(node, stored, name, reportPeriodMs);
+  if (changed !== null) return { decision: 'passed', reason: changed };
   // Conditions already the stored ones (our own output sent back): nothing to put back. `add`, not
   // `replace`: an update without conditions, alike but for them, gets them put back too.
   const patch: PatchOperation[] = jsonEqual(node.status?.conditions, stored.status.conditions)
     ? []
     : [{ op: 'add', path: '/status/conditions', value: stored.status.conditions }];
   return { decision: 'coalesced', reason: 'heartbeat', patch };
+}
+
+/** Rule 1: the Node's name when the writer is that node's kubelet, else undefined. */
+function kubeletNodeName(request: StatusUpdateRequest, node: Record<string, any> | undefined): string | undefined {
+  const name = node ? (node.metadata?.name ?? request.name) : request.name;
+  return typeof name === 'string' && request.userInfo?.username === NODE_USER_PREFIX + name ? name : undefined;
+}
+
+/** A stored Node (oldObject) with a list of conditions to put back. */
+function hasStoredConditions(stored: unknown): stored is Record<string, any> & { status: { conditions: unknown[] } } {
+  return isRecord(stored) && isRecord(stored.status) && Array.isArray(stored.status.conditions);
+}
+
+/** Rules 3 and 4: why the update differs from the stored Node by more than a heartbeat within the node's window; null when it does not. */
+function changeReason(node: Record<string, any>, stored: Record<string, any>, name: string, reportPeriodMs: number): PassReason | null {
+  readQuantities(node);
+  readQuantities(stored);
+  if (!sameConditionsButHeartbeats(node, stored)) return 'condition-changed';
+  if (!sameButConditions(node, stored)) return 'status-changed';
+  if (!heartbeatsFresh(conditionsOf(node), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return 'report-due';
+  return null;
 }

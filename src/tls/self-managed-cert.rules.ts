@@ -205,11 +205,8 @@ export function planCertificates(
 ): CertStep {
   const t = now.getTime();
   const unexpired = state.cas.filter((ca) => ca.notAfter.getTime() > t);
-  const newest = state.cas[0];
-  if (!newest || !state.caKey) return { kind: 'new-ca', reason: newest ? 'ca.key missing or not the CA’s' : 'no CA yet', keep: unexpired };
-  if (renewalTime(newest).getTime() <= t) {
-    return { kind: 'new-ca', reason: `CA renewal (expires ${newest.notAfter.toISOString()})`, keep: unexpired };
-  }
+  const newCa = planNewCa(state, unexpired, t);
+  if (newCa) return newCa;
 
   const bundle = caBundleText(state.cas);
   if (webhook.bundles.length === 0 || webhook.bundles.some((b) => b !== bundle) || !webhook.since) return { kind: 'write-bundle', bundle };
@@ -218,6 +215,29 @@ export function planCertificates(
   if (!serving || serving.issuer < 0 || serving.notAfter.getTime() <= t) {
     return { kind: 'issue-serving', reason: serving ? 'the serving certificate is expired or from no CA in ca.crt' : 'no serving certificate yet' };
   }
+  return planReissue(serving, webhook, settings, t) ?? planOldCas(state, unexpired, serving, t);
+}
+
+/** Rules 1 and 5 for the CA: a new one when there is none with its key, or at the newest's renewal; null while it stands. */
+function planNewCa(state: CertSecretState, unexpired: Certificate[], t: number): CertStep | null {
+  const newest = state.cas[0];
+  if (!newest || !state.caKey) return { kind: 'new-ca', reason: newest ? 'ca.key missing or not the CA’s' : 'no CA yet', keep: unexpired };
+  if (renewalTime(newest).getTime() <= t) {
+    return { kind: 'new-ca', reason: `CA renewal (expires ${newest.notAfter.toISOString()})`, keep: unexpired };
+  }
+  return null;
+}
+
+/**
+ * Rules 3 and 5 for a usable serving certificate: a new one from a new CA (once that CA's bundle
+ * has settled), at renewal, or for new names; null while it stands.
+ */
+function planReissue(
+  serving: ServingCertificate,
+  webhook: WebhookBundleState,
+  settings: Pick<SelfManagedSettings, 'dnsNames' | 'ipAddresses'>,
+  t: number,
+): CertStep | null {
   const wanted = subjectAltNames(settings);
   const reason =
     serving.issuer !== 0
@@ -227,14 +247,17 @@ export function planCertificates(
         : servedNames(serving).join() !== wanted.join()
           ? `names changed to ${wanted.join(', ')}`
           : undefined;
-  if (reason) {
-    const settled = (webhook.since?.getTime() ?? 0) + SETTLE_MS;
-    if (serving.issuer !== 0 && settled > t) {
-      return { kind: 'wait', until: new Date(settled), reason: 'the API servers to load the new CA bundle' };
-    }
-    return { kind: 'issue-serving', reason };
+  if (!reason) return null;
+  const settled = (webhook.since?.getTime() ?? 0) + SETTLE_MS;
+  if (serving.issuer !== 0 && settled > t) {
+    return { kind: 'wait', until: new Date(settled), reason: 'the API servers to load the new CA bundle' };
   }
+  return { kind: 'issue-serving', reason };
+}
 
+/** Rule 4 once the serving certificate stands: the older CAs dropped when due, else a wait for what comes next. */
+function planOldCas(state: CertSecretState, unexpired: Certificate[], serving: ServingCertificate, t: number): CertStep {
+  const newest = state.cas[0];
   if (state.cas.length > 1) {
     if (unexpired.length < state.cas.length) return { kind: 'drop-old-cas', reason: 'an older CA expired', keep: unexpired };
     const dropAt = serving.issuedAt.getTime() + GRACE_MS;

@@ -88,6 +88,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
   private leaderSince = 0;
   private lastMetricsError = '';
 
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     private readonly kube: KubeConfig,
     @Inject(KUBE_ENV) env: NodeJS.ProcessEnv,
@@ -254,10 +255,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     try {
       [nodeMetrics, podMetrics] = await Promise.all([metrics.getNodeMetrics(), metrics.getPodMetrics()]);
     } catch (error) {
-      this.metricsErrors.inc();
-      const message = describeApiError(error, this.kube.getCurrentCluster()?.server);
-      if (message !== this.lastMetricsError) this.logger.warn(`metrics.k8s.io: ${message}; no new samples (nodes go stale)`);
-      this.lastMetricsError = message;
+      this.metricsFailed(error);
       return;
     }
     this.lastMetricsError = '';
@@ -284,35 +282,23 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
       this.lastTimestamp.set(name, item.timestamp);
       const samples = samplesInWindow(this.history.get(name) ?? [], now, longest);
       const pods = podsByNode.get(name);
-      samples.push({
-        at: now,
-        pods: sumUsage(pods?.usage ?? []),
-        requests: sumUsage(pods?.requests ?? []),
-        node: readUsage(item.usage),
-        podLoads: podLoads(pods?.usage ?? [], pods?.requests ?? []),
-      });
+      samples.push(newSample(now, pods, item.usage));
       this.history.set(name, samples);
       this.placements.set(name, trackPlacements(this.placements.get(name), this.pods.podsOn(name).keys(), pods?.keys ?? new Set(), now));
     }
   }
 
   private plan(name: string, node: V1Node, nodesConfig: NodesConfig | undefined, now: number): NodeUsageEntry | undefined {
-    const policy = resolveNodePolicy(node.metadata?.labels, nodesConfig);
-    const resources = usageResources(policy);
-    if (policy?.usage === undefined || resources.length === 0) return undefined;
-    const usage = policy.usage;
+    const derived = usagePolicy(node, nodesConfig);
+    if (derived === undefined) return undefined;
+    const { policy, usage, resources } = derived;
     const previous = this.entries.get(name);
-    // Each node at its own section's interval (the timer runs at the shortest): at most one step up per interval.
-    const last = this.lastPlanned.get(name);
-    if (last !== undefined && previous !== undefined && now - last < parseDuration(usage.interval) - 1_000) return previous;
+    if (previous !== undefined && this.plannedWithin(name, usage, now)) return previous;
     this.lastPlanned.set(name, now);
     const raw = planNodeStatus(node as NodeLike, null, node as NodeLike)?.raw ?? {};
-    const bound = this.pods.usage(name).requests;
-    const history = this.history.get(name) ?? [];
     // R: the requests of the pods the latest sample measured, never more than what is bound now.
-    const measured = history.at(-1)?.requests ?? {};
-    const samples = samplesInWindow(history, now, parseDuration(usage.window));
-    const lastSample = history.at(-1)?.at ?? this.leaderSince;
+    const bound = this.pods.usage(name).requests;
+    const { measured, samples, lastSample } = readHistory(this.history.get(name), now, parseDuration(usage.window), this.leaderSince);
     const recorded = readRecord(node.metadata?.annotations)?.ratios;
     const placed = placedUnmeasured(this.pods.podsOn(name), this.placements.get(name), now, parseDuration(usage.staleAfter));
     const entry: NodeUsageEntry = {};
@@ -327,6 +313,20 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
       entry[resource] = planUsageDecision(resource, inputs, policy.ratios[resource] ?? 1, previous?.[resource]?.ratio ?? recorded?.[resource], usage);
     }
     return entry;
+  }
+
+  /** Each node at its own section's interval (the timer runs at the shortest): at most one step up per interval. */
+  private plannedWithin(name: string, usage: UsageConfig, now: number): boolean {
+    const last = this.lastPlanned.get(name);
+    return last !== undefined && now - last < parseDuration(usage.interval) - 1_000;
+  }
+
+  /** metrics.k8s.io could not be read: counted, and logged when the error is a new one. */
+  private metricsFailed(error: unknown): void {
+    this.metricsErrors.inc();
+    const message = describeApiError(error, this.kube.getCurrentCluster()?.server);
+    if (message !== this.lastMetricsError) this.logger.warn(`metrics.k8s.io: ${message}; no new samples (nodes go stale)`);
+    this.lastMetricsError = message;
   }
 
   /** Rule 8: each node's history starts from its published inputs, as one sample taken when they were; returns how many nodes. */
@@ -404,4 +404,36 @@ function smaller(a: bigint | undefined, b: bigint | undefined): bigint {
   const x = a ?? 0n;
   const y = b ?? 0n;
   return x < y ? x : y;
+}
+
+/** The node's policy when it derives a usage resource from usage, with those resources; undefined otherwise. */
+function usagePolicy(node: V1Node, nodesConfig: NodesConfig | undefined): { policy: NodePolicy; usage: UsageConfig; resources: UsageResource[] } | undefined {
+  const policy = resolveNodePolicy(node.metadata?.labels, nodesConfig);
+  const resources = usageResources(policy);
+  if (policy?.usage === undefined || resources.length === 0) return undefined;
+  return { policy, usage: policy.usage, resources };
+}
+
+/**
+ * What a node's samples say at `now`: R's measured requests (those of the pods the latest sample
+ * measured), the samples within `windowMs`, and when the latest was taken (`since` without one).
+ */
+function readHistory(history: readonly UsageSample[] | undefined, now: number, windowMs: number, since: number) {
+  const latest = history?.at(-1);
+  return { measured: latest?.requests ?? {}, samples: samplesInWindow(history ?? [], now, windowMs), lastSample: latest?.at ?? since };
+}
+
+/** A node's sample: the usage and requests of its measured pods (`pods`, undefined for none) and its own usage. */
+function newSample(
+  at: number,
+  pods: { usage: Partial<Record<UsageResource, bigint>>[]; requests: Partial<Record<UsageResource, bigint>>[] } | undefined,
+  nodeUsage: unknown,
+): UsageSample {
+  return {
+    at,
+    pods: sumUsage(pods?.usage ?? []),
+    requests: sumUsage(pods?.requests ?? []),
+    node: readUsage(nodeUsage),
+    podLoads: podLoads(pods?.usage ?? [], pods?.requests ?? []),
+  };
 }

@@ -49,7 +49,7 @@
  * maxPods change move capacity too) makes this as narrow as it can be without state outside
  * the object.
  */
-import { type NodeMode, type NodesConfig, type Ratios, type UsageConfig } from './node-oversell.config.js';
+import { type NodeMode, type NodePool, type NodesConfig, type Ratios, type UsageConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '../resources.js';
 import { matchesLabelSelector } from '../label-selector.js';
 import { Memo } from '../memo.js';
@@ -148,19 +148,21 @@ export function isOptedOut(labels: Readonly<Record<string, string>> | undefined)
  */
 export function resolveNodePolicy(labels: Readonly<Record<string, string>> | undefined, nodesConfig: NodesConfig | undefined): NodePolicy | null {
   if (isOptedOut(labels)) return null;
-  for (const pool of nodesConfig?.pools ?? []) {
-    if (matchesLabelSelector(pool.nodeSelector, labels)) {
-      return {
-        pool: pool.name,
-        ratios: pool.ratios,
-        mode: pool.mode ?? nodesConfig?.defaultMode ?? 'enforce',
-        ...(pool.usage ? { usage: pool.usage } : {}),
-        ...(pool.exclusiveCpus ? { exclusiveCpus: true } : {}),
-      };
-    }
-  }
+  const mode = nodesConfig?.defaultMode ?? 'enforce';
+  for (const pool of nodesConfig?.pools ?? []) if (matchesLabelSelector(pool.nodeSelector, labels)) return poolPolicy(pool, mode);
   const usage = nodesConfig?.defaultUsage;
-  return { pool: null, ratios: nodesConfig?.defaultRatios ?? {}, mode: nodesConfig?.defaultMode ?? 'enforce', ...(usage ? { usage } : {}) };
+  return { pool: null, ratios: nodesConfig?.defaultRatios ?? {}, mode, ...(usage ? { usage } : {}) };
+}
+
+/** The policy of a matching pool: its own mode, else `defaultMode`. */
+function poolPolicy(pool: NodePool, defaultMode: NodeMode): NodePolicy {
+  return {
+    pool: pool.name,
+    ratios: pool.ratios,
+    mode: pool.mode ?? defaultMode,
+    ...(pool.usage ? { usage: pool.usage } : {}),
+    ...(pool.exclusiveCpus ? { exclusiveCpus: true } : {}),
+  };
 }
 
 /** Reads the managed resources of a ResourceList into base units. Throws on an unparsable quantity. */
@@ -348,10 +350,29 @@ export function planNodeStatus(
   const capacity = readAmounts(node.status?.capacity);
   const configured = configuredRatios(policy, incoming);
   const inflating = Object.keys(configured).length > 0;
-
-  // Rule 3, per resource.
   const record = readRecord(node.metadata?.annotations);
   const stored = (inflating || committed !== undefined) && previous ? readRecord(previous.metadata?.annotations) : null;
+  const { raw, ratios } = planRaw(incoming, capacity, configured, record, stored);
+  const allocatable = inflate(raw, ratios);
+  const floor = planFloor(allocatable, committed);
+  // inflate's object is this plan's own: the floor's values go in without a copy.
+  Object.assign(allocatable, floor);
+  const annotations = planAnnotations({ raw, capacity, ratios, floor }, inflating, policy?.pool, usage);
+  return { incoming, raw, capacity, ratios, allocatable, floor, annotations };
+}
+
+/**
+ * Rules 3 and 4, per resource: the raw allocatable, read through our record on the incoming
+ * object, else the one on the stored Node (`stored`), and the configured ratios that apply to it.
+ */
+function planRaw(
+  incoming: ResourceAmounts,
+  capacity: ResourceAmounts,
+  configured: AppliedRatios,
+  record: Readonly<RawRecord> | null,
+  stored: Readonly<RawRecord> | null,
+): { raw: ResourceAmounts; ratios: AppliedRatios } {
+  const inflating = Object.keys(configured).length > 0;
   const raw: ResourceAmounts = {};
   const ratios: AppliedRatios = {};
   for (const resource of MANAGED_RESOURCES) {
@@ -365,30 +386,39 @@ export function planNodeStatus(
     const ratio = configured[resource];
     if (ratio !== undefined && inRange(cap) && value >= 0n && value <= cap) ratios[resource] = ratio;
   }
+  return { raw, ratios };
+}
 
-  // Rule 6.
-  const allocatable = inflate(raw, ratios);
+/** Rule 6: the resources whose committed requests exceed the value planned by rule 4, with the committed value. */
+function planFloor(planned: ResourceAmounts, committed: ResourceAmounts | undefined): ResourceAmounts {
   const floor: ResourceAmounts = {};
+  if (committed === undefined) return floor;
   for (const resource of MANAGED_RESOURCES) {
-    const bound = committed?.[resource];
-    const planned = allocatable[resource];
-    if (bound !== undefined && planned !== undefined && inRange(bound) && bound > planned) allocatable[resource] = floor[resource] = bound;
+    const bound = committed[resource];
+    const value = planned[resource];
+    if (bound !== undefined && value !== undefined && inRange(bound) && bound > value) floor[resource] = bound;
   }
-  const recording = inflating || Object.keys(floor).length > 0;
+  return floor;
+}
 
+/**
+ * Our annotations for a plan: the record (rules 2 and 6) while we inflate (`inflating`: a ratio
+ * ≠ 1 is configured for a resource present) or the floor decides anything, the pool while we
+ * inflate, the floor's decisions, and `usage`.
+ */
+function planAnnotations(
+  { raw, capacity, ratios, floor }: Pick<NodeStatusPlan, 'raw' | 'capacity' | 'ratios' | 'floor'>,
+  inflating: boolean,
+  pool: string | null | undefined,
+  usage: string | null,
+): Record<NodeAnnotation, string | null> {
+  const floored = Object.keys(floor).length > 0;
+  const recording = inflating || floored;
   return {
-    incoming,
-    raw,
-    capacity,
-    ratios,
-    allocatable,
-    floor,
-    annotations: {
-      [RAW_ANNOTATION]: recording ? formatRawRecord(raw, capacity) : null,
-      [RATIOS_ANNOTATION]: recording ? formatRatios(ratios) : null,
-      [POOL_ANNOTATION]: inflating && policy?.pool ? policy.pool : null,
-      [FLOOR_ANNOTATION]: Object.keys(floor).length > 0 ? formatFloor(floor) : null,
-      [USAGE_ANNOTATION]: usage,
-    },
+    [RAW_ANNOTATION]: recording ? formatRawRecord(raw, capacity) : null,
+    [RATIOS_ANNOTATION]: recording ? formatRatios(ratios) : null,
+    [POOL_ANNOTATION]: inflating && pool ? pool : null,
+    [FLOOR_ANNOTATION]: floored ? formatFloor(floor) : null,
+    [USAGE_ANNOTATION]: usage,
   };
 }

@@ -113,8 +113,8 @@ describe('planNode', () => {
   it('shows the exclusive CPUs requested beside raw cpu on a node of a pool with exclusiveCpus (rule 6)', () => {
     const exclusive = config(POOLS('enforce').replace('mode: enforce', 'mode: enforce\n      exclusiveCpus: true'));
     const b1 = node('b1', { 'node-pool': 'batch' }, { cpu: '4', memory: '8Gi', pods: '110' });
-    expect(planNode(b1, { pods: 1n }, exclusive.nodes, null, undefined, 3000n).exclusiveCpus).toEqual({ requested: '3', raw: '4' });
-    expect(planNode(b1, { pods: 1n }, cfg.nodes, null, undefined, 3000n).exclusiveCpus).toBeNull();
+    expect(planNode(b1, { pods: 1n }, exclusive.nodes, null, { exclusiveCpu: 3000n }).exclusiveCpus).toEqual({ requested: '3', raw: '4' });
+    expect(planNode(b1, { pods: 1n }, cfg.nodes, null, { exclusiveCpu: 3000n }).exclusiveCpus).toBeNull();
   });
 
   it('matches once the webhook has written the plan, and recovers raw from our record', () => {
@@ -248,20 +248,14 @@ describe('usage-aware ratios in the plan', () => {
       (name) => (name === 'u2' ? { cpu: 5000n } : {}),
       usageCfg.nodes,
       null,
-      (name) => (name === 'u1' ? { cpu: { ratio: 1.5, reason: 'usage' } } : { cpu: { ratio: 1, reason: 'hot' } }),
+      { usageOf: (name) => (name === 'u1' ? { cpu: { ratio: 1.5, reason: 'usage' } } : { cpu: { ratio: 1, reason: 'hot' } }) },
     );
     expect(plan.nodes.map((row) => [row.node, row.ratios, row.ratioReasons, row.planned.cpu])).toEqual([
       ['u1', { cpu: 1.5 }, { cpu: 'usage', pods: 'static' }, '6'],
       ['u2', {}, { cpu: 'floor', pods: 'static' }, '5'],
     ]);
     expect(formatPlanTable(plan).split('\n')[1]).toMatch(/^u1 +defaultRatios +enforce +cpu=1\.5\(usage\) +cpu +4 +6 /);
-    const hot = planCluster(
-      [node('u3', {}, { cpu: '4' })],
-      () => ({}),
-      usageCfg.nodes,
-      null,
-      () => ({ cpu: { ratio: 1, reason: 'hot' } }),
-    );
+    const hot = planCluster([node('u3', {}, { cpu: '4' })], () => ({}), usageCfg.nodes, null, { usageOf: () => ({ cpu: { ratio: 1, reason: 'hot' } }) });
     expect(hot.nodes[0]!.ratioReasons).toEqual({ cpu: 'hot' });
     expect(formatPlanTable(hot)).toContain('cpu=1(hot)');
   });

@@ -138,17 +138,33 @@ function exclusiveCpusOf(policy: NodePolicy | null, plan: NodeStatusPlan | null,
   return { requested: formatResourceQuantity('cpu', requested), raw: formatResourceQuantity('cpu', raw) };
 }
 
+/** What is known of a node beside its object: its published usage-aware entry and the Σ of its pods' exclusive CPUs. */
+export interface NodeFacts {
+  usage?: NodeUsageEntry;
+  exclusiveCpu?: bigint;
+}
+
 /** The plan for one stored Node, with the requests of its bound pods and its published usage-aware entry (rules 1–5). */
 export function planNode(
   node: NodeLike,
   requests: ResourceAmounts,
   nodesConfig: NodesConfig | undefined,
   podSize: ResourceAmounts | null,
-  usage?: NodeUsageEntry,
-  exclusiveCpu?: bigint,
+  { usage, exclusiveCpu }: NodeFacts = {},
 ): NodePlanRow {
   const { policy, decisions } = effectivePolicy(resolveNodePolicy(node.metadata?.labels, nodesConfig), usage, readRecord(node.metadata?.annotations)?.ratios);
-  const row: NodePlanRow = {
+  const row = unplannedRow(node, policy, requests);
+  try {
+    const plan = planNodeStatus(node, policy, node, floorEnabled(nodesConfig) ? requests : undefined);
+    return { ...row, ...plannedColumns(node, plan, requests, decisions, podSize), exclusiveCpus: exclusiveCpusOf(policy, plan, exclusiveCpu) };
+  } catch (error) {
+    return { ...row, error: (error as Error).message, matches: false };
+  }
+}
+
+/** A node's row before its plan: who decides its ratios, and its requests; the planned columns empty. */
+function unplannedRow(node: NodeLike, policy: NodePolicy | null, requests: ResourceAmounts): NodePlanRow {
+  return {
     node: node.metadata?.name ?? '',
     pool: policy?.pool ?? null,
     reason: policy === null ? 'opted-out' : policy.pool === null ? 'defaultRatios' : 'pool',
@@ -164,25 +180,35 @@ export function planNode(
     fits: null,
     matches: true,
   };
-  try {
-    const plan = planNodeStatus(node, policy, node, floorEnabled(nodesConfig) ? requests : undefined);
-    const stored = plan?.incoming ?? readAmounts(node.status?.allocatable);
-    const planned = plan?.allocatable ?? {};
-    const headroom = headroomOf(planned, requests);
-    row.ratios = plan?.ratios ?? {};
-    row.ratioReasons = ratioReasons(planned, plan?.floor ?? {}, decisions);
-    row.raw = format(plan?.raw ?? {});
-    row.planned = format(planned);
-    row.stored = format(stored);
-    row.headroom = format(headroom);
-    row.fits = podSize === null ? null : podsThatFit(headroom, podSize);
-    row.exclusiveCpus = exclusiveCpusOf(policy, plan, exclusiveCpu);
-    row.matches = MANAGED_RESOURCES.every((resource) => planned[resource] === stored[resource]);
-  } catch (error) {
-    row.error = (error as Error).message;
-    row.matches = false;
-  }
-  return row;
+}
+
+/** Rules 1, 3, 4 and 5: the columns a node's plan fills (`plan` null: the node has no allocatable). */
+function plannedColumns(
+  node: NodeLike,
+  plan: NodeStatusPlan | null,
+  requests: ResourceAmounts,
+  decisions: NodeUsageEntry,
+  podSize: ResourceAmounts | null,
+): Pick<NodePlanRow, 'ratios' | 'ratioReasons' | 'raw' | 'planned' | 'stored' | 'headroom' | 'fits' | 'matches'> {
+  const stored = plan?.incoming ?? readAmounts(node.status?.allocatable);
+  const planned = plan?.allocatable ?? {};
+  const headroom = headroomOf(planned, requests);
+  return {
+    ratios: plan?.ratios ?? {},
+    ratioReasons: ratioReasons(planned, plan?.floor ?? {}, decisions),
+    raw: format(plan?.raw ?? {}),
+    planned: format(planned),
+    stored: format(stored),
+    headroom: format(headroom),
+    fits: podSize === null ? null : podsThatFit(headroom, podSize),
+    matches: MANAGED_RESOURCES.every((resource) => planned[resource] === stored[resource]),
+  };
+}
+
+/** Per-node lookups by name beside the requests: the published usage-aware entry, the Σ of the pods' exclusive CPUs. */
+export interface NodeFactsOf {
+  usageOf?: (node: string) => NodeUsageEntry | undefined;
+  exclusiveOf?: (node: string) => bigint;
 }
 
 /**
@@ -194,13 +220,12 @@ export function planCluster(
   requestsOf: (node: string) => ResourceAmounts,
   nodesConfig: NodesConfig | undefined,
   podSize: ResourceAmounts | null = null,
-  usageOf: (node: string) => NodeUsageEntry | undefined = () => undefined,
-  exclusiveOf: (node: string) => bigint = () => 0n,
+  { usageOf = () => undefined, exclusiveOf = () => 0n }: NodeFactsOf = {},
 ): ClusterPlan {
   const rows: NodePlanRow[] = [];
   for (const node of nodes) {
     const name = node.metadata?.name ?? '';
-    rows.push(planNode(node, requestsOf(name), nodesConfig, podSize, usageOf(name), exclusiveOf(name)));
+    rows.push(planNode(node, requestsOf(name), nodesConfig, podSize, { usage: usageOf(name), exclusiveCpu: exclusiveOf(name) }));
   }
   rows.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
   return { nodes: rows, podSize: podSize === null ? null : format(podSize) };

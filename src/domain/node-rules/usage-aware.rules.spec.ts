@@ -36,21 +36,21 @@ const sample = (at: number, podsCpu: bigint, nodeCpu = podsCpu): UsageSample => 
 
 describe('usageRatio (rule 1)', () => {
   it('the worked example of docs/usage-aware.md: A 4, R 4, U 0.8, T 0.6, L 0.4 → 2', () => {
-    expect(usageRatio(4n * CORES, 4n * CORES, 800n, 0.6, 0.4)).toBeCloseTo(2, 10);
+    expect(usageRatio(4n * CORES, 4n * CORES, 800n, 0.6, { estimatedLoad: 0.4 })).toBeCloseTo(2, 10);
   });
 
   it('never below 1, and 1 for a node with no allocatable', () => {
-    expect(usageRatio(4n * CORES, 1n * CORES, 3n * CORES, 0.6, 0.4)).toBe(1);
-    expect(usageRatio(0n, 0n, 0n, 0.6, 0.4)).toBe(1);
+    expect(usageRatio(4n * CORES, 1n * CORES, 3n * CORES, 0.6, { estimatedLoad: 0.4 })).toBe(1);
+    expect(usageRatio(0n, 0n, 0n, 0.6, { estimatedLoad: 0.4 })).toBe(1);
   });
 
   it('P, the percentile of the per-pod usage ÷ request, sets e when above U/R and L', () => {
     // four pods of 1 CPU: the node uses 1.6 (U/R 0.4) but one pod uses 0.7 per request: e = 0.7
-    expect(usageRatio(4n * CORES, 4n * CORES, 1600n, 0.6, 0.4, 0.7)).toBeCloseTo((0.8 / 0.7 + 4) / 4, 10);
+    expect(usageRatio(4n * CORES, 4n * CORES, 1600n, 0.6, { estimatedLoad: 0.4, podLoad: 0.7 })).toBeCloseTo((0.8 / 0.7 + 4) / 4, 10);
     // uniform pods: P = U/R, the worked example unchanged
-    expect(usageRatio(4n * CORES, 4n * CORES, 800n, 0.6, 0.4, 0.2)).toBeCloseTo(2, 10);
+    expect(usageRatio(4n * CORES, 4n * CORES, 800n, 0.6, { estimatedLoad: 0.4, podLoad: 0.2 })).toBeCloseTo(2, 10);
     // P is read at most 1 (a pod above its request)
-    expect(usageRatio(4n * CORES, 2n * CORES, 200n, 0.6, 0.4, 3)).toBeCloseTo((2.2 + 2) / 4, 10);
+    expect(usageRatio(4n * CORES, 2n * CORES, 200n, 0.6, { estimatedLoad: 0.4, podLoad: 3 })).toBeCloseTo((2.2 + 2) / 4, 10);
   });
 
   it('podLoads: usage ÷ request per pod, leaving out the pods that request nothing', () => {
@@ -61,9 +61,9 @@ describe('usageRatio (rule 1)', () => {
   });
 
   it('an empty node: e = L, ratio = T / L', () => {
-    expect(usageRatio(4n * CORES, 0n, 0n, 0.6, 0.4)).toBeCloseTo(1.5, 10);
+    expect(usageRatio(4n * CORES, 0n, 0n, 0.6, { estimatedLoad: 0.4 })).toBeCloseTo(1.5, 10);
     // usage without requests counts as usage = requests (e = 1)
-    expect(usageRatio(4n * CORES, 0n, 1n * CORES, 0.6, 0.4)).toBe(1);
+    expect(usageRatio(4n * CORES, 0n, 1n * CORES, 0.6, { estimatedLoad: 0.4 })).toBe(1);
   });
 
   it('property: filling the node up to the ratio with pods of usage/request e puts expected usage at T·A (when above 1)', () => {
@@ -76,7 +76,7 @@ describe('usageRatio (rule 1)', () => {
         fc.double({ min: 0.05, max: 1, noNaN: true }),
         (a, r, fraction, target, load) => {
           const u = Math.floor(r * fraction);
-          const ratio = usageRatio(BigInt(a), BigInt(r), BigInt(u), target, load);
+          const ratio = usageRatio(BigInt(a), BigInt(r), BigInt(u), target, { estimatedLoad: load });
           expect(ratio).toBeGreaterThanOrEqual(1);
           const e = Math.max(r > 0 ? Math.min(u / r, 1) : u > 0 ? 1 : 0, load);
           if (ratio > 1) expect(u + (ratio * a - r) * e).toBeCloseTo(target * a, 6);

@@ -97,8 +97,14 @@ export function roundRatio(ratio: number): number {
   return Math.floor(ratio * 100 + 1e-9) / 100;
 }
 
-/** Rule 1, uncapped and unrounded: the ratio that brings the node's expected usage to T·A (`podLoad` = P). */
-export function usageRatio(A: bigint, R: bigint, U: bigint, target: number, estimatedLoad: number, podLoad = 0): number {
+/** Rule 1's floors on e: the configured estimated load, and P (`podLoad`, 0 when absent). */
+export interface UsageLoads {
+  estimatedLoad: number;
+  podLoad?: number;
+}
+
+/** Rule 1, uncapped and unrounded: the ratio that brings the node's expected usage to T·A. */
+export function usageRatio(A: bigint, R: bigint, U: bigint, target: number, { estimatedLoad, podLoad = 0 }: UsageLoads): number {
   if (A <= 0n) return 1;
   const a = Number(A);
   const r = Number(R);
@@ -149,10 +155,8 @@ export function planUsageDecision(
   );
   if (U === undefined || nodeUsage === undefined || since >= parseDuration(usage.staleAfter)) return { ratio: inForce, reason: 'stale', A, R };
   const measured = { A, R, U: formatResourceQuantity(resource, U) };
-  const hot = usage.hotThreshold?.[resource];
-  if (hot !== undefined && hot !== null && inputs.A > 0n && Number(nodeUsage) / Number(inputs.A) > hot) return { ratio: 1, reason: 'hot', ...measured };
-  const podLoad = percentile(inputs.samples.at(-1)?.podLoads?.[resource] ?? [], usage.percentile) ?? 0;
-  const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, usage.estimatedLoad?.[resource] ?? 0, podLoad)));
+  if (isHot(resource, nodeUsage, inputs.A, usage)) return { ratio: 1, reason: 'hot', ...measured };
+  const wanted = roundRatio(Math.min(ceiling, usageRatio(inputs.A, inputs.R, U, target, loadFloors(resource, inputs, usage))));
   let ratio = wanted;
   if (Math.abs(wanted - inForce) < usage.deadband) ratio = inForce;
   else if (wanted > inForce) ratio = (inputs.placedUnmeasured ?? 0n) > 0n ? inForce : roundRatio(Math.min(wanted, inForce + usage.maxStepUp));
@@ -203,6 +207,20 @@ export function placedUnmeasured(
     return since === undefined ? !placements.boundAtLatest.has(key) : now - since < staleAfterMs;
   };
   return sumUsage([...bound].filter(([key]) => held(key)).map(([, requests]) => requests));
+}
+
+/** Rule 3: the node's own usage is above its hot threshold's share of raw allocatable. */
+function isHot(resource: UsageResource, nodeUsage: bigint, A: bigint, usage: UsageConfig): boolean {
+  const hot = usage.hotThreshold?.[resource];
+  return hot !== undefined && hot !== null && A > 0n && Number(nodeUsage) / Number(A) > hot;
+}
+
+/** Rule 1's floors on e for a resource: its configured estimated load, and P from the latest sample's pod loads. */
+function loadFloors(resource: UsageResource, inputs: UsageInputs, usage: UsageConfig): UsageLoads {
+  return {
+    estimatedLoad: usage.estimatedLoad?.[resource] ?? 0,
+    podLoad: percentile(inputs.samples.at(-1)?.podLoads?.[resource] ?? [], usage.percentile) ?? 0,
+  };
 }
 
 /** Samples of `history` within `windowMs` before `now`. */
@@ -402,29 +420,44 @@ export function readInputs(text: string): Map<string, NodeInputs> {
   if (!isRecord(json)) throw new Error('published usage inputs: not a JSON object');
   const out = new Map<string, NodeInputs>();
   for (const [name, value] of Object.entries(json)) {
-    if (!isRecord(value) || typeof value.at !== 'number' || !Number.isFinite(value.at)) continue;
-    const entry: NodeInputs = { at: value.at, U: {}, node: {}, R: {}, P: {} };
-    let valid = true;
-    for (const key of ['U', 'node', 'R'] as const) {
-      const amounts = value[key];
-      if (!isRecord(amounts)) valid = false;
-      else
-        for (const resource of USAGE_RESOURCES) {
-          const amount = readAmountsOf(resource, amounts[resource]);
-          if (amount === null) valid = false;
-          else if (amount !== undefined) entry[key][resource] = amount;
-        }
-    }
-    const P = value.P;
-    if (!isRecord(P)) valid = false;
-    else
-      for (const resource of USAGE_RESOURCES) {
-        const load = P[resource];
-        if (load === undefined) continue;
-        if (typeof load !== 'number' || !Number.isFinite(load) || load < 0) valid = false;
-        else entry.P[resource] = load;
-      }
-    if (valid) out.set(name, entry);
+    const entry = readNodeInputs(value);
+    if (entry !== null) out.set(name, entry);
+  }
+  return out;
+}
+
+/** One node's published inputs; null when the entry is not exactly what the leader writes. */
+function readNodeInputs(value: unknown): NodeInputs | null {
+  if (!isRecord(value) || typeof value.at !== 'number' || !Number.isFinite(value.at)) return null;
+  const U = readInputAmounts(value.U);
+  const node = readInputAmounts(value.node);
+  const R = readInputAmounts(value.R);
+  const P = readInputLoads(value.P);
+  if (U === null || node === null || R === null || P === null) return null;
+  return { at: value.at, U, node, R, P };
+}
+
+/** An entry's `U`, `node` or `R`: non-negative quantities per usage resource; null for anything else. */
+function readInputAmounts(amounts: unknown): Partial<Record<UsageResource, string>> | null {
+  if (!isRecord(amounts)) return null;
+  const out: Partial<Record<UsageResource, string>> = {};
+  for (const resource of USAGE_RESOURCES) {
+    const amount = readAmountsOf(resource, amounts[resource]);
+    if (amount === null) return null;
+    if (amount !== undefined) out[resource] = amount;
+  }
+  return out;
+}
+
+/** An entry's `P`: finite non-negative loads per usage resource; null for anything else. */
+function readInputLoads(loads: unknown): Partial<Record<UsageResource, number>> | null {
+  if (!isRecord(loads)) return null;
+  const out: Partial<Record<UsageResource, number>> = {};
+  for (const resource of USAGE_RESOURCES) {
+    const load = loads[resource];
+    if (load === undefined) continue;
+    if (typeof load !== 'number' || !Number.isFinite(load) || load < 0) return null;
+    out[resource] = load;
   }
   return out;
 }
