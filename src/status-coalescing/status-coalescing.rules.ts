@@ -39,7 +39,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { PatchOperation } from '../admission/admission.types.js';
-import { MANAGED_RESOURCES } from '../domain/resources.js';
+import { MANAGED_RESOURCES, type ManagedResource } from '../domain/resources.js';
 import { RATIOS_ANNOTATION } from '../domain/node-rules/node-oversell.rules.js';
 import { parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
@@ -74,6 +74,8 @@ function conditionsOf(node: Record<string, any>): Condition[] {
   return Array.isArray(conditions) ? conditions.filter(isRecord) : [];
 }
 
+const isQuantityText = (value: unknown): value is string | number => typeof value === 'string' || typeof value === 'number';
+
 /**
  * Reads every managed quantity of the node's resource lists, so that an unreadable one fails the
  * plan (QuantityFormatError) before anything is compared, whichever side it is on.
@@ -82,26 +84,20 @@ function readQuantities(node: Record<string, any>): void {
   for (const list of RESOURCE_LISTS) {
     const values = node.status?.[list];
     if (!isRecord(values)) continue;
-    for (const resource of MANAGED_RESOURCES) {
-      const value = values[resource];
-      if (typeof value === 'string' || typeof value === 'number') parseResourceQuantity(resource, value);
-    }
+    for (const resource of MANAGED_RESOURCES) if (isQuantityText(values[resource])) parseResourceQuantity(resource, values[resource]);
   }
 }
-
-const isQuantityText = (value: unknown): value is string | number => typeof value === 'string' || typeof value === 'number';
 
 /** Two resource lists alike, the managed quantities compared by value ("4000m" is "4"). */
 function sameResourceList(a: unknown, b: unknown): boolean {
   if (!isRecord(a) || !isRecord(b)) return jsonEqual(a, b);
-  const keys = Object.keys(a);
-  if (keys.length !== Object.keys(b).length) return false;
-  return keys.every((key) => {
-    if (!Object.hasOwn(b, key)) return false;
-    const [x, y] = [a[key], b[key]];
-    const byValue = MANAGED_RESOURCE_SET.has(key) && isQuantityText(x) && isQuantityText(y);
-    return byValue ? parseResourceQuantity(key, x) === parseResourceQuantity(key, y) : jsonEqual(x, y);
-  });
+  return jsonEqualExcept(a, b, MANAGED_RESOURCE_SET) && MANAGED_RESOURCES.every((resource) => sameQuantity(resource, a, b));
+}
+
+/** One managed resource of two lists alike: by value when both are quantities (absent from one: a JSON value is never undefined). */
+function sameQuantity(resource: ManagedResource, a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  const [x, y] = [a[resource], b[resource]];
+  return isQuantityText(x) && isQuantityText(y) ? parseResourceQuantity(resource, x) === parseResourceQuantity(resource, y) : jsonEqual(x, y);
 }
 
 /** What rule 3 sets aside, or compares on its own, at each level of the node. */
