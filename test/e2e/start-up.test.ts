@@ -2,7 +2,10 @@
  * The image's start: `node dist/main.js` is one bundled file (scripts/bundle.js) and its compile
  * cache is filled when the image is built (scripts/warm-compile-cache.js, run by the set-up into the
  * app folder as the Dockerfile runs it). A start in cluster mode with production dependencies only
- * must take V8's code from that cache, not compile the bundle again.
+ * must take V8's code from that cache, not compile the bundle again. Nest is in the bundle once:
+ * no package left to Node loads a second copy from node_modules. With the Deployment's
+ * NODE_OPTIONS (`--expose-gc`), the webhook gives start-up's memory back once ready
+ * (src/heap-trim.ts).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,5 +31,18 @@ describe('start-up', () => {
     const log = readFileSync(webhook.logFile!, 'utf8');
     expect(log).toContain(`V8 code cache for ESM file://${main} was accepted`);
     expect(log).not.toContain(`V8 code cache for ESM file://${main} was rejected`);
+  });
+
+  it('loads Nest once, from the bundle: no module of @nestjs/ or rxjs is read from node_modules', () => {
+    const log = readFileSync(webhook.logFile!, 'utf8');
+    // The trace names every module file read, CommonJS and ESM alike: the externals show up.
+    expect(log).toMatch(/V8 code cache for CommonJS .*node_modules\/fastify\//);
+    expect(log).not.toMatch(/node_modules\/@nestjs\//);
+    expect(log).not.toMatch(/node_modules\/rxjs\//);
+  });
+
+  it('trims its heap once ready, under the Deployment NODE_OPTIONS', () => {
+    const log = readFileSync(webhook.logFile!, 'utf8');
+    expect(log).toMatch(/"msg":"start-up heap trimmed in \d+ ms: RSS [\d.]+ → [\d.]+ MiB"/);
   });
 });

@@ -1,0 +1,88 @@
+/**
+ * Giving back the memory start-up used, once the replica is ready.
+ *
+ * Start-up allocates far more than it keeps (the Kubernetes client's generated models, Nest's
+ * module graph, the config's validation), and most of it survives a scavenge or two, so V8 grows
+ * the young generation towards the Deployment's `--max-semi-space-size=16` and keeps those pages
+ * committed: an idle replica held about 21 MiB of young generation with 5 MiB of it in use
+ * (docs/performance.md, "Start-up and idle memory"). V8's memory reducer gives it back only after
+ * seconds of idleness, and a webhook that answers a heartbeat every few seconds is never idle
+ * that long.
+ *
+ * Invariants:
+ *  1. One last-resort major collection (V8's CollectAllAvailableGarbage: reduce-memory mode,
+ *     which also shrinks the young generation to its initial size and uncommits the rest), run
+ *     once, when the replica first reports ready, and never again: under load the young
+ *     generation grows back to what the node reviews need.
+ *  2. Only when Node runs with `--expose-gc` (the Deployment's NODE_OPTIONS): without it there is
+ *     no `gc` to call and nothing happens. The flag is the switch, and it is visible in the pod.
+ *  3. A failure here never stops the server: the collection is an optimisation.
+ *
+ * No library does this: it is one call to V8's `gc()` with the options V8 accepts.
+ */
+import { memoryUsage } from 'node:process';
+
+/** V8's `gc()` with options, present when Node runs with `--expose-gc`. */
+export type ExposedGc = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+
+/** What one trim did: how long the collection took and the RSS around it. */
+export interface HeapTrim {
+  ms: number;
+  rssBeforeMiB: number;
+  rssAfterMiB: number;
+}
+
+const MIB = 1024 * 1024;
+const toMiB = (bytes: number) => Math.round((bytes / MIB) * 10) / 10;
+
+/** Runs the last-resort collection (invariant 1) when `gc` is there; undefined when it is not. */
+export function trimHeap(gc: ExposedGc | undefined = (globalThis as { gc?: ExposedGc }).gc): HeapTrim | undefined {
+  if (typeof gc !== 'function') return undefined;
+  const rssBefore = memoryUsage.rss();
+  const start = performance.now();
+  gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  return { ms: Math.round(performance.now() - start), rssBeforeMiB: toMiB(rssBefore), rssAfterMiB: toMiB(memoryUsage.rss()) };
+}
+
+export interface TrimWhenReadyOptions {
+  /** The readiness `/readyz` reports (certificate, config loaded, namespaces listed). */
+  isReady: () => boolean | Promise<boolean>;
+  /** Told what the trim did, or why it did not run. */
+  report: (outcome: HeapTrim | Error) => void;
+  gc?: ExposedGc;
+  /** How often readiness is looked at. */
+  pollMs?: number;
+  /** After this long not ready, trims anyway: what start-up left is garbage by then. */
+  giveUpMs?: number;
+}
+
+/**
+ * Trims once (invariants 1–3): at the first look that finds the replica ready, or after
+ * `giveUpMs`. Returns a cancel function (shutdown before the trim). Does nothing without `gc`.
+ */
+export function trimHeapWhenReady(options: TrimWhenReadyOptions): () => void {
+  const gc = options.gc ?? (globalThis as { gc?: ExposedGc }).gc;
+  if (typeof gc !== 'function') return () => {};
+  const pollMs = options.pollMs ?? 100;
+  const deadline = performance.now() + (options.giveUpMs ?? 60_000);
+  let timer: NodeJS.Timeout | undefined;
+  let cancelled = false;
+  const look = async () => {
+    const ready = await Promise.resolve(options.isReady()).catch(() => false);
+    if (cancelled) return;
+    if (!ready && performance.now() < deadline) {
+      timer = setTimeout(() => void look(), pollMs).unref();
+      return;
+    }
+    try {
+      options.report(trimHeap(gc)!);
+    } catch (error) {
+      options.report(error instanceof Error ? error : new Error(String(error)));
+    }
+  };
+  timer = setTimeout(() => void look(), 0).unref();
+  return () => {
+    cancelled = true;
+    clearTimeout(timer);
+  };
+}
