@@ -1,7 +1,10 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it, vi } from 'vitest';
-import { type ExposedGc, trimHeap, trimHeapWhenReady } from './heap-trim.js';
+import { type ExposedGc, exposedGc, trimHeap, trimHeapWhenReady } from './heap-trim.js';
 
 const LAST_RESORT = { type: 'major', execution: 'sync', flavor: 'last-resort' };
 
@@ -16,27 +19,55 @@ describe('trimHeap', () => {
     expect(trim!.rssAfterMiB).toBeGreaterThan(0);
   });
 
-  it('does nothing without --expose-gc (no gc to call)', () => {
-    expect(trimHeap(undefined)).toBeUndefined();
+  it("takes V8's gc without leaving it on the global object", () => {
+    const hadGc = 'gc' in globalThis;
+    expect(typeof exposedGc()).toBe('function');
+    expect('gc' in globalThis).toBe(hadGc);
   });
+});
 
-  it("gives the young generation back to the OS in a real Node with --expose-gc (V8's flavor option)", () => {
-    // Node 24 strips the types of heap-trim.ts, which imports nothing of ours.
-    const module = fileURLToPath(new URL('./heap-trim.ts', import.meta.url));
+// Node 24 strips the types of heap-trim.ts, which imports nothing of ours.
+const HEAP_TRIM = fileURLToPath(new URL('./heap-trim.ts', import.meta.url));
+
+describe('trimHeap in a real Node, without --expose-gc', () => {
+  it("gives the young generation back to the OS (V8's last-resort flavor)", () => {
     const script = `
       import v8 from 'node:v8';
-      const { trimHeap } = await import(${JSON.stringify(module)});
+      const { trimHeap } = await import(${JSON.stringify(HEAP_TRIM)});
       const young = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').physical_space_size;
       const kept = [];
       for (let i = 0; i < 400000; i++) kept.push({ i, s: 'x' + i });
       const before = young();
       kept.length = 0;
       trimHeap();
-      console.log(JSON.stringify({ before, after: young() }));`;
-    const output = execFileSync(process.execPath, ['--max-semi-space-size=16', '--expose-gc', '--input-type=module', '-e', script], { encoding: 'utf8' });
-    const { before, after } = JSON.parse(output) as { before: number; after: number };
+      console.log(JSON.stringify({ before, after: young(), gcLeft: typeof globalThis.gc }));`;
+    const output = execFileSync(process.execPath, ['--max-semi-space-size=16', '--input-type=module', '-e', script], { encoding: 'utf8' });
+    const { before, after, gcLeft } = JSON.parse(output) as { before: number; after: number; gcLeft: string };
     expect(before).toBeGreaterThan(4 * 2 ** 20);
     expect(after).toBeLessThan(before / 4);
+    expect(gcLeft).toBe('undefined');
+  });
+
+  it("leaves V8's flags as they were: the compile cache written after a trim is accepted at the next start", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'heap-trim-'));
+    try {
+      writeFileSync(join(dir, 'module.mjs'), 'export const answer = 42;\n');
+      writeFileSync(
+        join(dir, 'main.mjs'),
+        `import { answer } from './module.mjs';\nconst { trimHeap } = await import(${JSON.stringify(HEAP_TRIM)});\ntrimHeap();\nconsole.log(answer);\n`,
+      );
+      // Node's trace of the compile cache, on stderr: one line per module read.
+      const start = () =>
+        spawnSync(process.execPath, [join(dir, 'main.mjs')], {
+          encoding: 'utf8',
+          env: { ...process.env, NODE_OPTIONS: '', NODE_COMPILE_CACHE: join(dir, 'cache'), NODE_DEBUG_NATIVE: 'COMPILE_CACHE' },
+        });
+      expect(start().stdout).toBe('42\n');
+      const second = start().stderr;
+      expect(second).toContain(`V8 code cache for ESM file://${join(dir, 'module.mjs')} was accepted`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -47,7 +78,7 @@ describe('trimHeapWhenReady', () => {
     const gc = vi.fn<ExposedGc>();
     const report = vi.fn();
     let looks = 0;
-    trimHeapWhenReady({ gc, report, pollMs: 1, isReady: () => ++looks >= 3 });
+    trimHeapWhenReady({ gc: () => gc, report, pollMs: 1, isReady: () => ++looks >= 3 });
     await vi.waitFor(() => expect(report).toHaveBeenCalledTimes(1));
     expect(looks).toBe(3);
     expect(gc).toHaveBeenCalledTimes(1);
@@ -59,20 +90,20 @@ describe('trimHeapWhenReady', () => {
     const gc = vi.fn<ExposedGc>();
     const report = vi.fn();
     let looks = 0;
-    trimHeapWhenReady({ gc, report, pollMs: 1, isReady: () => (++looks < 2 ? Promise.reject(new Error('down')) : Promise.resolve(true)) });
+    trimHeapWhenReady({ gc: () => gc, report, pollMs: 1, isReady: () => (++looks < 2 ? Promise.reject(new Error('down')) : Promise.resolve(true)) });
     await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
     expect(looks).toBe(2);
   });
 
   it('trims anyway once giveUpMs has passed without readiness', async () => {
     const gc = vi.fn<ExposedGc>();
-    trimHeapWhenReady({ gc, report: () => {}, pollMs: 1, giveUpMs: 20, isReady: () => false });
+    trimHeapWhenReady({ gc: () => gc, report: () => {}, pollMs: 1, giveUpMs: 20, isReady: () => false });
     await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
   });
 
   it('never trims once cancelled (shutdown first)', async () => {
     const gc = vi.fn<ExposedGc>();
-    const cancel = trimHeapWhenReady({ gc, report: () => {}, pollMs: 1, isReady: () => false });
+    const cancel = trimHeapWhenReady({ gc: () => gc, report: () => {}, pollMs: 1, isReady: () => false });
     cancel();
     await settle();
     expect(gc).not.toHaveBeenCalled();
@@ -83,14 +114,7 @@ describe('trimHeapWhenReady', () => {
     const gc: ExposedGc = () => {
       throw new Error('no heap');
     };
-    trimHeapWhenReady({ gc, report, isReady: () => true });
+    trimHeapWhenReady({ gc: () => gc, report, isReady: () => true });
     await vi.waitFor(() => expect(report).toHaveBeenCalledWith(expect.objectContaining({ message: 'no heap' })));
-  });
-
-  it('does nothing without gc', async () => {
-    const report = vi.fn();
-    trimHeapWhenReady({ gc: undefined, report, isReady: () => true });
-    await settle();
-    expect(report).not.toHaveBeenCalled();
   });
 });

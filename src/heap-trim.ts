@@ -14,15 +14,22 @@
  *     which also shrinks the young generation to its initial size and uncommits the rest), run
  *     once, when the replica first reports ready, and never again: under load the young
  *     generation grows back to what the node reviews need.
- *  2. Only when Node runs with `--expose-gc` (the Deployment's NODE_OPTIONS): without it there is
- *     no `gc` to call and nothing happens. The flag is the switch, and it is visible in the pod.
+ *  2. No flag is needed: V8's `gc()` is the process's own under `--expose-gc`, else it is taken
+ *     from a context created while that flag is set for that moment only (exposedGc), so that
+ *     no other context gets a `gc` global. Node's compile cache is keyed by the flags Node
+ *     started with, so the image's warmed cache stays valid (the spec checks that a cache
+ *     written after a trim is accepted at the next start); `--expose-gc` in NODE_OPTIONS would
+ *     key it apart from the cache the image warmed without it.
  *  3. A failure here never stops the server: the collection is an optimisation.
  *
- * No library does this: it is one call to V8's `gc()` with the options V8 accepts.
+ * Written here: it is one call to V8's `gc()` with the options V8 accepts, and the flag set
+ * and put back around one context's creation.
  */
 import { memoryUsage } from 'node:process';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 
-/** V8's `gc()` with options, present when Node runs with `--expose-gc`. */
+/** V8's `gc()` with options (the function `--expose-gc` installs). */
 export type ExposedGc = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
 
 /** What one trim did: how long the collection took and the RSS around it. */
@@ -35,9 +42,20 @@ export interface HeapTrim {
 const MIB = 1024 * 1024;
 const toMiB = (bytes: number) => Math.round((bytes / MIB) * 10) / 10;
 
-/** Runs the last-resort collection (invariant 1) when `gc` is there; undefined when it is not. */
-export function trimHeap(gc: ExposedGc | undefined = (globalThis as { gc?: ExposedGc }).gc): HeapTrim | undefined {
-  if (typeof gc !== 'function') return undefined;
+/** V8's `gc()` for this process (invariant 2); `globalThis.gc` stays as it was. */
+export function exposedGc(): ExposedGc {
+  const own = (globalThis as { gc?: ExposedGc }).gc;
+  if (typeof own === 'function') return own;
+  setFlagsFromString('--expose-gc');
+  try {
+    return runInNewContext('gc') as ExposedGc;
+  } finally {
+    setFlagsFromString('--no-expose-gc');
+  }
+}
+
+/** Runs the last-resort collection (invariant 1). */
+export function trimHeap(gc: ExposedGc = exposedGc()): HeapTrim {
   const rssBefore = memoryUsage.rss();
   const start = performance.now();
   gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
@@ -47,9 +65,10 @@ export function trimHeap(gc: ExposedGc | undefined = (globalThis as { gc?: Expos
 export interface TrimWhenReadyOptions {
   /** The readiness `/readyz` reports (certificate, config loaded, namespaces listed). */
   isReady: () => boolean | Promise<boolean>;
-  /** Told what the trim did, or why it did not run. */
+  /** Told what the trim did, or why it failed. */
   report: (outcome: HeapTrim | Error) => void;
-  gc?: ExposedGc;
+  /** V8's gc (default: exposedGc()). */
+  gc?: () => ExposedGc;
   /** How often readiness is looked at. */
   pollMs?: number;
   /** After this long not ready, trims anyway: what start-up left is garbage by then. */
@@ -58,11 +77,9 @@ export interface TrimWhenReadyOptions {
 
 /**
  * Trims once (invariants 1–3): at the first look that finds the replica ready, or after
- * `giveUpMs`. Returns a cancel function (shutdown before the trim). Does nothing without `gc`.
+ * `giveUpMs`. Returns a cancel function (shutdown before the trim).
  */
 export function trimHeapWhenReady(options: TrimWhenReadyOptions): () => void {
-  const gc = options.gc ?? (globalThis as { gc?: ExposedGc }).gc;
-  if (typeof gc !== 'function') return () => {};
   const pollMs = options.pollMs ?? 100;
   const deadline = performance.now() + (options.giveUpMs ?? 60_000);
   let timer: NodeJS.Timeout | undefined;
@@ -75,7 +92,7 @@ export function trimHeapWhenReady(options: TrimWhenReadyOptions): () => void {
       return;
     }
     try {
-      options.report(trimHeap(gc)!);
+      options.report(trimHeap((options.gc ?? exposedGc)()));
     } catch (error) {
       options.report(error instanceof Error ? error : new Error(String(error)));
     }

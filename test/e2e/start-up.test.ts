@@ -3,9 +3,8 @@
  * cache is filled when the image is built (scripts/warm-compile-cache.js, run by the set-up into the
  * app folder as the Dockerfile runs it). A start in cluster mode with production dependencies only
  * must take V8's code from that cache, not compile the bundle again. Nest is in the bundle once:
- * no package left to Node loads a second copy from node_modules. With the Deployment's
- * NODE_OPTIONS (`--expose-gc`), the webhook gives start-up's memory back once ready
- * (src/heap-trim.ts).
+ * no package left to Node loads a second copy from node_modules. Once ready, the webhook gives
+ * start-up's memory back (src/heap-trim.ts), and the compile cache stays the image's.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -41,7 +40,7 @@ describe('start-up', () => {
     expect(log).not.toMatch(/node_modules\/rxjs\//);
   });
 
-  it('trims its heap once ready, under the Deployment NODE_OPTIONS', () => {
+  it('trims its heap once ready', () => {
     const log = readFileSync(webhook.logFile!, 'utf8');
     expect(log).toMatch(/"msg":"start-up heap trimmed in \d+ ms: RSS [\d.]+ → [\d.]+ MiB"/);
   });
