@@ -48,8 +48,13 @@ export function planDrainClose(connection: DrainConnection, now: number): boolea
 
 interface Tracked {
   idleSince: number;
-  /** The answers in flight on it. */
-  responses: Set<http.ServerResponse>;
+  /**
+   * The answers in flight on it. An array, not a Set: a Set that goes from one entry to none
+   * on every call reallocates its table as it shrinks, and that table, held by a long-lived
+   * connection, outlived young-generation collections: 257 bytes promoted per call, which
+   * brought mark-compacts under load (docs/performance.md, "Third pass").
+   */
+  responses: http.ServerResponse[];
 }
 
 /** The drain of a set of HTTP(S) servers; `start()` on SIGTERM, `close()` when the listeners close. */
@@ -87,7 +92,7 @@ export class ServerDrain {
   }
 
   private track(socket: net.Socket): void {
-    this.connections.set(socket, { idleSince: performance.now(), responses: new Set() });
+    this.connections.set(socket, { idleSince: performance.now(), responses: [] });
     socket.once('close', () => this.connections.delete(socket));
   }
 
@@ -95,9 +100,9 @@ export class ServerDrain {
     if (this.draining) retire(res);
     const connection = this.connections.get(req.socket);
     if (!connection) return;
-    connection.responses.add(res);
+    connection.responses.push(res);
     res.once('close', () => {
-      connection.responses.delete(res);
+      removeResponse(connection.responses, res);
       connection.idleSince = performance.now();
     });
   }
@@ -105,9 +110,17 @@ export class ServerDrain {
   private sweep(): void {
     const now = performance.now();
     for (const [socket, { idleSince, responses }] of this.connections) {
-      if (planDrainClose({ inFlight: responses.size, idleSince }, now)) socket.destroy();
+      if (planDrainClose({ inFlight: responses.length, idleSince }, now)) socket.destroy();
     }
   }
+}
+
+/** Takes `res` out of `responses` in place: the last one moves into its slot (order is not kept). */
+function removeResponse(responses: http.ServerResponse[], res: http.ServerResponse): void {
+  const index = responses.indexOf(res);
+  if (index === -1) return;
+  const last = responses.pop()!;
+  if (last !== res) responses[index] = last;
 }
 
 /** `Connection: close` on an answer whose headers are not written yet. */

@@ -35,7 +35,8 @@ export function applyToCopy(document: unknown, patch: readonly Operation[]): { d
   const root = copyOf(document as Container, copies);
   for (const operation of patch) {
     const parent = copyAlong(root, operation.path, copies) as Record<string, unknown>;
-    parent[unescapeToken(operation.path.slice(operation.path.lastIndexOf('/') + 1))] = (operation as { value: string }).value;
+    const tokens = pointerTokens(operation.path);
+    parent[tokens[tokens.length - 1]] = (operation as { value: string }).value;
   }
   return { document: root };
 }
@@ -54,11 +55,11 @@ const GUARDED_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
  * so false never means that the patch does not apply.
  */
 function appliesAsIs(document: unknown, patch: readonly Operation[]): boolean {
-  const paths: string[][] = [];
+  const paths: (readonly string[])[] = [];
   for (const operation of patch) {
     if ((operation.op !== 'add' && operation.op !== 'replace') || typeof operation.value !== 'string') return false;
     if (typeof operation.path !== 'string' || !operation.path.startsWith('/')) return false;
-    const tokens = operation.path.split('/');
+    const tokens = pointerTokens(operation.path);
     if (!goesThroughOwnObjects(document, operation.op, tokens)) return false;
     if (paths.some((other) => leadsThrough(other, tokens) || leadsThrough(tokens, other))) return false;
     paths.push(tokens);
@@ -67,17 +68,16 @@ function appliesAsIs(document: unknown, patch: readonly Operation[]): boolean {
 }
 
 /**
- * Whether the path of `tokens` (a JSON pointer split at `/`, unescaped here in place) leads
- * through the document's own objects only, none of them an array nor a guarded key, to a key an
- * `add` may set or a `replace` finds present.
+ * Whether the path of `tokens` (pointerTokens) leads through the document's own objects only,
+ * none of them an array nor a guarded key, to a key an `add` may set or a `replace` finds
+ * present.
  */
-function goesThroughOwnObjects(document: unknown, op: 'add' | 'replace', tokens: string[]): boolean {
+function goesThroughOwnObjects(document: unknown, op: 'add' | 'replace', tokens: readonly string[]): boolean {
   let parent = document;
   for (let i = 1; i < tokens.length; i++) {
     if (!isContainer(parent) || Array.isArray(parent)) return false;
-    const token = unescapeToken(tokens[i]);
+    const token = tokens[i];
     if (GUARDED_KEYS.has(token)) return false;
-    tokens[i] = token;
     const present = Object.hasOwn(parent, token);
     if (i < tokens.length - 1) {
       if (!present) return false;
@@ -137,12 +137,12 @@ function copyOf(container: Container, copies: Set<unknown>): Container {
  */
 function copyAlong(root: unknown, pointer: unknown, copies: Set<unknown>): unknown {
   if (typeof pointer !== 'string') return undefined;
-  const tokens = pointer.split('/');
+  const tokens = pointerTokens(pointer);
   let parent = root;
-  // tokens[0] is the empty string before the first "/"; the last token is what the operation changes.
+  // The last token is what the operation changes.
   for (let i = 1; i < tokens.length - 1; i++) {
     if (!isContainer(parent)) return undefined;
-    const token = unescapeToken(tokens[i]);
+    const token = tokens[i];
     if (!Object.prototype.hasOwnProperty.call(parent, token)) return undefined;
     const child = ownCopy(parent, token, copies);
     if (child === undefined) return undefined;
@@ -156,6 +156,14 @@ const unescaped = new Memo<string, string>(4_096);
 
 /** A JSON Pointer token's key, unescaped as fast-json-patch does it (only a token with a "~" needs it). */
 const unescapeToken = (token: string): string => (token.includes('~') ? unescaped.get(token, fastJsonPatch.unescapePathComponent) : token);
+
+/**
+ * The paths of a node patch come back at every heartbeat: each pointer is split and unescaped
+ * once. Shared, so read-only. tokens[0] is the empty string before the first "/".
+ */
+const splitPointers = new Memo<string, readonly string[]>(4_096);
+const pointerTokens = (pointer: string): readonly string[] =>
+  splitPointers.get(pointer, (path) => path.split('/').map((token, i) => (i === 0 ? token : unescapeToken(token))));
 
 /** Replaces every container below `container` by a copy of its own. */
 function copyBelow(container: unknown, copies: Set<unknown>): void {

@@ -6,6 +6,7 @@ import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResul
 import { annotationPatch } from '../common/annotation-patch.js';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { readEnvInteger } from '../common/env-integer.js';
+import { RecencyMap } from '../common/recency-map.js';
 import { jsonPointer } from '../domain/json-pointer.js';
 import { type OvercommitConfig } from '../overcommit.config.js';
 import { MANAGED_RESOURCES, type ManagedResource } from '../domain/resources.js';
@@ -103,7 +104,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
    * nodes were last admitted, least recent first: both the silent and the over-limit nodes to
    * drop are at the front.
    */
-  private readonly exported = new Map<string, { pool: string; values: readonly unknown[]; seenAt: number }>();
+  private readonly exported = new RecencyMap<string, { pool: string; values: readonly unknown[]; seenAt: number }>();
   private readonly maxNodes: number;
   private pruneTimer?: NodeJS.Timeout;
 
@@ -209,18 +210,16 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     const values = exportValues(plan, reasonOf);
     const previous = this.exported.get(node);
     const seenAt = Date.now();
-    // Re-inserted, so the map stays in the order of the last admission.
-    if (previous !== undefined) this.exported.delete(node);
     if (previous?.pool === pool && previous.values.every((value, i) => Object.is(value, values[i]))) {
       previous.seenAt = seenAt; // the steady state: a heartbeat
-      this.exported.set(node, previous);
+      this.exported.touch(node);
       return;
     }
     if (previous !== undefined && previous.pool !== pool) {
       for (const resource of MANAGED_RESOURCES) this.ratioGauge.remove({ node, resource, pool: previous.pool });
     }
     // A new node beyond the limit: the least recently admitted one makes room.
-    if (previous === undefined && this.exported.size >= this.maxNodes) this.drop(this.exported.keys().next().value!, 'limit');
+    if (previous === undefined && this.exported.size >= this.maxNodes) this.drop(this.exported.oldest()![0], 'limit');
     this.exported.set(node, { pool, values, seenAt });
     for (const resource of MANAGED_RESOURCES) this.setSeries(node, resource, pool, plan, reasonOf(resource));
   }
