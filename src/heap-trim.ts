@@ -14,13 +14,19 @@
  *     which also shrinks the young generation to its initial size and uncommits the rest), run
  *     once, when the replica first reports ready, and never again: under load the young
  *     generation grows back to what the node reviews need.
- *  2. No flag is needed: V8's `gc()` is the process's own under `--expose-gc`, else it is taken
+ *  2. Then one regular major collection. Reduce-memory mode leaves the old generation's
+ *     allocation limit just above what is live, and V8 grew it back by a couple of MiB per
+ *     mark-compact: under load, mark-compacts every 160 ms for seconds on end, and a p99 of
+ *     7–13 ms at 1,000 kubeadm reviews a second against 2–4 ms without the trim. A regular
+ *     collection, with nothing allocating, sets the limit as at any idle moment: 20 ms more,
+ *     once, and no such storm in the same runs (docs/performance.md, "Third pass").
+ *  3. No flag is needed: V8's `gc()` is the process's own under `--expose-gc`, else it is taken
  *     from a context created while that flag is set for that moment only (exposedGc), so that
  *     no other context gets a `gc` global. Node's compile cache is keyed by the flags Node
  *     started with, so the image's warmed cache stays valid (the spec checks that a cache
  *     written after a trim is accepted at the next start); `--expose-gc` in NODE_OPTIONS would
  *     key it apart from the cache the image warmed without it.
- *  3. A failure here never stops the server: the collection is an optimisation.
+ *  4. A failure here never stops the server: the collection is an optimisation.
  *
  * Written here: it is one call to V8's `gc()` with the options V8 accepts, and the flag set
  * and put back around one context's creation.
@@ -30,7 +36,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /** V8's `gc()` with options (the function `--expose-gc` installs). */
-export type ExposedGc = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+export type ExposedGc = (options: { type: 'major'; execution: 'sync'; flavor?: 'last-resort' }) => void;
 
 /** What one trim did: how long the collection took and the RSS around it. */
 export interface HeapTrim {
@@ -54,11 +60,12 @@ export function exposedGc(): ExposedGc {
   }
 }
 
-/** Runs the last-resort collection (invariant 1). */
+/** Runs the last-resort collection, then a regular one (invariants 1 and 2). */
 export function trimHeap(gc: ExposedGc = exposedGc()): HeapTrim {
   const rssBefore = memoryUsage.rss();
   const start = performance.now();
   gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  gc({ type: 'major', execution: 'sync' });
   return { ms: Math.round(performance.now() - start), rssBeforeMiB: toMiB(rssBefore), rssAfterMiB: toMiB(memoryUsage.rss()) };
 }
 
@@ -76,7 +83,7 @@ export interface TrimWhenReadyOptions {
 }
 
 /**
- * Trims once (invariants 1–3): at the first look that finds the replica ready, or after
+ * Trims once (invariants 1–4): at the first look that finds the replica ready, or after
  * `giveUpMs`. Returns a cancel function (shutdown before the trim).
  */
 export function trimHeapWhenReady(options: TrimWhenReadyOptions): () => void {
