@@ -51,7 +51,7 @@ interface Tracked {
   /**
    * The answers in flight on it. An array, not a Set: a Set that goes from one entry to none
    * on every call reallocates its table as it shrinks, and that table, held by a long-lived
-   * connection, outlived young-generation collections: 257 bytes promoted per call, which
+   * connection, outlived young-generation collections: about 100 bytes promoted per call, which
    * brought mark-compacts under load (docs/performance.md, "Third pass").
    */
   responses: http.ServerResponse[];
