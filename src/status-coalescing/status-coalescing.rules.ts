@@ -130,14 +130,17 @@ function sameButConditions(node: Record<string, any>, stored: Record<string, any
   if (fieldsApart && !sameManagedFields(fieldsA, fieldsB)) return false;
   const [statusA, statusB] = [asRecord(node.status), asRecord(stored.status)];
   const listsApart = RESOURCE_LISTS.filter((list) => Object.hasOwn(statusA, list) && Object.hasOwn(statusB, list));
-  return (
-    jsonEqualExcept(statusA, statusB, new Set(['conditions', ...listsApart])) && listsApart.every((list) => sameResourceList(statusA[list], statusB[list]))
-  );
+  return jsonEqualExcept(statusA, statusB, statusApart(listsApart)) && listsApart.every((list) => sameResourceList(statusA[list], statusB[list]));
 }
 
-/** Rule 3 for the conditions: the same conditions, in the same order, but for their heartbeats. */
-function sameConditionsButHeartbeats(node: Record<string, any>, stored: Record<string, any>): boolean {
-  const [a, b] = [conditionsOf(node), conditionsOf(stored)];
+/** The status keys compared apart, one set per combination of resource lists both sides have: none made per review. */
+const STATUS_APART: ReadonlyMap<string, ReadonlySet<string>> = new Map(
+  [[], ['allocatable'], ['capacity'], ['allocatable', 'capacity']].map((lists) => [lists.join(), new Set(['conditions', ...lists])]),
+);
+const statusApart = (lists: readonly string[]): ReadonlySet<string> => STATUS_APART.get(lists.join())!;
+
+/** Rule 3 for the conditions (conditionsOf both sides): the same conditions, in the same order, but for their heartbeats. */
+function sameConditionsButHeartbeats(a: readonly Condition[], b: readonly Condition[]): boolean {
   return a.length === b.length && a.every((condition, i) => jsonEqualExcept(condition, b[i], HEARTBEAT));
 }
 
@@ -212,8 +215,9 @@ function hasStoredConditions(stored: unknown): stored is Record<string, any> & {
 function changeReason(node: Record<string, any>, stored: Record<string, any>, name: string, reportPeriodMs: number): PassReason | null {
   readQuantities(node);
   readQuantities(stored);
-  if (!sameConditionsButHeartbeats(node, stored)) return 'condition-changed';
+  const [conditions, storedConditions] = [conditionsOf(node), conditionsOf(stored)];
+  if (!sameConditionsButHeartbeats(conditions, storedConditions)) return 'condition-changed';
   if (!sameButConditions(node, stored)) return 'status-changed';
-  if (!heartbeatsFresh(conditionsOf(node), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return 'report-due';
+  if (!heartbeatsFresh(conditions, storedConditions, nodeWindowMs(name, reportPeriodMs))) return 'report-due';
   return null;
 }
