@@ -38,7 +38,7 @@ import { runInNewContext } from 'node:vm';
 /** V8's `gc()` with options (the function `--expose-gc` installs). */
 export type ExposedGc = (options: { type: 'major'; execution: 'sync'; flavor?: 'last-resort' }) => void;
 
-/** What one trim did: how long the collection took and the RSS around it. */
+/** What one trim did: how long its collections took and the RSS around them. */
 export interface HeapTrim {
   ms: number;
   rssBeforeMiB: number;
@@ -48,7 +48,7 @@ export interface HeapTrim {
 const MIB = 1024 * 1024;
 const toMiB = (bytes: number) => Math.round((bytes / MIB) * 10) / 10;
 
-/** V8's `gc()` for this process (invariant 2); `globalThis.gc` stays as it was. */
+/** V8's `gc()` for this process (invariant 3); `globalThis.gc` stays as it was. */
 export function exposedGc(): ExposedGc {
   const own = (globalThis as { gc?: ExposedGc }).gc;
   if (typeof own === 'function') return own;

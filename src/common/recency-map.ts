@@ -14,9 +14,9 @@
  *     key, least recent first: the order `delete` + `set` would give a Map.
  *  2. `touch` and `set` of a present key allocate nothing.
  *
- * Written here: lru-cache (the library for recency) evicts and expires on its own clock
- * (performance.now() at its `set`), while the gauges' prune takes the time it is given and tells
- * a silent node from one over the limit.
+ * Written here: lru-cache (the library for recency) evicts by itself past its `max` and expires
+ * entries by its TTL, while the node gauges decide both themselves: a prune at the time it is
+ * given, and an eviction counted as `limit`, each removing the node's series.
  */
 interface Link<K, V> {
   key: K;
