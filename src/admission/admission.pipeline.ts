@@ -118,19 +118,21 @@ export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
 
   private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[], log: RequestLog): PipelineResult {
     const config = this.config.snapshot().config;
-    const merged: MergedPatches = { patch: [], encoded: [], warnings: [], failed: false };
+    const merged: MergedPatches = { ops: 0, encoded: [], warnings: [], failed: false };
     // A later strategy sees the object as the earlier ones left it: work on a copy only when
     // there is a later strategy to see it.
     let working = request;
     const last = lastRunning(config, selected);
-    for (const [index, registered] of selected.entries()) {
+    // Indexed: entries() made an iterator and a pair per strategy on every review.
+    for (let index = 0; index <= last; index++) {
+      const registered = selected[index];
       if (!runsUnder(config, registered)) continue;
       const { meta, strategy } = registered;
       let result: StrategyResult;
       let json: string | undefined;
       try {
         result = strategy.admit(working, config, log.forStrategy(meta.name));
-        if (result.patch?.length) json = JSON.stringify(result.patch).slice(1, -1);
+        if (result.patch?.length) json = JSON.stringify(result.patch);
       } catch (error) {
         merged.failed = true;
         this.failOpen(meta.name, log, 'failed; admitting unchanged', error);
@@ -146,7 +148,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
         this.failOpen(meta.name, log, 'returned a patch that does not apply; dropped', error);
         continue;
       }
-      merged.patch.push(...result.patch);
+      merged.ops += result.patch.length;
       merged.encoded.push(json!);
     }
     return allowed(request.uid, merged);
@@ -160,9 +162,10 @@ interface PipelineResult {
 
 /** What the strategies run so far contributed to the response. */
 interface MergedPatches {
-  patch: PatchOperation[];
-  // Each strategy's ops as JSON without the brackets: serialised inside its own try, so a value
-  // too deep to serialise fails that strategy only.
+  /** How many operations the patches hold. */
+  ops: number;
+  // Each strategy's patch as JSON: serialised inside its own try, so a value too deep to
+  // serialise fails that strategy only.
   encoded: string[];
   warnings: string[];
   failed: boolean;
@@ -205,17 +208,22 @@ function denied(uid: string, deny: NonNullable<StrategyResult['deny']>, warnings
   };
 }
 
+/** One JSON patch of the strategies' patches (each a JSON array), in order: most reviews have one, taken as it is. */
+function joinPatches(encoded: readonly string[]): string {
+  return encoded.length === 1 ? encoded[0] : `[${encoded.map((json) => json.slice(1, -1)).join(',')}]`;
+}
+
 /** The allowed response: every patch that applied, in strategy order, and every warning. */
-function allowed(uid: string, { patch, encoded, warnings, failed }: MergedPatches): PipelineResult {
-  const outcome: Outcome = patch.length > 0 ? 'patched' : failed ? 'error' : 'unchanged';
+function allowed(uid: string, { ops, encoded, warnings, failed }: MergedPatches): PipelineResult {
+  const outcome: Outcome = ops > 0 ? 'patched' : failed ? 'error' : 'unchanged';
   return {
     outcome,
     response: {
-      patchOps: patch.length,
+      patchOps: ops,
       body: {
         uid,
         allowed: true,
-        ...(patch.length ? { patchType: 'JSONPatch' as const, patch: Buffer.from(`[${encoded.join(',')}]`).toString('base64') } : {}),
+        ...(ops ? { patchType: 'JSONPatch' as const, patch: Buffer.from(joinPatches(encoded)).toString('base64') } : {}),
         ...(warnings.length ? { warnings } : {}),
       },
     },

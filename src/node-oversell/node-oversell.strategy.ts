@@ -205,23 +205,21 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
 
   private export(node: string, plan: NodeStatusPlan, policy: NodePolicy | null, decisions: NodeUsageEntry): void {
     const pool = policy?.pool ?? '';
-    const reasonOf = (resource: (typeof MANAGED_RESOURCES)[number]) =>
-      plan.floor[resource] !== undefined ? 'floor' : ((decisions as Partial<Record<string, { reason: AllocatableReason }>>)[resource]?.reason ?? 'static');
-    const values = exportValues(plan, reasonOf);
     const previous = this.exported.get(node);
     const seenAt = Date.now();
-    if (previous?.pool === pool && previous.values.every((value, i) => Object.is(value, values[i]))) {
+    if (previous?.pool === pool && exportsAlike(previous.values, plan, decisions)) {
       previous.seenAt = seenAt; // the steady state: a heartbeat
       this.exported.touch(node);
       return;
     }
+    const values = exportValues(plan, decisions);
     if (previous !== undefined && previous.pool !== pool) {
       for (const resource of MANAGED_RESOURCES) this.ratioGauge.remove({ node, resource, pool: previous.pool });
     }
     // A new node beyond the limit: the least recently admitted one makes room.
     if (previous === undefined && this.exported.size >= this.maxNodes) this.drop(this.exported.oldest()![0], 'limit');
     this.exported.set(node, { pool, values, seenAt });
-    for (const resource of MANAGED_RESOURCES) this.setSeries(node, resource, pool, plan, reasonOf(resource));
+    for (const resource of MANAGED_RESOURCES) this.setSeries(node, resource, pool, plan, reasonOf(plan, decisions, resource));
   }
 
   /** One node resource's gauges as `plan` has them: its series removed when the plan has no value for it. */
@@ -249,11 +247,32 @@ function asNode(object: unknown): NodeLike | undefined {
  * What a node's gauges hold (raw, allocatable, ratio, floor and reason per resource), compared
  * one by one with what they held: an admission that changes none of it sets no gauge.
  */
-function exportValues(plan: NodeStatusPlan, reasonOf: (resource: ManagedResource) => AllocatableReason): unknown[] {
+function exportValues(plan: NodeStatusPlan, decisions: NodeUsageEntry): unknown[] {
   const values: unknown[] = [];
   for (const resource of MANAGED_RESOURCES)
-    values.push(plan.raw[resource], plan.allocatable[resource], plan.ratios[resource], plan.floor[resource], reasonOf(resource));
+    values.push(plan.raw[resource], plan.allocatable[resource], plan.ratios[resource], plan.floor[resource], reasonOf(plan, decisions, resource));
   return values;
+}
+
+/** Whether `values` (from exportValues) are what `plan` and `decisions` export: compared in place, nothing built on a heartbeat. */
+function exportsAlike(values: readonly unknown[], plan: NodeStatusPlan, decisions: NodeUsageEntry): boolean {
+  let i = 0;
+  for (const resource of MANAGED_RESOURCES) {
+    if (
+      !Object.is(values[i++], plan.raw[resource]) ||
+      !Object.is(values[i++], plan.allocatable[resource]) ||
+      !Object.is(values[i++], plan.ratios[resource]) ||
+      !Object.is(values[i++], plan.floor[resource]) ||
+      values[i++] !== reasonOf(plan, decisions, resource)
+    )
+      return false;
+  }
+  return true;
+}
+
+/** What decided the node's allocatable for `resource`: the floor, its usage-aware ratio, else its static ratio. */
+function reasonOf(plan: NodeStatusPlan, decisions: NodeUsageEntry, resource: ManagedResource): AllocatableReason {
+  return plan.floor[resource] !== undefined ? 'floor' : ((decisions as Partial<Record<string, { reason: AllocatableReason }>>)[resource]?.reason ?? 'static');
 }
 
 /** What decided a node's allocatable for a resource: its ratio (`static`), its usage-aware ratio and why (docs/usage-aware.md), or the commitment floor. */

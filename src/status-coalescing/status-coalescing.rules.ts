@@ -71,7 +71,8 @@ const MANAGED_RESOURCE_SET: ReadonlySet<string> = new Set(MANAGED_RESOURCES);
 
 function conditionsOf(node: Record<string, any>): Condition[] {
   const conditions = node.status?.conditions;
-  return Array.isArray(conditions) ? conditions.filter(isRecord) : [];
+  if (!Array.isArray(conditions)) return [];
+  return conditions.every(isRecord) ? conditions : conditions.filter(isRecord);
 }
 
 const isQuantityText = (value: unknown): value is string | number => typeof value === 'string' || typeof value === 'number';
@@ -123,12 +124,15 @@ const asRecord = (part: unknown): Record<string, any> => (isRecord(part) ? part 
  */
 function sameButConditions(node: Record<string, any>, stored: Record<string, any>): boolean {
   if (!jsonEqualExcept(node, stored, TOP_APART)) return false;
-  const [metadataA, metadataB] = [asRecord(node.metadata), asRecord(stored.metadata)];
-  const [fieldsA, fieldsB] = [metadataA.managedFields, metadataB.managedFields];
+  const metadataA = asRecord(node.metadata);
+  const metadataB = asRecord(stored.metadata);
+  const fieldsA = metadataA.managedFields;
+  const fieldsB = metadataB.managedFields;
   const fieldsApart = Array.isArray(fieldsA) && Array.isArray(fieldsB);
   if (!jsonEqualExcept(metadataA, metadataB, fieldsApart ? MANAGED_FIELDS : NONE)) return false;
   if (fieldsApart && !sameManagedFields(fieldsA, fieldsB)) return false;
-  const [statusA, statusB] = [asRecord(node.status), asRecord(stored.status)];
+  const statusA = asRecord(node.status);
+  const statusB = asRecord(stored.status);
   const listsApart = RESOURCE_LISTS.filter((list) => Object.hasOwn(statusA, list) && Object.hasOwn(statusB, list));
   return jsonEqualExcept(statusA, statusB, statusApart(listsApart)) && listsApart.every((list) => sameResourceList(statusA[list], statusB[list]));
 }
@@ -203,7 +207,15 @@ export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodM
 /** Rule 1: the Node's name when the writer is that node's kubelet, else undefined. */
 function kubeletNodeName(request: StatusUpdateRequest, node: Record<string, any> | undefined): string | undefined {
   const name = node ? (node.metadata?.name ?? request.name) : request.name;
-  return typeof name === 'string' && request.userInfo?.username === NODE_USER_PREFIX + name ? name : undefined;
+  const username = request.userInfo?.username;
+  // username === NODE_USER_PREFIX + name, without building that string on every review.
+  const isKubelet =
+    typeof name === 'string' &&
+    typeof username === 'string' &&
+    username.length === NODE_USER_PREFIX.length + name.length &&
+    username.startsWith(NODE_USER_PREFIX) &&
+    username.endsWith(name);
+  return isKubelet ? name : undefined;
 }
 
 /** A stored Node (oldObject) with a list of conditions to put back. */
@@ -215,7 +227,8 @@ function hasStoredConditions(stored: unknown): stored is Record<string, any> & {
 function changeReason(node: Record<string, any>, stored: Record<string, any>, name: string, reportPeriodMs: number): PassReason | null {
   readQuantities(node);
   readQuantities(stored);
-  const [conditions, storedConditions] = [conditionsOf(node), conditionsOf(stored)];
+  const conditions = conditionsOf(node);
+  const storedConditions = conditionsOf(stored);
   if (!sameConditionsButHeartbeats(conditions, storedConditions)) return 'condition-changed';
   if (!sameButConditions(node, stored)) return 'status-changed';
   if (!heartbeatsFresh(conditions, storedConditions, nodeWindowMs(name, reportPeriodMs))) return 'report-due';

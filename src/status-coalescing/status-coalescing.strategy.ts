@@ -33,6 +33,9 @@ export const statusCoalescingMetrics = [
   order: STRATEGY_ORDER['status-coalescing'],
 })
 export class StatusCoalescingStrategy implements AdmissionStrategy {
+  /** statusReportPeriod as last parsed: a config reload may change it, a review only reads it. */
+  private reportPeriod = { text: '', ms: Number.NaN };
+
   constructor(@InjectMetric(STATUS_WRITES_METRIC) private readonly writes: Counter<string>) {}
 
   isActive(config: OvercommitConfig): boolean {
@@ -43,8 +46,13 @@ export class StatusCoalescingStrategy implements AdmissionStrategy {
     const nodes = config.nodes;
     if (!nodes?.coalesceStatusWrites) return {};
     const labels = (request.object as NodeLike | undefined)?.metadata?.labels;
-    const plan = planStatusCoalescing(request, parseDuration(nodes.statusReportPeriod), resolveNodePolicy(labels, nodes)?.mode !== 'shadow');
+    const plan = planStatusCoalescing(request, this.reportPeriodMs(nodes.statusReportPeriod), resolveNodePolicy(labels, nodes)?.mode !== 'shadow');
     if (!request.dryRun) this.writes.inc({ decision: plan.decision, reason: plan.reason });
     return plan.decision === 'coalesced' ? { patch: plan.patch } : {};
+  }
+
+  private reportPeriodMs(text: string): number {
+    if (text !== this.reportPeriod.text) this.reportPeriod = { text, ms: parseDuration(text) };
+    return this.reportPeriod.ms;
   }
 }
