@@ -61,7 +61,7 @@ function appliesAsIs(document: unknown, patch: readonly Operation[]): boolean {
     if (typeof operation.path !== 'string' || !operation.path.startsWith('/')) return false;
     const tokens = pointerTokens(operation.path);
     if (!goesThroughOwnObjects(document, operation.op, tokens)) return false;
-    if (paths.some((other) => leadsThrough(other, tokens) || leadsThrough(tokens, other))) return false;
+    for (const other of paths) if (leadsThrough(other, tokens) || leadsThrough(tokens, other)) return false;
     paths.push(tokens);
   }
   return true;
@@ -162,8 +162,8 @@ const unescapeToken = (token: string): string => (token.includes('~') ? unescape
  * once. Shared, so read-only. tokens[0] is the empty string before the first "/".
  */
 const splitPointers = new Memo<string, readonly string[]>(4_096);
-const pointerTokens = (pointer: string): readonly string[] =>
-  splitPointers.get(pointer, (path) => path.split('/').map((token, i) => (i === 0 ? token : unescapeToken(token))));
+const splitPointer = (pointer: string): readonly string[] => pointer.split('/').map((token, i) => (i === 0 ? token : unescapeToken(token)));
+const pointerTokens = (pointer: string): readonly string[] => splitPointers.get(pointer, splitPointer);
 
 /** Replaces every container below `container` by a copy of its own. */
 function copyBelow(container: unknown, copies: Set<unknown>): void {

@@ -55,7 +55,8 @@ function planKeyOps(
   const writable = isRecord(current);
   const ops: PatchOperation[] = [];
   const added: [string, string][] = [];
-  for (const [key, value] of Object.entries(wanted)) {
+  for (const key in wanted) {
+    const value = wanted[key];
     const present = writable && Object.hasOwn(current, key);
     if (value === null) {
       if (present) ops.push({ op: 'remove', path: annotationPath(key) });
