@@ -1,10 +1,52 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
-import { Counter, register, Registry } from 'prom-client';
+import { Counter, Histogram, register, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdmissionHttpMetrics, admissionMetrics, HTTP_DURATION, HTTP_REQUESTS, IN_FLIGHT, Tally } from './admission.metrics.js';
+import { AdmissionHttpMetrics, admissionMetrics, HTTP_DURATION, HTTP_REQUESTS, IN_FLIGHT, ObservationBuffer, Tally } from './admission.metrics.js';
 import { SERVED_PATHS } from './admission.routes.js';
+
+describe('ObservationBuffer', () => {
+  const histograms = () => {
+    const registry = new Registry();
+    const make = (name: string) => new Histogram({ name, help: 'h', labelNames: ['path'], buckets: [0.001, 0.01, 0.1], registers: [registry] });
+    return { registry, buffered: make('buffered_seconds'), direct: make('direct_seconds') };
+  };
+  const series = async (histogram: Histogram<string>) =>
+    (await histogram.get()).values.map(({ labels, value, metricName }) => `${metricName}${JSON.stringify(labels)} ${value}`.replace(/^[a-z]+_/, ''));
+
+  it('observes into the histogram, once flushed, what observing each value directly does', async () => {
+    const { buffered, direct } = histograms();
+    const buffer = new ObservationBuffer('path');
+    const calls: [string, number][] = [
+      ['/mutate', 0.0004],
+      ['/mutate', 0.02],
+      ['other', 0.5],
+      ['/mutate', 0.004],
+    ];
+    for (const [path, seconds] of calls) {
+      buffer.observe(buffered, path, seconds);
+      direct.observe({ path }, seconds);
+    }
+    expect((await buffered.get()).values).toEqual([]);
+    buffer.flushInto(buffered);
+    buffer.flushInto(buffered);
+    expect(await series(buffered)).toEqual(await series(direct));
+    expect(await series(buffered)).toContain('seconds_count{"path":"/mutate"} 3');
+  });
+
+  it('observes the values kept under a label value as soon as its buffer is full, without waiting for a flush', async () => {
+    const { buffered } = histograms();
+    const buffer = new ObservationBuffer('path');
+    for (let i = 0; i < 511; i++) buffer.observe(buffered, '/mutate', 0.002);
+    expect((await buffered.get()).values).toEqual([]);
+    buffer.observe(buffered, '/mutate', 0.002);
+    expect(await series(buffered)).toContain('seconds_count{"path":"/mutate"} 512');
+    buffer.observe(buffered, '/mutate', 0.002);
+    buffer.flushInto(buffered);
+    expect(await series(buffered)).toContain('seconds_count{"path":"/mutate"} 513');
+  });
+});
 
 describe('Tally', () => {
   const counterIn = (registry: Registry) => new Counter({ name: 'answers_total', help: 'h', labelNames: ['path', 'code'], registers: [registry] });

@@ -18,7 +18,7 @@ import {
   type StrategyResult,
   type WebhookEntry,
 } from './admission.types.js';
-import { ADMISSION_DURATION, ReviewTally, STRATEGY_ERRORS } from './admission.metrics.js';
+import { ADMISSION_DURATION, ReviewDurations, ReviewTally, STRATEGY_ERRORS } from './admission.metrics.js';
 import { admissionPaths, planEntryRoutes, planRoutes, readRoute, type RouteTable, type ServedPaths, webhookEntries } from './admission.routes.js';
 import { applyToCopy, patchError } from './patch-error.js';
 import { RequestLog } from './request-log.js';
@@ -57,11 +57,13 @@ export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
   entries: readonly WebhookEntry[] = [];
   paths: readonly string[] = admissionPaths([]);
 
+  // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly config: ConfigStore,
     private readonly reviews: ReviewTally,
     @InjectMetric(ADMISSION_DURATION) private readonly duration: Histogram<string>,
+    private readonly durations: ReviewDurations,
     @InjectMetric(STRATEGY_ERRORS) private readonly strategyErrors: Counter<string>,
   ) {}
 
@@ -101,7 +103,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
     const { response, outcome } = this.run(request, route.strategies, log);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     this.reviews.add(route, outcome);
-    this.duration.observe({ resource: route.resource }, seconds);
+    this.durations.observe(this.duration, route.resource, seconds);
     if (log.isLevelEnabled('debug')) log.debug('admission decided', { outcome, patchOps: response.patchOps });
     return {
       apiVersion: 'admission.k8s.io/v1',
