@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { InjectMetric, makeCounterProvider } from '@willsoto/nestjs-prometheus';
-import type { Counter } from 'prom-client';
+import { makeCounterProvider } from '@willsoto/nestjs-prometheus';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
+import { Tally } from '../admission/admission.metrics.js';
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import { parseDuration } from '../common/duration.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
@@ -13,12 +13,25 @@ import { planStatusCoalescing } from './status-coalescing.rules.js';
 /** nodes/status updates seen with coalescing on, by decision (`coalesced`, `passed`) and reason. */
 export const STATUS_WRITES_METRIC = 'kube_overcommit_status_writes_total';
 
+/** Updates seen, by decision and reason, counted as plain numbers and added to STATUS_WRITES_METRIC at every scrape (Tally). */
+@Injectable()
+export class StatusWritesTally extends Tally<string, string> {
+  constructor() {
+    super((decision, reason) => ({ decision, reason }));
+  }
+}
+
 export const statusCoalescingMetrics = [
   makeCounterProvider({
     name: STATUS_WRITES_METRIC,
     help: 'nodes/status updates admitted while nodes.coalesceStatusWrites is on, by decision: coalesced (turned into the stored object, so kube-apiserver skips the etcd write) or passed, with the reason (heartbeat, other-writer, not-inflated, no-stored-object, condition-changed, status-changed, report-due).',
     labelNames: ['decision', 'reason'],
+    inject: [StatusWritesTally],
+    collect(writes: StatusWritesTally) {
+      writes.flushInto(this);
+    },
   }),
+  StatusWritesTally,
 ];
 
 /**
@@ -36,7 +49,7 @@ export class StatusCoalescingStrategy implements AdmissionStrategy {
   /** statusReportPeriod as last parsed: a config reload may change it, a review only reads it. */
   private reportPeriod = { text: '', ms: Number.NaN };
 
-  constructor(@InjectMetric(STATUS_WRITES_METRIC) private readonly writes: Counter<string>) {}
+  constructor(private readonly writes: StatusWritesTally) {}
 
   isActive(config: OvercommitConfig): boolean {
     return config.nodes?.coalesceStatusWrites === true;
@@ -47,7 +60,7 @@ export class StatusCoalescingStrategy implements AdmissionStrategy {
     if (!nodes?.coalesceStatusWrites) return {};
     const labels = (request.object as NodeLike | undefined)?.metadata?.labels;
     const plan = planStatusCoalescing(request, this.reportPeriodMs(nodes.statusReportPeriod), resolveNodePolicy(labels, nodes)?.mode !== 'shadow');
-    if (!request.dryRun) this.writes.inc({ decision: plan.decision, reason: plan.reason });
+    if (!request.dryRun) this.writes.add(plan.decision, plan.reason);
     return plan.decision === 'coalesced' ? { patch: plan.patch } : {};
   }
 
