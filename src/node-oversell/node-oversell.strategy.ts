@@ -23,7 +23,6 @@ import {
 import {
   FLOOR_ANNOTATION,
   inflate,
-  NODE_ANNOTATIONS,
   type NodePolicy,
   type NodeStatusPlan,
   planNodeStatus,
@@ -51,8 +50,8 @@ export function nodeStatusPatch(node: NodeLike, plan: NodeStatusPlan): PatchOper
     ops.push({ op: 'replace', path: ALLOCATABLE_PATH[resource], value: formatResourceQuantity(resource, desired) });
   }
 
-  const wanted = Object.fromEntries(NODE_ANNOTATIONS.map((key) => [key, plan.annotations[key]]));
-  ops.push(...annotationPatch(node.metadata, wanted));
+  // plan.annotations has each of NODE_ANNOTATIONS, in that order (planAnnotations).
+  for (const op of annotationPatch(node.metadata, plan.annotations)) ops.push(op);
   return ops;
 }
 
