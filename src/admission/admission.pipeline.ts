@@ -20,7 +20,7 @@ import {
 } from './admission.types.js';
 import { ADMISSION_DURATION, ReviewDurations, ReviewTally, STRATEGY_ERRORS } from './admission.metrics.js';
 import { admissionPaths, planEntryRoutes, planRoutes, readRoute, type RouteTable, type ServedPaths, webhookEntries } from './admission.routes.js';
-import { applyToCopy, patchError } from './patch-error.js';
+import { applyInPlace, applyToCopy, patchError } from './patch-error.js';
 import { RequestLog } from './request-log.js';
 
 interface RegisteredStrategy {
@@ -87,9 +87,12 @@ export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
 
   /**
    * Runs the strategies of `entry` (every strategy without one). Throws InvalidAdmissionReview
-   * for a body that is not an AdmissionReview v1.
+   * for a body that is not an AdmissionReview v1. `body` is left as it is unless `ownBody` says
+   * that nobody else holds it (the admission server's parse of the request): then a strategy's
+   * patch that certainly applies is applied to `request.object` itself for the next strategy to
+   * see, instead of to a copy of its path.
    */
-  review(body: unknown, entry?: WebhookEntry): AdmissionReviewResponse {
+  review(body: unknown, entry?: WebhookEntry, ownBody = false): AdmissionReviewResponse {
     const started = process.hrtime.bigint();
     let request: AdmissionRequest;
     try {
@@ -100,7 +103,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
     }
     const route = readRoute((entry && this.entryRoutes.get(entry)) || this.routes, request);
     const log = new RequestLog(PinoLogger.root ?? NO_ROOT_LOGGER, request);
-    const { response, outcome } = this.run(request, route.strategies, log);
+    const { response, outcome } = this.run(request, route.strategies, log, ownBody);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     this.reviews.add(route, outcome);
     this.durations.observe(this.duration, route.resource, seconds);
@@ -118,11 +121,11 @@ export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
     log.error(`strategy ${strategy} ${what}`, { strategy, err: error });
   }
 
-  private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[], log: RequestLog): PipelineResult {
+  private run(request: AdmissionRequest, selected: readonly RegisteredStrategy[], log: RequestLog, ownBody: boolean): PipelineResult {
     const config = this.config.snapshot().config;
     const merged: MergedPatches = { ops: 0, encoded: [], warnings: [], failed: false };
-    // A later strategy sees the object as the earlier ones left it: work on a copy only when
-    // there is a later strategy to see it.
+    // A later strategy sees the object as the earlier ones left it: changed only when there is a
+    // later strategy to see it, on a copy unless the body is ours.
     let working = request;
     const last = lastRunning(config, selected);
     // Indexed: entries() made an iterator and a pair per strategy on every review.
@@ -144,7 +147,7 @@ export class AdmissionPipeline implements OnApplicationBootstrap, ServedPaths {
       if (result.warnings) merged.warnings.push(...result.warnings);
       if (!result.patch?.length) continue;
       try {
-        working = applyStrategyPatch(working, result.patch, index === last);
+        working = applyStrategyPatch(working, result.patch, index === last, ownBody);
       } catch (error) {
         merged.failed = true;
         this.failOpen(meta.name, log, 'returned a patch that does not apply; dropped', error);
@@ -184,15 +187,18 @@ function lastRunning(config: OvercommitConfig, selected: readonly RegisteredStra
  * A strategy's patch applies to request.object: it is tried on the object as the earlier ones
  * left it, and the request with the result is what a later strategy sees. Only the containers
  * the patch goes through are copied: the rest of the object may be nested arbitrarily deep. The
- * last strategy's patch is only checked (patchError: most patches without a copy). Throws when
+ * last strategy's patch is only checked (patchError: most patches without a copy). With `ownBody`
+ * a patch that certainly applies (a node heartbeat's) is applied to the object itself: the copies
+ * were most of a node review's patch handling (docs/performance.md, "Cold and warm"). Throws when
  * the patch does not apply.
  */
-function applyStrategyPatch(working: AdmissionRequest, patch: PatchOperation[], isLast: boolean): AdmissionRequest {
+function applyStrategyPatch(working: AdmissionRequest, patch: PatchOperation[], isLast: boolean, ownBody: boolean): AdmissionRequest {
   if (isLast) {
     const error = patchError(working.object, patch);
     if (error) throw error;
     return working;
   }
+  if (ownBody && applyInPlace(working.object, patch)) return working;
   const applied = applyToCopy(working.object, patch);
   if ('error' in applied) throw applied.error;
   return { ...working, object: applied.document as AdmissionRequest['object'] };

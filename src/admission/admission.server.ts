@@ -30,7 +30,8 @@ export async function createAdmissionServer(pipeline: AdmissionPipeline, options
   const route = (path: string, entry?: WebhookEntry) =>
     server.post(path, (request, reply) => {
       try {
-        return pipeline.review(request.body, entry);
+        // The body was parsed for this request alone: the pipeline may change it (review's ownBody).
+        return pipeline.review(request.body, entry, true);
       } catch (error) {
         if (!(error instanceof InvalidAdmissionReview)) throw error;
         return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: error.message, problems: error.problems });

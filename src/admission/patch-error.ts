@@ -23,6 +23,22 @@ export function patchError(document: unknown, patch: readonly Operation[]): Erro
 }
 
 /**
+ * `patch` applied to `document` itself, when appliesAsIs says it certainly applies: true. False
+ * otherwise, with `document` untouched (nothing is set before every operation is checked). For a
+ * document nobody else holds: the pipeline's own parse of a request body.
+ */
+export function applyInPlace(document: unknown, patch: readonly Operation[]): boolean {
+  if (!appliesAsIs(document, patch)) return false;
+  for (const operation of patch) {
+    const tokens = pointerTokens(operation.path);
+    let parent = document as Record<string, unknown>;
+    for (let i = 1; i < tokens.length - 1; i++) parent = parent[tokens[i]] as Record<string, unknown>;
+    parent[tokens[tokens.length - 1]] = (operation as { value: string }).value;
+  }
+  return true;
+}
+
+/**
  * `patch` applied to a copy of `document` that shares every container the patch does not go
  * through (so no depth of nesting elsewhere costs anything), or why it does not apply.
  * `document` is never modified.
