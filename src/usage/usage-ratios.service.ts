@@ -128,7 +128,8 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
   }
 
   effective(name: string, policy: NodePolicy | null, stored: NodeLike | undefined): { policy: NodePolicy | null; decisions: NodeUsageEntry } {
-    const recorded = readRecord(stored?.metadata?.annotations)?.ratios;
+    // The recorded ratios matter to a usage-aware policy only: a static one skips reading the record.
+    const recorded = policy?.usage === undefined ? undefined : readRecord(stored?.metadata?.annotations)?.ratios;
     return effectivePolicy(policy, this.entries.get(name), recorded);
   }
 
