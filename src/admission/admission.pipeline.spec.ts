@@ -252,6 +252,26 @@ describe('AdmissionPipeline', () => {
     });
   });
 
+  it('changes the body only when it is the review’s own (ownBody), and then only by a patch that certainly applies', () => {
+    const ADD_COLOR: PatchOperation[] = [{ op: 'add', path: '/spec/color', value: 'red' }];
+    const TEST_COLOR: PatchOperation[] = [{ op: 'test', path: '/spec/color', value: 'red' }];
+    // The last strategy's test holds only on the object as the first strategy left it.
+    const shared = widgetReview({ first: ADD_COLOR, last: TEST_COLOR });
+    const before = structuredClone(shared);
+    expect(decodePatch(pipeline.review(shared).response)).toEqual([...ADD_COLOR, ...TEST_COLOR]);
+    expect(shared).toEqual(before);
+
+    const owned = widgetReview({ first: ADD_COLOR, last: TEST_COLOR });
+    expect(decodePatch(pipeline.review(owned, undefined, true).response)).toEqual([...ADD_COLOR, ...TEST_COLOR]);
+    expect(owned.request.object.spec.color).toBe('red');
+
+    // An object value is not certainly applied as is: tried on a copy, the body stays as it was.
+    const ownedObjectValue = widgetReview({ first: ADD_ANNOTATION, last: ADD_SIZE });
+    const unchanged = structuredClone(ownedObjectValue);
+    expect(decodePatch(pipeline.review(ownedObjectValue, undefined, true).response)).toEqual([...ADD_ANNOTATION, ...ADD_SIZE]);
+    expect(ownedObjectValue).toEqual(unchanged);
+  });
+
   it('does not run a strategy that is not active under the config, and keeps the earlier patch', async () => {
     const before = await errors('last');
     lastActive = false;
