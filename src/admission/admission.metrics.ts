@@ -57,7 +57,7 @@ interface PendingObservations {
  * every scrape) or when the buffer fills. The same values reach the same buckets by the time
  * anything reads them; what moves is when observe() runs: once per call on the admission path,
  * where the code is cold after TLS and the kernel ran, it cost several times what it costs in a
- * loop (docs/performance.md, "Cold and warm"). prom-client has no public way to add counts to
+ * loop (docs/performance.md, "Fourth pass"). prom-client has no public way to add counts to
  * buckets, so the values themselves are kept; at most OBSERVATIONS_PER_FLUSH per label value,
  * and the label values must be bounded (as for Tally).
  */
