@@ -249,7 +249,7 @@ function asNode(object: unknown): NodeLike | undefined {
 function exportValues(plan: NodeStatusPlan, decisions: NodeUsageEntry): unknown[] {
   const values: unknown[] = [];
   for (const resource of MANAGED_RESOURCES)
-    values.push(plan.raw[resource], plan.allocatable[resource], plan.ratios[resource], plan.floor[resource], reasonOf(plan, decisions, resource));
+    for (let slot = 0; slot < EXPORTED_PER_RESOURCE; slot++) values.push(exportedValue(plan, decisions, resource, slot));
   return values;
 }
 
@@ -257,16 +257,27 @@ function exportValues(plan: NodeStatusPlan, decisions: NodeUsageEntry): unknown[
 function exportsAlike(values: readonly unknown[], plan: NodeStatusPlan, decisions: NodeUsageEntry): boolean {
   let i = 0;
   for (const resource of MANAGED_RESOURCES) {
-    if (
-      !Object.is(values[i++], plan.raw[resource]) ||
-      !Object.is(values[i++], plan.allocatable[resource]) ||
-      !Object.is(values[i++], plan.ratios[resource]) ||
-      !Object.is(values[i++], plan.floor[resource]) ||
-      values[i++] !== reasonOf(plan, decisions, resource)
-    )
-      return false;
+    for (let slot = 0; slot < EXPORTED_PER_RESOURCE; slot++) if (!Object.is(values[i++], exportedValue(plan, decisions, resource, slot))) return false;
   }
   return true;
+}
+
+/** Raw, allocatable, ratio, floor and reason: what the gauges hold per resource, in that order. */
+const EXPORTED_PER_RESOURCE = 5;
+
+function exportedValue(plan: NodeStatusPlan, decisions: NodeUsageEntry, resource: ManagedResource, slot: number): unknown {
+  switch (slot) {
+    case 0:
+      return plan.raw[resource];
+    case 1:
+      return plan.allocatable[resource];
+    case 2:
+      return plan.ratios[resource];
+    case 3:
+      return plan.floor[resource];
+    default:
+      return reasonOf(plan, decisions, resource);
+  }
 }
 
 /** What decided the node's allocatable for `resource`: the floor, its usage-aware ratio, else its static ratio. */

@@ -9,6 +9,7 @@ import { STRATEGY_ORDER } from '../strategy-order.js';
 import { resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
 import { planStatusCoalescing } from './status-coalescing.rules.js';
+import { Memo } from '../domain/memo.js';
 
 /** nodes/status updates seen with coalescing on, by decision (`coalesced`, `passed`) and reason. */
 export const STATUS_WRITES_METRIC = 'kube_overcommit_status_writes_total';
@@ -34,6 +35,9 @@ export const statusCoalescingMetrics = [
   StatusWritesTally,
 ];
 
+/** statusReportPeriod parsed once per value (a regular expression), not at every review. */
+const reportPeriods = new Memo<string, number>(16);
+
 /**
  * Coalesces a kubelet's heartbeat-only status writes on inflated nodes (status-coalescing.rules.ts).
  * Runs after NodeOversellStrategy on the same requests, so it sees the object inflated.
@@ -46,9 +50,6 @@ export const statusCoalescingMetrics = [
   order: STRATEGY_ORDER['status-coalescing'],
 })
 export class StatusCoalescingStrategy implements AdmissionStrategy {
-  /** statusReportPeriod as last parsed: a config reload may change it, a review only reads it. */
-  private reportPeriod = { text: '', ms: Number.NaN };
-
   constructor(private readonly writes: StatusWritesTally) {}
 
   isActive(config: OvercommitConfig): boolean {
@@ -59,13 +60,8 @@ export class StatusCoalescingStrategy implements AdmissionStrategy {
     const nodes = config.nodes;
     if (!nodes?.coalesceStatusWrites) return {};
     const labels = (request.object as NodeLike | undefined)?.metadata?.labels;
-    const plan = planStatusCoalescing(request, this.reportPeriodMs(nodes.statusReportPeriod), resolveNodePolicy(labels, nodes)?.mode !== 'shadow');
+    const plan = planStatusCoalescing(request, reportPeriods.get(nodes.statusReportPeriod, parseDuration), resolveNodePolicy(labels, nodes)?.mode !== 'shadow');
     if (!request.dryRun) this.writes.add(plan.decision, plan.reason);
     return plan.decision === 'coalesced' ? { patch: plan.patch } : {};
-  }
-
-  private reportPeriodMs(text: string): number {
-    if (text !== this.reportPeriod.text) this.reportPeriod = { text, ms: parseDuration(text) };
-    return this.reportPeriod.ms;
   }
 }
