@@ -11,8 +11,8 @@
 //
 // dist/cli.js and the other compiled modules stay as tsc wrote them (`kube-overcommit plan`, and
 // `npm run start:dev`, which does not bundle).
-import { readFile } from 'node:fs/promises';
 import { build } from 'esbuild';
+import { builtinsByRequire, lazyNestDateTimeFormatter, lazyPhoneNumbers, requireBanner } from './bundle-plugins.js';
 
 // Left to Node's own resolution from node_modules at run time:
 const external = [
@@ -24,9 +24,8 @@ const external = [
   '@fastify/static',
   '@fastify/view',
   '@fastify/multipart',
-  // Nest require()s class-validator and class-transformer itself; a second, bundled copy would
-  // keep its own decorator metadata, and validation would see none of ours.
-  'class-validator',
+  // src/common/validation.ts reads class-transformer's store of @Type targets through Node's
+  // require(): the decorators must register in that same copy, not in a bundled one.
   'class-transformer',
   // pino starts its transports (pino-pretty on a developer's terminal) as worker threads from files
   // beside its own code, which a bundle does not have.
@@ -47,26 +46,6 @@ const external = [
 // common package from node_modules, and with it rxjs's CommonJS build (226 files): about 80 ms of
 // every start and 10 MiB of RSS (docs/performance.md, "Start-up and idle memory").
 
-// Nest's two loggers build an Intl.DateTimeFormat when their module loads, for the timestamp of a
-// line they print. Building one reads ICU's data for every available locale: 4.7 MiB of the node
-// binary's pages made resident and about 12 ms of start-up, in a server that logs through pino and
-// never prints a Nest console line in a pod. The formatter is built on its first use instead, with
-// the same arguments; the build fails if Nest's code no longer has the line, rather than bundle
-// it unchanged.
-const NEST_FORMATTER = 'const dateTimeFormatter = new Intl.DateTimeFormat(';
-const lazyNestDateTimeFormatter = {
-  name: 'lazy-nest-date-time-formatter',
-  setup(build) {
-    build.onLoad({ filter: /@nestjs[\\/]common[\\/]services[\\/](console-)?logger\.service\.js$/ }, async (args) => {
-      const source = await readFile(args.path, 'utf8');
-      if (!source.includes(NEST_FORMATTER)) throw new Error(`${args.path}: no \`${NEST_FORMATTER}\` to defer (Nest changed: review scripts/bundle.js)`);
-      const lazy =
-        'const dateTimeFormatter = ((...args) => { let formatter; return { format: (date) => (formatter ??= new Intl.DateTimeFormat(...args)).format(date) }; })(';
-      return { contents: source.replace(NEST_FORMATTER, lazy), loader: 'js' };
-    });
-  },
-};
-
 await build({
   entryPoints: ['dist/main.js'],
   outfile: 'dist/main.js',
@@ -76,10 +55,8 @@ await build({
   format: 'esm',
   target: 'node24',
   external,
-  plugins: [lazyNestDateTimeFormatter],
-  // CommonJS packages inside an ES module bundle call require(): give them Node's, rooted here so
-  // that the external packages resolve from node_modules.
-  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  plugins: [lazyNestDateTimeFormatter, builtinsByRequire, lazyPhoneNumbers],
+  banner: { js: requireBanner },
   // Whitespace and syntax only: identifiers stay as written, so stack traces and Nest's logs
   // (which print class names) read as in the source; keepNames keeps `Function.name` exact.
   minifyWhitespace: true,

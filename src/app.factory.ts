@@ -12,6 +12,7 @@ import { AdmissionHttpMetrics } from './admission/admission.metrics.js';
 import { AdmissionPipeline } from './admission/admission.pipeline.js';
 import { createAdmissionServer } from './admission/admission.server.js';
 import { AppModule } from './app.module.js';
+import { lazySchemaCompilers } from './common/fastify-schema-compilers.js';
 import { AdmissionEdge, MAX_BODY_BYTES } from './edge.js';
 import { LifecycleService } from './health/lifecycle.service.js';
 import { contextLog, createRootLogger } from './logging.js';
@@ -77,7 +78,7 @@ export async function createApp(options: AppOptions): Promise<RunningApp> {
   // Nest's Fastify instance never listens: the edge hands it the ops requests.
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(env, logger, tls, () => edge.httpsServer),
-    new FastifyAdapter({ bodyLimit: MAX_BODY_BYTES }),
+    new FastifyAdapter({ bodyLimit: MAX_BODY_BYTES, schemaController: { compilersFactory: lazySchemaCompilers } }),
     { bufferLogs: true },
   );
   app.useLogger(app.get(Logger));

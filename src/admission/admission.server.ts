@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { lazySchemaCompilers } from '../common/fastify-schema-compilers.js';
 import { InvalidAdmissionReview } from './admission-review.decoder.js';
 import type { AdmissionPipeline } from './admission.pipeline.js';
 import { ADMISSION_PATH, entryPath } from './admission.routes.js';
@@ -26,7 +27,12 @@ export async function createAdmissionServer(pipeline: AdmissionPipeline, options
   // JSON.parse keeps a `__proto__` key as an own data property, never as the prototype, and
   // nothing here assigns client keys into other objects: so `__proto__` and `constructor` keys,
   // legal in a Pod's maps, are parsed as data instead of refused (secure-json-parse's 'ignore').
-  const server = Fastify({ bodyLimit: options.bodyLimit, onProtoPoisoning: 'ignore', onConstructorPoisoning: 'ignore' });
+  const server = Fastify({
+    bodyLimit: options.bodyLimit,
+    onProtoPoisoning: 'ignore',
+    onConstructorPoisoning: 'ignore',
+    schemaController: { compilersFactory: lazySchemaCompilers },
+  });
   const route = (path: string, entry?: WebhookEntry) =>
     server.post(path, (request, reply) => {
       try {

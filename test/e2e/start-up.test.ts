@@ -3,7 +3,8 @@
  * cache is filled when the image is built (scripts/warm-compile-cache.js, run by the set-up into the
  * app folder as the Dockerfile runs it). A start in cluster mode with production dependencies only
  * must take V8's code from that cache, not compile the bundle again. Nest is in the bundle once:
- * no package left to Node loads a second copy from node_modules. Once ready, the webhook gives
+ * no package left to Node loads a second copy from node_modules. What nothing here uses is not
+ * loaded at start (scripts/bundle-plugins.js, src/common/fastify-schema-compilers.ts). Once ready, the webhook gives
  * start-up's memory back (src/heap-trim.ts), and the compile cache stays the image's.
  */
 import { readFileSync } from 'node:fs';
@@ -38,6 +39,13 @@ describe('start-up', () => {
     expect(log).toMatch(/V8 code cache for CommonJS .*node_modules\/fastify\//);
     expect(log).not.toMatch(/node_modules\/@nestjs\//);
     expect(log).not.toMatch(/node_modules\/rxjs\//);
+  });
+
+  it('reads neither class-validator (bundled) nor what nothing here uses: libphonenumber-js, Fastify’s schema compilers', () => {
+    const log = readFileSync(webhook.logFile!, 'utf8');
+    expect(log).not.toMatch(/node_modules\/class-validator\//);
+    expect(log).not.toMatch(/node_modules\/libphonenumber-js\//);
+    expect(log).not.toMatch(/node_modules\/(@fastify\/ajv-compiler|ajv|@fastify\/fast-json-stringify-compiler)\//);
   });
 
   it('trims its heap once ready', () => {
