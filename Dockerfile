@@ -12,7 +12,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json nest-cli.json ./
-COPY scripts/bundle.js ./scripts/
+COPY scripts/bundle.js scripts/bundle-plugins.js ./scripts/
 COPY src ./src
 # tsc into dist/, then esbuild folds dist/main.js and its imports into one file (scripts/bundle.js).
 RUN npm run build
