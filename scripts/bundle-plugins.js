@@ -46,19 +46,24 @@ export const builtinsByRequire = {
   },
 };
 
-// class-validator require()s libphonenumber-js's full metadata when it loads, for @IsPhoneNumber,
-// which nothing here uses: about 25 ms of every start. It gets a stand-in that require()s the real
-// module at the first property read, so a phone-number check would still run the real library.
-// class-validator itself is bundled: Nest imports it only from its ValidationPipe, bundled too, so
-// there is one copy of it and of its decorator metadata.
-export const lazyPhoneNumbers = {
-  name: 'lazy-phone-numbers',
+// Modules that a bundled package require()s when it loads, for a feature nothing here uses, each
+// worth milliseconds of every start:
+// - libphonenumber-js's full metadata, which class-validator loads for @IsPhoneNumber (about 25 ms);
+// - @opentelemetry/api, which prom-client loads to attach trace ids to exemplars (about 10 ms), for
+//   a metric created with `enableExemplars`, which none is.
+// Each gets a stand-in that require()s the real module at the first property read, so that the
+// feature, if used, still runs the real library.
+const LAZY_MODULES = ['libphonenumber-js/max', '@opentelemetry/api'];
+const escapeRegExp = (text) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+export const lazyModules = {
+  name: 'lazy-modules',
   setup(build) {
+    const filter = new RegExp(`^(${LAZY_MODULES.map(escapeRegExp).join('|')})$`);
     // The stand-in's own require() is the real module, left to Node.
-    build.onResolve({ filter: /^libphonenumber-js\/max$/ }, (args) =>
-      args.namespace === 'lazy-phone-numbers' ? { path: args.path, external: true } : { path: args.path, namespace: 'lazy-phone-numbers' },
+    build.onResolve({ filter }, (args) =>
+      args.namespace === 'lazy-module' ? { path: args.path, external: true } : { path: args.path, namespace: 'lazy-module' },
     );
-    build.onLoad({ filter: /.*/, namespace: 'lazy-phone-numbers' }, (args) => ({
+    build.onLoad({ filter: /.*/, namespace: 'lazy-module' }, (args) => ({
       contents: `let real; module.exports = new Proxy({}, { get: (_, key) => (real ??= require(${JSON.stringify(args.path)}))[key] });`,
       loader: 'js',
     }));

@@ -12,7 +12,7 @@
 // dist/cli.js and the other compiled modules stay as tsc wrote them (`kube-overcommit plan`, and
 // `npm run start:dev`, which does not bundle).
 import { build } from 'esbuild';
-import { builtinsByRequire, lazyNestDateTimeFormatter, lazyPhoneNumbers, requireBanner } from './bundle-plugins.js';
+import { builtinsByRequire, lazyNestDateTimeFormatter, lazyModules, requireBanner } from './bundle-plugins.js';
 
 // Left to Node's own resolution from node_modules at run time:
 const external = [
@@ -31,18 +31,18 @@ const external = [
   // beside its own code, which a bundle does not have.
   'pino',
   'pino-pretty',
-  // The code every admission call runs through: Fastify and its JSON parser, the patch check and
-  // the metrics. Bundled, they cost more CPU per node review (measured, not explained: the CPU
-  // profiles of the two builds look alike; docs/performance.md, "One bundled file and a warmed
-  // compile cache"); as Node's own modules they cost what they did before, and the rest of the
-  // bundle keeps most of the start-up and memory gain.
+  // The code every admission call runs through: Fastify and its JSON parser, the patch check.
+  // Bundled, they cost more CPU per node review (measured twice, not explained: the CPU profiles of
+  // the two builds look alike; docs/performance.md, "One bundled file and a warmed compile cache"
+  // and "Fifth pass"); as Node's own modules they cost what they did before, and the rest of the
+  // bundle keeps most of the start-up and memory gain. prom-client is bundled: since the metrics
+  // are kept apart from the path (admission.metrics.ts) no admission call runs its code.
   'fastify',
   'secure-json-parse',
   'fast-json-patch',
-  'prom-client',
 ];
-// Not @willsoto/nestjs-prometheus, though it is a metrics package: it only defines Nest modules and
-// providers, and as a Node module its require('@nestjs/common') loaded a second copy of Nest's
+// @willsoto/nestjs-prometheus is bundled too: it only defines Nest modules and providers, and as a
+// Node module its require('@nestjs/common') loaded a second copy of Nest's
 // common package from node_modules, and with it rxjs's CommonJS build (226 files): about 80 ms of
 // every start and 10 MiB of RSS (docs/performance.md, "Start-up and idle memory").
 
@@ -55,7 +55,7 @@ await build({
   format: 'esm',
   target: 'node24',
   external,
-  plugins: [lazyNestDateTimeFormatter, builtinsByRequire, lazyPhoneNumbers],
+  plugins: [lazyNestDateTimeFormatter, builtinsByRequire, lazyModules],
   banner: { js: requireBanner },
   // Whitespace and syntax only: identifiers stay as written, so stack traces and Nest's logs
   // (which print class names) read as in the source; keepNames keeps `Function.name` exact.
