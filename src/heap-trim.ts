@@ -3,7 +3,7 @@
  *
  * Start-up allocates far more than it keeps (the Kubernetes client's generated models, Nest's
  * module graph, the config's validation), and most of it survives a scavenge or two, so V8 grows
- * the young generation towards the Deployment's `--max-semi-space-size=16` and keeps those pages
+ * the young generation towards the Deployment's `--max-semi-space-size` and keeps those pages
  * committed: an idle replica held about 21 MiB of young generation with 5 MiB of it in use
  * (docs/performance.md, "Start-up and idle memory"). V8's memory reducer gives it back only after
  * seconds of idleness, and a webhook that answers a heartbeat every few seconds is never idle
