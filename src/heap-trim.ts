@@ -14,12 +14,12 @@
  *     which also shrinks the young generation to its initial size and uncommits the rest), run
  *     once, when the replica first reports ready, and never again: under load the young
  *     generation grows back to what the node reviews need.
- *  2. Then one regular major collection. Reduce-memory mode leaves the old generation's
- *     allocation limit just above what is live, and V8 grew it back by a couple of MiB per
- *     mark-compact: under load, mark-compacts every 160 ms for seconds on end, and a p99 of
- *     7–13 ms at 1,000 kubeadm reviews a second against 2–4 ms without the trim. A regular
- *     collection, with nothing allocating, sets the limit as at any idle moment: 20 ms more,
- *     once, and no such storm in the same runs (docs/performance.md, "Third pass").
+ *  2. Nothing more. Reduce-memory mode leaves the old generation's allocation limit just above
+ *     what is live; with 16 MiB semi-spaces that brought on a mark-compact every 160 ms under
+ *     load, and a regular collection ran after this one to set the limit as at any idle moment
+ *     (20 ms more). With the Deployment's 8 MiB semi-spaces no such storm follows the trim, with
+ *     or without the memory limit, and the regular collection was 12 ms of every start for
+ *     nothing (docs/performance.md, "The young generation").
  *  3. No flag is needed: V8's `gc()` is the process's own under `--expose-gc`, else it is taken
  *     from a context created while that flag is set for that moment only (exposedGc), so that
  *     no other context gets a `gc` global. Node's compile cache is keyed by the flags Node
@@ -38,7 +38,7 @@ import { runInNewContext } from 'node:vm';
 /** V8's `gc()` with options (the function `--expose-gc` installs). */
 export type ExposedGc = (options: { type: 'major'; execution: 'sync'; flavor?: 'last-resort' }) => void;
 
-/** What one trim did: how long its collections took and the RSS around them. */
+/** What one trim did: how long its collection took and the RSS around it. */
 export interface HeapTrim {
   ms: number;
   rssBeforeMiB: number;
@@ -60,12 +60,11 @@ export function exposedGc(): ExposedGc {
   }
 }
 
-/** Runs the last-resort collection, then a regular one (invariants 1 and 2). */
+/** Runs the last-resort collection (invariants 1 and 2). */
 export function trimHeap(gc: ExposedGc = exposedGc()): HeapTrim {
   const rssBefore = memoryUsage.rss();
   const start = performance.now();
   gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-  gc({ type: 'major', execution: 'sync' });
   return { ms: Math.round(performance.now() - start), rssBeforeMiB: toMiB(rssBefore), rssAfterMiB: toMiB(memoryUsage.rss()) };
 }
 
