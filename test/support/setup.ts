@@ -168,7 +168,9 @@ async function buildProduct(root: string, mode: 'always' | 'if-needed', log: Log
   if (mode === 'if-needed' && existsSync(main)) {
     const inputs = Math.max(
       newestMtime(join(root, 'src')),
-      ...['package.json', 'package-lock.json', 'tsconfig.json', 'nest-cli.json', 'scripts/bundle.js', 'scripts/bundle-plugins.js'].map((f) => statSync(join(root, f)).mtimeMs),
+      ...['package.json', 'package-lock.json', 'tsconfig.json', 'nest-cli.json', 'scripts/bundle.js', 'scripts/bundle-plugins.js'].map(
+        (f) => statSync(join(root, f)).mtimeMs,
+      ),
     );
     if (statSync(main).mtimeMs >= inputs) {
       log('dist/ is up to date');
