@@ -53,16 +53,15 @@ export const builtinsByRequire = {
 //   a metric created with `enableExemplars`, which none is.
 // Each gets a stand-in that require()s the real module at the first property read, so that the
 // feature, if used, still runs the real library.
-const LAZY_MODULES = ['libphonenumber-js/max', '@opentelemetry/api'];
-const escapeRegExp = (text) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+const LAZY_MODULES = new Set(['libphonenumber-js/max', '@opentelemetry/api']);
 export const lazyModules = {
   name: 'lazy-modules',
   setup(build) {
-    const filter = new RegExp(`^(${LAZY_MODULES.map(escapeRegExp).join('|')})$`);
     // The stand-in's own require() is the real module, left to Node.
-    build.onResolve({ filter }, (args) =>
-      args.namespace === 'lazy-module' ? { path: args.path, external: true } : { path: args.path, namespace: 'lazy-module' },
-    );
+    build.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (!LAZY_MODULES.has(args.path)) return undefined;
+      return args.namespace === 'lazy-module' ? { path: args.path, external: true } : { path: args.path, namespace: 'lazy-module' };
+    });
     build.onLoad({ filter: /.*/, namespace: 'lazy-module' }, (args) => ({
       contents: `let real; module.exports = new Proxy({}, { get: (_, key) => (real ??= require(${JSON.stringify(args.path)}))[key] });`,
       loader: 'js',
