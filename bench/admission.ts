@@ -17,7 +17,8 @@
  * `npm ci && npm run build` builds it in a git worktree (bench/.run/against/<commit>, kept for the next
  * run) and run as ours is, with that tree's Deployment NODE_OPTIONS and compile cache; it takes its
  * turn in the start-up spawns and the throughput rounds (order ours, against, baseline, reversed every
- * round), and each size reports its CPU µs/review beside ours' and ours ÷ against.
+ * round), and each size reports its CPU µs/review beside ours' and ours ÷ against, and that commit's own cpu
+ * ratio (baseline ÷ against).
  *
  * First, start-up: each server is spawned `--spawns` times (alternating, each in its own memory cgroup)
  * and timed from spawn() to its first 200 answer to the kubeadm-node review, polled every 5 ms on a
@@ -31,7 +32,8 @@
  *   --connections n (BENCH_CONNECTIONS, 24) --warmup s (BENCH_WARMUP, 1) --rate req/s (BENCH_RATE, 1000)
  *   --rate-duration s (BENCH_RATE_DURATION, 8) --rate-rounds n (BENCH_RATE_ROUNDS, 2)
  *   --spawns n (BENCH_SPAWNS, 7) --sizes bare-node,kubeadm-node,large-node,pod (BENCH_SIZES) --ours-node-args="--flag ..." (BENCH_OURS_NODE_ARGS: extra
- *   node flags for ours only, for experiments) --memory-limit MiB (BENCH_MEMORY_LIMIT; each server in a
+ *   node flags for ours only, for experiments) --ours-config=YAML (BENCH_OURS_CONFIG: the config ours reads, for
+ *   experiments; default `nodes: { defaultRatios: { cpu: 1.5, memory: 1 } }`, which --against always reads) --memory-limit MiB (BENCH_MEMORY_LIMIT; each server in a
  *   memory cgroup at the Deployment's limit by default, as in its pod; 0 for none) --against commit (BENCH_AGAINST)
  *   --no-build (bench the dist/ there is) --out file
  * Writes bench/results/admission.json. Default run: about 6 minutes.
@@ -77,6 +79,9 @@ import { type BenchReview, benchReviews } from './reviews.js';
 // ---------------------------------------------------------------------------------------------
 // Options
 
+/** The config every server of ours reads unless `--ours-config` says otherwise: cpu inflated, so node reviews get a patch. */
+const DEFAULT_CONFIG = 'nodes: { defaultRatios: { cpu: 1.5, memory: 1 } }\n';
+
 const bench = benchMain(
   {
     script: 'bench:admission',
@@ -93,6 +98,7 @@ const bench = benchMain(
       'rate-rounds': { type: 'number', default: 2, integer: true, env: 'BENCH_RATE_ROUNDS' },
       sizes: { type: 'list', default: 'bare-node,kubeadm-node,large-node,pod', env: 'BENCH_SIZES', choices: benchReviews().map((r) => r.name) },
       'ours-node-args': { type: 'string', default: '', env: 'BENCH_OURS_NODE_ARGS' },
+      'ours-config': { type: 'string', default: DEFAULT_CONFIG, env: 'BENCH_OURS_CONFIG' },
       'memory-limit': { type: 'number', default: DEPLOYMENT_MEMORY_LIMIT_MIB, integer: true, env: 'BENCH_MEMORY_LIMIT' },
       spawns: { type: 'number', default: 7, integer: true, env: 'BENCH_SPAWNS' },
       against: { type: 'string', env: 'BENCH_AGAINST' },
@@ -115,6 +121,8 @@ const options = {
   sizes: flags.sizes,
   /** Extra node flags for ours only (e.g. "--max-semi-space-size=8" to see what a V8 setting does to RSS). */
   oursNodeArgs: flags['ours-node-args'].split(' ').filter(Boolean),
+  /** The config file ours reads (YAML; `--against` and the default run read DEFAULT_CONFIG), e.g. with a feature switched off. */
+  oursConfig: flags['ours-config'],
   /** Each server in a memory cgroup at this limit (MiB; 0: none): the Deployment's by default. */
   memoryLimitMiB: flags['memory-limit'],
   /** Start-up: each server spawned this many times, timed from spawn to its first answered review. */
@@ -338,10 +346,13 @@ const cpuRatioTarget = (size: string): number => (size === 'bare-node' ? CPU_RAT
  * The `--against` build's runs of one size beside ours: its medians, ours ÷ its median CPU per review
  * (≤ 1: ours costs no more), and the same ratio in each round, where the two ran back to back.
  */
-function againstSummary(ours: RunRecord[], against: RunRecord[]) {
+function againstSummary(ours: RunRecord[], against: RunRecord[], baseline: RunRecord[]) {
+  const againstCpu = median(against.map((r) => r.cpuUsPerReq));
   return {
     median: summarise(against),
     rounds: against,
+    // The other commit's own cpu ratio (baseline ÷ against): what the targets' ratio was at that commit, in this run.
+    cpuRatio: round(median(baseline.map((r) => r.cpuUsPerReq)) / againstCpu, 3),
     oursCpuOverAgainst: round(median(ours.map((r) => r.cpuUsPerReq)) / median(against.map((r) => r.cpuUsPerReq)), 3),
     roundRatios: ours.map((r, i) => round(r.cpuUsPerReq / against[i].cpuUsPerReq, 3)),
   };
@@ -395,7 +406,9 @@ async function main(): Promise<number> {
   const dir = join(RUN_DIR, 'admission');
   const tls = await writeTls(join(dir, 'tls'));
   const configFile = join(dir, 'config.yaml');
-  writeFileSync(configFile, 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1 }\n');
+  writeFileSync(configFile, DEFAULT_CONFIG);
+  const oursConfigFile = join(dir, 'ours-config.yaml');
+  writeFileSync(oursConfigFile, options.oursConfig);
 
   const against = options.against ? await buildCommit(options.against, log) : undefined;
   /** How each server is started: node arguments, environment, HTTPS port. */
@@ -406,8 +419,8 @@ async function main(): Promise<number> {
   ] as const) {
     if (!build) continue;
     const port = await freePort();
-    const env = oursEnv({ https: port, http: await freePort() }, configFile, tls, build);
-    launches[name] = { args: [...options.oursNodeArgs, join(build.root, 'dist', 'main.js')], env, port };
+    const env = oursEnv({ https: port, http: await freePort() }, name === 'ours' ? oursConfigFile : configFile, tls, build);
+    launches[name] = { args: [...(name === 'ours' ? options.oursNodeArgs : []), join(build.root, 'dist', 'main.js')], env, port };
   }
   const basePort = await freePort();
   launches.baseline = {
@@ -527,7 +540,7 @@ async function main(): Promise<number> {
       const runs = throughput[review.name] as Record<ServerName, RunRecord[]>;
       const ours = summarise(runs.ours);
       const baseline = summarise(runs.baseline);
-      const vsAgainst = against && againstSummary(runs.ours, runs.against);
+      const vsAgainst = against && againstSummary(runs.ours, runs.against, runs.baseline);
       return {
         name: review.name,
         description: review.description,
@@ -600,7 +613,7 @@ async function main(): Promise<number> {
         ours: {
           command: ['node', ...options.oursNodeArgs, 'dist/main.js'].join(' '),
           nodeOptions: DEPLOYMENT_NODE_OPTIONS,
-          config: 'nodes.defaultRatios: { cpu: 1.5, memory: 1 }',
+          config: options.oursConfig,
           logLevel: 'warn',
           memoryLimitMiB: cgroups.ours?.limitMiB ?? null,
           idleRssMiB: idleRssMiB.ours,
@@ -684,13 +697,15 @@ async function main(): Promise<number> {
       );
       log(
         table(
-          ['review', 'ours cpu', 'against cpu', 'ours ÷ against', 'per round', 'ours rss', 'against rss'],
+          ['review', 'ours cpu', 'against cpu', 'ours ÷ against', 'per round', 'cpu ratio ours', 'cpu ratio against', 'ours rss', 'against rss'],
           sizes.map((s) => [
             s.name,
             s.ours.median.cpuUsPerReq,
             s.against!.median.cpuUsPerReq,
             s.against!.oursCpuOverAgainst.toFixed(3),
             s.against!.roundRatios.map((r) => r.toFixed(2)).join(' '),
+            s.cpuRatio.toFixed(3),
+            s.against!.cpuRatio.toFixed(3),
             s.ours.median.peakRssMiB,
             s.against!.median.peakRssMiB,
           ]),

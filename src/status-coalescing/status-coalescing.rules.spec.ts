@@ -297,29 +297,42 @@ describe('planStatusCoalescing', () => {
     const edits = (maxLength: number) => fc.array(fc.constantFrom(...Object.keys(EDITS)), { maxLength });
     fc.assert(
       // Edits made to both sides, then to one side only: most pairs differ in one place or none.
-      fc.property(edits(3), edits(1), edits(1), fc.boolean(), (bothEdits, objectEdits, storedEdits, sameHeartbeats) => {
-        const stored = storedAt();
-        const object = sameHeartbeats ? structuredClone(stored) : inflated(kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {}));
-        for (const [node, oneSide] of [
-          [object, objectEdits],
-          [stored, storedEdits],
-        ] as const) {
-          applyEdits(node, [...bothEdits, ...oneSide]);
-          // The guards before rule 3 stay met: the name and the annotation, alike on both sides.
-          node.metadata = { ...node.metadata, name: NAME, annotations: { ...node.metadata?.annotations, [RATIOS_ANNOTATION]: '{}' } };
-        }
-        if (!Array.isArray(stored.status.conditions)) stored.status.conditions = [];
-        let expected: string | undefined;
-        try {
-          expected = modelRule3(object, stored);
-        } catch (error) {
-          expect(() => admit(object, stored)).toThrow((error as Error).message);
-          return;
-        }
-        const { plan } = admit(object, stored);
-        if (expected === undefined) expect(['heartbeat', 'report-due']).toContain(plan.reason);
-        else expect(plan.reason).toBe(expected);
-      }),
+      // storedRatios: the stored node's ratios annotation as the update's, another, absent, or no annotations at all.
+      fc.property(
+        edits(3),
+        edits(1),
+        edits(1),
+        fc.boolean(),
+        fc.constantFrom('same', 'same', 'other', 'absent', 'none'),
+        (bothEdits, objectEdits, storedEdits, sameHeartbeats, storedRatios) => {
+          const stored = storedAt();
+          const object = sameHeartbeats
+            ? structuredClone(stored)
+            : inflated(kubeletNode({ at: T0 + 10_000, cpu: '4', address: '172.18.0.3', ready: true }, {}));
+          for (const [node, oneSide] of [
+            [object, objectEdits],
+            [stored, storedEdits],
+          ] as const) {
+            applyEdits(node, [...bothEdits, ...oneSide]);
+            // The guards before rule 3 stay met: the name and the annotation, alike on both sides.
+            node.metadata = { ...node.metadata, name: NAME, annotations: { ...node.metadata?.annotations, [RATIOS_ANNOTATION]: '{}' } };
+          }
+          if (storedRatios === 'other') stored.metadata.annotations[RATIOS_ANNOTATION] = '{"cpu":2}';
+          if (storedRatios === 'absent') delete stored.metadata.annotations[RATIOS_ANNOTATION];
+          if (storedRatios === 'none') delete stored.metadata.annotations;
+          if (!Array.isArray(stored.status.conditions)) stored.status.conditions = [];
+          let expected: string | undefined;
+          try {
+            expected = modelRule3(object, stored);
+          } catch (error) {
+            expect(() => admit(object, stored)).toThrow((error as Error).message);
+            return;
+          }
+          const { plan } = admit(object, stored);
+          if (expected === undefined) expect(['heartbeat', 'report-due']).toContain(plan.reason);
+          else expect(plan.reason).toBe(expected);
+        },
+      ),
       { numRuns: Number(process.env.PROPERTY_RUNS ?? 1000) },
     );
   });

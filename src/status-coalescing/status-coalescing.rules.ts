@@ -223,6 +223,16 @@ function hasStoredConditions(stored: unknown): stored is Record<string, any> & {
   return isRecord(stored) && isRecord(stored.status) && Array.isArray(stored.status.conditions);
 }
 
+/**
+ * Rule 3's cheapest part, first: our ratios annotation (a string on the node: rule 2) the same on
+ * the stored node. A stored node not inflated as this one is — its first write since inflation or
+ * since its ratios changed — differs in its annotations, and nothing else need be compared.
+ */
+function sameRatiosAnnotation(node: Record<string, any>, stored: Record<string, any>): boolean {
+  const annotations: unknown = stored.metadata?.annotations;
+  return isRecord(annotations) && annotations[RATIOS_ANNOTATION] === node.metadata.annotations[RATIOS_ANNOTATION];
+}
+
 /** Rules 3 and 4: why the update differs from the stored Node by more than a heartbeat within the node's window; null when it does not. */
 function changeReason(node: Record<string, any>, stored: Record<string, any>, name: string, reportPeriodMs: number): PassReason | null {
   readQuantities(node);
@@ -230,7 +240,7 @@ function changeReason(node: Record<string, any>, stored: Record<string, any>, na
   const conditions = conditionsOf(node);
   const storedConditions = conditionsOf(stored);
   if (!sameConditionsButHeartbeats(conditions, storedConditions)) return 'condition-changed';
-  if (!sameButConditions(node, stored)) return 'status-changed';
+  if (!sameRatiosAnnotation(node, stored) || !sameButConditions(node, stored)) return 'status-changed';
   if (!heartbeatsFresh(conditions, storedConditions, nodeWindowMs(name, reportPeriodMs))) return 'report-due';
   return null;
 }
