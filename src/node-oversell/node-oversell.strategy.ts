@@ -13,6 +13,7 @@ import { MANAGED_RESOURCES, type ManagedResource } from '../domain/resources.js'
 import { KUBE_ENV } from '../kube/kube.env.js';
 import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments, NODE_USAGE, type NodeUsageRatios } from '../domain/node-rules/node-services.js';
 import { NODE_EVENTS, type NodeEventRecorder } from './node-events.service.js';
+import { NodeStatusPlans } from './node-status-plans.js';
 import {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
   NODE_ALLOCATABLE_RAW_METRIC,
@@ -105,6 +106,8 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
    */
   private readonly exported = new RecencyMap<string, { pool: string; values: readonly unknown[]; seenAt: number }>();
   private readonly maxNodes: number;
+  /** Each node's last plan, reused while its heartbeats read the same (node-status-plans.ts). */
+  private readonly plans: NodeStatusPlans;
   private pruneTimer?: NodeJS.Timeout;
 
   // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
@@ -121,6 +124,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     @Inject(NODE_USAGE) private readonly usage: NodeUsageRatios,
   ) {
     this.maxNodes = nodeMetricsMaxNodes(env);
+    this.plans = new NodeStatusPlans(this.maxNodes);
     for (const reason of ['silent', 'limit']) this.dropped.inc({ reason }, 0);
   }
 
@@ -147,6 +151,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
   private drop(node: string, reason: 'silent' | 'limit'): void {
     const { pool } = this.exported.get(node)!;
     this.exported.delete(node);
+    this.plans.forget(node);
     this.dropped.inc({ reason });
     for (const resource of MANAGED_RESOURCES) this.removeSeries(node, resource, pool);
   }
@@ -183,7 +188,8 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     const { policy, decisions } = this.usage.effective(name ?? '', resolveNodePolicy(node.metadata?.labels, config.nodes), stored ?? node);
     const committed = floorEnabled(config.nodes) && isNodeName(name) ? this.commitments.committed(name) : undefined;
     const usage = Object.keys(decisions).length > 0 ? formatUsageEntry(decisions) : null;
-    return { policy, decisions, plan: planNodeStatus(node, policy, stored, committed, usage) };
+    const plan = isNodeName(name) ? this.plans.plan(name, node, policy, stored, committed, usage) : planNodeStatus(node, policy, stored, committed, usage);
+    return { policy, decisions, plan };
   }
 
   /**

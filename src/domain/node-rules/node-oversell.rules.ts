@@ -361,6 +361,35 @@ export function planNodeStatus(
   return { incoming, raw, capacity, ratios, allocatable, floor, annotations };
 }
 
+/** What readRecord reads of a node's annotations. */
+const RECORD_ANNOTATIONS = [RAW_ANNOTATION, RATIOS_ANNOTATION, FLOOR_ANNOTATION] as const;
+
+/**
+ * Every value planNodeStatus reads of its arguments, in a fixed order: the same inputs (each
+ * compared by Object.is) give an equal plan. Kept beside planNodeStatus: a value it comes to read
+ * must be added here. The policy counts by its ratios and pool (resolveNodePolicy makes a new
+ * object at every call; none plans as no ratios), the committed requests by their amounts.
+ */
+export function planInputs(
+  node: NodeLike,
+  policy: NodePolicy | null,
+  previous?: NodeLike,
+  committed?: ResourceAmounts,
+  usage: string | null = null,
+): unknown[] {
+  const allocatable = node.status?.allocatable;
+  const capacity = node.status?.capacity;
+  // A capacity that is no ResourceList reads as one without the managed resources: no input of its own.
+  const inputs: unknown[] = [isRecord(allocatable), policy?.pool, committed === undefined, usage];
+  for (const resource of MANAGED_RESOURCES)
+    inputs.push(listValue(allocatable, resource), listValue(capacity, resource), policy?.ratios[resource], committed?.[resource]);
+  for (const annotation of RECORD_ANNOTATIONS) inputs.push(node.metadata?.annotations?.[annotation], previous?.metadata?.annotations?.[annotation]);
+  return inputs;
+}
+
+/** A resource's value in a ResourceList, as readAmounts reads it. */
+const listValue = (list: unknown, resource: ManagedResource): unknown => (isRecord(list) ? list[resource] : undefined);
+
 /**
  * Rules 3 and 4, per resource: the raw allocatable, read through our record on the incoming
  * object, else the one on the stored Node (`stored`), and the configured ratios that apply to it.
