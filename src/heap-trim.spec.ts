@@ -77,7 +77,7 @@ describe('trimHeapWhenReady', () => {
     const gc = vi.fn<ExposedGc>();
     const report = vi.fn();
     let looks = 0;
-    trimHeapWhenReady({ gc: () => gc, report, pollMs: 1, isReady: () => ++looks >= 3 });
+    trimHeapWhenReady({ gc: () => gc, report, pollMs: 1, busy: () => 0, isReady: () => ++looks >= 3 });
     await vi.waitFor(() => expect(report).toHaveBeenCalledTimes(1));
     expect(looks).toBe(3);
     expect(gc).toHaveBeenCalledTimes(1);
@@ -89,9 +89,46 @@ describe('trimHeapWhenReady', () => {
     const gc = vi.fn<ExposedGc>();
     const report = vi.fn();
     let looks = 0;
-    trimHeapWhenReady({ gc: () => gc, report, pollMs: 1, isReady: () => (++looks < 2 ? Promise.reject(new Error('down')) : Promise.resolve(true)) });
+    trimHeapWhenReady({
+      gc: () => gc,
+      report,
+      pollMs: 1,
+      busy: () => 0,
+      isReady: () => (++looks < 2 ? Promise.reject(new Error('down')) : Promise.resolve(true)),
+    });
     await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
     expect(looks).toBe(2);
+  });
+
+  it('waits for a look that finds the event loop quiet (busy under 10 % since the previous look)', async () => {
+    const gc = vi.fn<ExposedGc>();
+    const readings = [1, 0.5, 0.1, 0.09, 0];
+    let looks = 0;
+    trimHeapWhenReady({ gc: () => gc, report: () => {}, pollMs: 1, busy: () => readings[looks++], isReady: () => true });
+    await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
+    expect(looks).toBe(4);
+  });
+
+  it('measures the event loop by default: a loop kept busy delays the trim until it is quiet', async () => {
+    const gc = vi.fn<ExposedGc>();
+    const started = performance.now();
+    let trimmedAt = 0;
+    gc.mockImplementation(() => void (trimmedAt = performance.now()));
+    trimHeapWhenReady({ gc: () => gc, report: () => {}, pollMs: 10, isReady: () => true });
+    // Busy for 150 ms in 5 ms slices: every look in that time finds the loop busy.
+    for (let slice = 0; slice < 30; slice++) {
+      const until = performance.now() + 5;
+      while (performance.now() < until);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
+    expect(trimmedAt - started).toBeGreaterThanOrEqual(150);
+  });
+
+  it('trims anyway once giveUpMs has passed with the event loop never quiet', async () => {
+    const gc = vi.fn<ExposedGc>();
+    trimHeapWhenReady({ gc: () => gc, report: () => {}, pollMs: 1, giveUpMs: 20, busy: () => 1, isReady: () => true });
+    await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
   });
 
   it('trims anyway once giveUpMs has passed without readiness', async () => {
@@ -113,7 +150,7 @@ describe('trimHeapWhenReady', () => {
     const gc: ExposedGc = () => {
       throw new Error('no heap');
     };
-    trimHeapWhenReady({ gc: () => gc, report, isReady: () => true });
+    trimHeapWhenReady({ gc: () => gc, report, busy: () => 0, isReady: () => true });
     await vi.waitFor(() => expect(report).toHaveBeenCalledWith(expect.objectContaining({ message: 'no heap' })));
   });
 });

@@ -12,8 +12,11 @@
  * Invariants:
  *  1. One last-resort major collection (V8's CollectAllAvailableGarbage: reduce-memory mode,
  *     which also shrinks the young generation to its initial size and uncommits the rest), run
- *     once, when the replica first reports ready, and never again: under load the young
- *     generation grows back to what the node reviews need.
+ *     once, at the first look (every 100 ms) that finds the replica ready and its event loop
+ *     quiet, and never again: under load the young generation grows back to what the node
+ *     reviews need. Quiet is busy less than 10 % of the time since the previous look: the
+ *     collection stops the process for 40–50 ms, and a request that arrived right after the
+ *     replica started listening would wait for it. After `giveUpMs` without both, it runs anyway.
  *  2. Nothing more. Reduce-memory mode leaves the old generation's allocation limit just above
  *     what is live; with 16 MiB semi-spaces that brought on a mark-compact every 160 ms under
  *     load, and a regular collection ran after this one to set the limit as at any idle moment
@@ -31,6 +34,7 @@
  * Written here: it is one call to V8's `gc()` with the options V8 accepts, and the flag set
  * and put back around one context's creation.
  */
+import { performance } from 'node:perf_hooks';
 import { memoryUsage } from 'node:process';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -77,23 +81,42 @@ export interface TrimWhenReadyOptions {
   gc?: () => ExposedGc;
   /** How often readiness is looked at. */
   pollMs?: number;
-  /** After this long not ready, trims anyway: what start-up left is garbage by then. */
+  /** After this long not ready (or never quiet), trims anyway: what start-up left is garbage by then. */
   giveUpMs?: number;
+  /** The share of the time the event loop was busy since the last call (default: Node's event loop utilization). */
+  busy?: () => number;
+}
+
+/** Busy less than this share of the time since the last look: quiet enough for the collection's pause. */
+const QUIET_BELOW = 0.1;
+
+/** The event loop's utilization since the previous call (the first: since this was made). */
+function loopBusy(): () => number {
+  let since = performance.eventLoopUtilization();
+  return () => {
+    const now = performance.eventLoopUtilization();
+    const { utilization } = performance.eventLoopUtilization(now, since);
+    since = now;
+    return utilization;
+  };
 }
 
 /**
- * Trims once (invariants 1–4): at the first look that finds the replica ready, or after
- * `giveUpMs`. Returns a cancel function (shutdown before the trim).
+ * Trims once (invariants 1–4): at the first look that finds the replica ready and the event loop
+ * quiet, or after `giveUpMs`. Returns a cancel function (shutdown before the trim).
  */
 export function trimHeapWhenReady(options: TrimWhenReadyOptions): () => void {
   const pollMs = options.pollMs ?? 100;
   const deadline = performance.now() + (options.giveUpMs ?? 60_000);
   let timer: NodeJS.Timeout | undefined;
   let cancelled = false;
+  const busy = options.busy ?? loopBusy();
   const look = async () => {
     const ready = await Promise.resolve(options.isReady()).catch(() => false);
     if (cancelled) return;
-    if (!ready && performance.now() < deadline) {
+    // Read at every look, so that each reading covers the time since the previous one.
+    const quiet = busy() < QUIET_BELOW;
+    if (!(ready && quiet) && performance.now() < deadline) {
       timer = setTimeout(() => void look(), pollMs).unref();
       return;
     }
