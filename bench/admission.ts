@@ -460,6 +460,8 @@ async function main(): Promise<number> {
 
   try {
     await Promise.all(SERVERS.map((name) => waitReady(servers[name]!, reviews[0].body)));
+    // Idle as in start-up: 1 s after the first answer (ours gives start-up's memory back once quiet).
+    await sleep(1_000);
     const idleRssMiB = Object.fromEntries(SERVERS.map((name) => [name, round(statusKiB(servers[name]!.pid, 'VmRSS') / 1024, 1)])) as Partial<
       Record<ServerName, number>
     >;
