@@ -66,7 +66,7 @@ const index = (pool: readonly unknown[], favoured: number) => fc.oneof(fc.consta
 
 // cpu 6 under capacity 8 is where the record's annotations decide the plan (RECORD): drawn half the time.
 const inputs = fc.record({
-  name: fc.constantFrom('node-a', 'node-b', 'node-c'),
+  name: fc.constantFrom<string>('node-a', 'node-b', 'node-c'),
   allocatable: index(ALLOCATABLE, 1),
   capacity: index(CAPACITY, 1),
   annotations: fc.nat(ANNOTATIONS.length - 1),
