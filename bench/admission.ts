@@ -280,9 +280,11 @@ async function pacedRun(
   name: ServerName,
   review: BenchReview,
   run: { duration: number; round: number; position: number; rate: number },
-): Promise<RunRecord & { fromScheduleMs: LatencySummary; sendLagMs: LatencySummary }> {
+): Promise<RunRecord & { fromScheduleMs: LatencySummary; sendLagMs: LatencySummary; errorCauses?: Record<string, number> }> {
   const verify = verifier(name, review);
   const errors: Errors = { errors: 0, timeouts: 0, non2xx: 0, mismatches: 0, resets: 0 };
+  /** How the requests lost were lost, counted by cause. */
+  const errorCauses: Record<string, number> = {};
   const samples = new Samples();
   const fromSchedule = new Samples();
   const lag = new Samples();
@@ -303,8 +305,10 @@ async function pacedRun(
           if (!verify(r.body)) errors.mismatches++;
         }
       },
-      onError: (kind) => {
-        if (record) errors[kind === 'timeout' ? 'timeouts' : 'errors']++;
+      onError: (kind, cause) => {
+        if (!record) return;
+        errors[kind === 'timeout' ? 'timeouts' : 'errors']++;
+        errorCauses[cause] = (errorCauses[cause] ?? 0) + 1;
       },
     });
 
@@ -318,6 +322,7 @@ async function pacedRun(
     ...finish(run.round, run.position, round(durationS, 2), samples, errors, window, clientCpu),
     fromScheduleMs: fromSchedule.summary(),
     sendLagMs: lag.summary(),
+    ...(Object.keys(errorCauses).length > 0 ? { errorCauses } : {}),
   };
 }
 

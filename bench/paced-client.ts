@@ -27,7 +27,8 @@ export interface PacedOptions {
   /** Per-request deadline, ms. */
   timeoutMs?: number;
   onResponse(response: PacedResponse): void;
-  onError(kind: 'error' | 'timeout'): void;
+  /** A request lost: `cause` says how (the socket error's code, the connection closed, no answer in time). */
+  onError(kind: 'error' | 'timeout', cause: string): void;
 }
 
 interface Conn {
@@ -72,10 +73,10 @@ export async function pacedLoad(options: PacedOptions): Promise<number> {
     if (due !== undefined) send(conn, due);
     else idle.push(conn);
   };
-  const fail = (conn: Conn, kind: 'error' | 'timeout') => {
+  const fail = (conn: Conn, kind: 'error' | 'timeout', cause: string) => {
     if (conn.busy) {
       outstanding--;
-      options.onError(kind);
+      options.onError(kind, cause);
     }
     conn.busy = false;
     all.delete(conn);
@@ -94,9 +95,9 @@ export async function pacedLoad(options: PacedOptions): Promise<number> {
         all.add(conn);
         resolve(conn);
       });
-      socket.on('error', (error) => (all.has(conn) ? fail(conn, 'error') : reject(error)));
+      socket.on('error', (error: NodeJS.ErrnoException) => (all.has(conn) ? fail(conn, 'error', error.code ?? error.message) : reject(error)));
       socket.on('close', () => {
-        if (all.has(conn)) fail(conn, 'error');
+        if (all.has(conn)) fail(conn, 'error', 'connection closed');
       });
       socket.on('data', (chunk: Buffer) => {
         if (!conn.busy) return;
@@ -108,7 +109,7 @@ export async function pacedLoad(options: PacedOptions): Promise<number> {
         if (end < 0) return;
         const head = data.toString('latin1', 0, end);
         const match = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-        if (!match) return fail(conn, 'error'); // chunked or no length: not what these servers send
+        if (!match) return fail(conn, 'error', 'response without content-length'); // chunked: not what these servers send
         const total = end + 4 + Number(match[1]);
         if (data.length < total) return;
         const done = performance.now();
@@ -135,7 +136,7 @@ export async function pacedLoad(options: PacedOptions): Promise<number> {
       if (conn) send(conn, due);
       else queue.push(due);
     }
-    for (const conn of all) if (conn.busy && now - conn.sent > timeoutMs) fail(conn, 'timeout');
+    for (const conn of all) if (conn.busy && now - conn.sent > timeoutMs) fail(conn, 'timeout', `no answer in ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
   const paced = (performance.now() - start) / 1000;
@@ -145,7 +146,7 @@ export async function pacedLoad(options: PacedOptions): Promise<number> {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
   // Requests still queued or in flight at the deadline count as timeouts.
-  for (let i = 0; i < outstanding; i++) options.onError('timeout');
+  for (let i = 0; i < outstanding; i++) options.onError('timeout', 'queued or in flight at the deadline');
   for (const conn of all) {
     all.delete(conn);
     conn.socket.destroy();
