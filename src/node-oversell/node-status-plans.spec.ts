@@ -60,10 +60,10 @@ const ANNOTATIONS: unknown[] = [
   'annotations',
 ];
 
-/** One call's inputs, as indices into the pools above (so two calls' inputs compare as plain values). */
 /** An index into `pool`, `favoured` as often as all the others together. */
 const index = (pool: readonly unknown[], favoured: number) => fc.oneof(fc.constant(favoured), fc.nat(pool.length - 1));
 
+/** One call's inputs, as indices into the pools above (so two calls' inputs compare as plain values). */
 // cpu 6 under capacity 8 is where the record's annotations decide the plan (RECORD): drawn half the time.
 const inputs = fc.record({
   name: fc.constantFrom<string>('node-a', 'node-b', 'node-c'),
