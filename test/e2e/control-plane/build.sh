@@ -6,13 +6,29 @@
 # here, in etcd/ and in promtool/; kwok by version).
 # Skips the build when test/e2e/.bin/.stamp matches a hash of the inputs.
 #
-# Environment: BIN_DIR (output, default test/e2e/.bin), GO_BUILD_P (go build -p, default 2),
+# The Kubernetes release is go.mod's (the newest supported minor) unless KUBE names another minor
+# pinned in versions/ (KUBE=1.35 → versions/1.35.mod/.sum, built with `go build -modfile`, into
+# test/e2e/.bin/v1.35/ unless BIN_DIR says otherwise): the version matrix of `npm run test:compat`.
+#
+# Environment: KUBE (a minor in versions/, default: go.mod's),
+#              BIN_DIR (output, default test/e2e/.bin, or test/e2e/.bin/vKUBE), GO_BUILD_P (go build -p, default 2),
 #              FORCE=1 (ignore the stamp), GO (go binary, default: go on PATH or /usr/local/go/bin/go),
 #              PROGRESS_EVERY (seconds between "still building" lines, default 30).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BIN_DIR=${BIN_DIR:-$(cd "$HERE/.." && pwd)/.bin}
+# MODFILE: the go.mod that pins the release (relative to $HERE); its go.sum is beside it.
+MODFILE=go.mod
+DEFAULT_BIN_DIR=$(cd "$HERE/.." && pwd)/.bin
+if [[ -n ${KUBE:-} && -f $HERE/versions/$KUBE.mod ]]; then
+  MODFILE=versions/$KUBE.mod
+  DEFAULT_BIN_DIR+=/v$KUBE
+elif [[ -n ${KUBE:-} ]]; then
+  default_minor=$(awk '$1 == "k8s.io/kubernetes" { sub(/^v/, "", $2); split($2, v, "."); print v[1] "." v[2]; exit }' "$HERE/go.mod")
+  [[ $KUBE == "$default_minor" ]] || { echo "build.sh: no versions/$KUBE.mod (pin it with pin.sh)" >&2; exit 1; }
+fi
+MODSUM=${MODFILE%.mod}.sum
+BIN_DIR=${BIN_DIR:-$DEFAULT_BIN_DIR}
 GO_BUILD_P=${GO_BUILD_P:-2}
 KWOK_VERSION=v0.7.0
 PROGRESS_EVERY=${PROGRESS_EVERY:-30}
@@ -25,16 +41,16 @@ if [[ -z ${GO:-} ]]; then
   fi
 fi
 
-# The Kubernetes version is the one go.mod requires (v1.34.N); the ldflags stamp it into
+# The Kubernetes version is the one the go.mod requires (vX.Y.Z); the ldflags stamp it into
 # the binaries (what /version and `kubectl version` report), as hack/lib/version.sh does.
 # required_version MODULE GO.MOD: the version a go.mod requires (block or single-line form).
 required_version() {
   awk -v m="$1" '$1 == "replace" || $2 == "=>" || $1 ~ /^\/\// { next }
     { for (i = 1; i < NF; i++) if ($i == m) { print $(i + 1); exit } }' "$2"
 }
-K8S_VERSION=$(required_version k8s.io/kubernetes "$HERE/go.mod")
+K8S_VERSION=$(required_version k8s.io/kubernetes "$HERE/$MODFILE")
 if [[ ! $K8S_VERSION =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]]; then
-  echo "build.sh: cannot read the k8s.io/kubernetes version from $HERE/go.mod" >&2
+  echo "build.sh: cannot read the k8s.io/kubernetes version from $HERE/$MODFILE" >&2
   exit 1
 fi
 K8S_MAJOR=${BASH_REMATCH[1]}
@@ -42,7 +58,7 @@ K8S_MINOR=${BASH_REMATCH[2]}
 
 # Everything that decides what gets built.
 stamp_inputs() {
-  (cd "$HERE" && sha256sum build.sh go.mod go.sum etcd/go.mod etcd/go.sum etcd/main.go promtool/go.mod promtool/go.sum cmd/*/main.go)
+  (cd "$HERE" && sha256sum build.sh "$MODFILE" "$MODSUM" etcd/go.mod etcd/go.sum etcd/main.go promtool/go.mod promtool/go.sum cmd/*/main.go)
   echo "kwok $KWOK_VERSION"
   "$GO" env GOVERSION GOOS GOARCH
 }
@@ -96,7 +112,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 step "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubemark $K8S_VERSION" \
-  "$HERE" "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" \
+  "$HERE" "$GO" build -modfile="$MODFILE" -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" \
   ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl ./cmd/kubemark
 
 step "etcd $(required_version go.etcd.io/etcd/server/v3 "$HERE/etcd/go.mod")" \

@@ -10,13 +10,16 @@
 #                         SIGKILL after 10 s), also ones the tests started (kwok, webhooks).
 #                         Safe to run at any time, also after a failed or interrupted up.
 #
-# Environment: BIN_DIR (binaries, default test/e2e/.bin), UP_TIMEOUT (seconds per wait, default 90),
+# Environment: KUBE (a pinned minor, see release.sh), BIN_DIR (binaries, default test/e2e/.bin, or
+#              test/e2e/.bin/vKUBE), UP_TIMEOUT (seconds per wait, default 90),
 #              APISERVER_EXTRA_ARGS (extra kube-apiserver flags, split on whitespace).
 # kwok is not started here: see README.md for the command line the tests use.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BIN_DIR=${BIN_DIR:-$(cd "$HERE/.." && pwd)/.bin}
+# shellcheck source=release.sh
+source "$HERE/release.sh"
+BIN_DIR=${BIN_DIR:-$DEFAULT_BIN_DIR}
 UP_TIMEOUT=${UP_TIMEOUT:-90}
 SERVICE_CIDR=10.0.0.0/24
 

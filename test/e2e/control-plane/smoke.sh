@@ -4,7 +4,9 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BIN_DIR=${BIN_DIR:-$(cd "$HERE/.." && pwd)/.bin}
+# shellcheck source=release.sh
+source "$HERE/release.sh"
+BIN_DIR=${BIN_DIR:-$DEFAULT_BIN_DIR}
 export BIN_DIR
 KWOK_NODE=kwok-node-0
 NS=smoke
@@ -57,7 +59,9 @@ poll() {
 # 1. version
 version=$(k get --raw /version)
 echo "$version" | grep -q "\"gitVersion\": \"$K8S_VERSION\"" || die "unexpected /version: $version"
-[[ $K8S_VERSION == v1.34.* ]] || die "K8S_VERSION=$K8S_VERSION"
+# The release build.sh pinned: go.mod's, or versions/$KUBE.mod's for a matrix minor.
+pinned=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$HERE/$MODFILE")
+[[ $K8S_VERSION == "$pinned" ]] || die "K8S_VERSION=$K8S_VERSION, $MODFILE pins $pinned"
 step "/version reports $K8S_VERSION"
 
 # 2. admission chain includes MutatingAdmissionWebhook and NodeRestriction

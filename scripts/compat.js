@@ -1,0 +1,179 @@
+// `npm run test:compat -- --kube 1.35` (or `--kube all`): the end-to-end suite on one Kubernetes
+// minor, or on every minor this project pins, and docs/compatibility.md rewritten from the results.
+//
+// Each minor is pinned by its own module file in test/e2e/control-plane/ (go.mod for the newest,
+// versions/<minor>.mod/.sum for the others, written by pin.sh) and built by build.sh into its own
+// folder (test/e2e/.bin/ for the newest, test/e2e/.bin/v<minor>/ for the others; stamped, so a second
+// run does not rebuild). The e2e harness reads KUBE and BIN_DIR from the environment this script sets.
+//
+//   --kube <minor|all>   which minor (default: go.mod's, the newest)
+//   --files a,b          only these test/e2e files (a subset: its rows say which files ran)
+//   --no-record          run, but leave docs/compatibility.md and its results file alone
+//
+// Results are kept per minor in test/e2e/compat-results.json (the run's date, commit, Kubernetes
+// version and each area's passed/failed counts); the table in docs/compatibility.md (between its
+// compat:begin and compat:end comments) is generated from that file alone, so a run of one minor
+// keeps the other minors' rows, and the prose around the table is the doc's own.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const CONTROL_PLANE = join(ROOT, 'test/e2e/control-plane');
+const RESULTS = join(ROOT, 'test/e2e/compat-results.json');
+const DOC = join(ROOT, 'docs/compatibility.md');
+
+/**
+ * The areas of the table, each the e2e tests that prove it: a file, and where one file proves
+ * several areas, a pattern on the test's full name. The first matching area wins; a test in no
+ * area counts under "other".
+ */
+export const AREAS = [
+  { area: 'node inflation', files: ['node-oversell', 'readme-example', 'prototype-keys', 'plan'] },
+  { area: 'floor across a kubelet restart', files: ['hollow-kubelet', 'commitment-floor'] },
+  { area: 'in-place resize', files: ['resize'] },
+  { area: 'coalescing', files: ['status-coalescing', 'two-replicas'] },
+  { area: 'cap', files: ['pod-policy'], name: /\bcap\b|pod-level/i },
+  { area: 'pod policy', files: ['pod-policy'] },
+  { area: 'sidecars', files: ['sidecar'] },
+  { area: 'certificates', files: ['certificates', 'client-certificate'] },
+  { area: 'usage-aware', files: ['usage-aware', 'hot-nodes'] },
+  { area: 'reconciler', files: ['reconciler'] },
+  { area: 'install and operations', files: ['manifests', 'chart', 'monitoring', 'start-up', 'drain'] },
+];
+
+/** The area of one test: its file's base name (without .test.ts) and its full name. */
+export function areaOf(file, fullName) {
+  for (const { area, files, name } of AREAS) {
+    if (files.includes(file) && (name === undefined || name.test(fullName))) return area;
+  }
+  return 'other';
+}
+
+/** `v1.37.2` from a module file's require of k8s.io/kubernetes. */
+function pinnedVersion(modFile) {
+  const match = /^\s*k8s\.io\/kubernetes (v\d+\.\d+\.\d+)\s*$/m.exec(readFileSync(modFile, 'utf8'));
+  if (!match) throw new Error(`${modFile}: no k8s.io/kubernetes requirement`);
+  return match[1];
+}
+
+const minorOf = (version) => version.replace(/^v(\d+\.\d+)\..*$/, '$1');
+
+/** Every pinned minor, newest first: go.mod's, then versions/<minor>.mod. */
+export function pinnedMinors() {
+  const newest = pinnedVersion(join(CONTROL_PLANE, 'go.mod'));
+  const pins = [{ minor: minorOf(newest), version: newest, binDir: join(ROOT, 'test/e2e/.bin') }];
+  for (const file of readdirSync(join(CONTROL_PLANE, 'versions')).filter((f) => f.endsWith('.mod'))) {
+    const minor = basename(file, '.mod');
+    pins.push({ minor, version: pinnedVersion(join(CONTROL_PLANE, 'versions', file)), binDir: join(ROOT, 'test/e2e/.bin', `v${minor}`) });
+  }
+  const order = (m) => m.split('.').map(Number);
+  return pins.sort((a, b) => order(b.minor)[1] - order(a.minor)[1]);
+}
+
+/** Counts per area from Vitest's JSON report. */
+export function tallyAreas(report) {
+  const areas = {};
+  for (const file of report.testResults) {
+    const name = basename(file.name).replace(/\.test\.ts$/, '');
+    for (const test of file.assertionResults) {
+      const area = areaOf(name, test.fullName);
+      const counts = (areas[area] ??= { passed: 0, failed: 0 });
+      if (test.status === 'passed') counts.passed++;
+      else if (test.status === 'failed') counts.failed++;
+    }
+    // A file that failed before its tests ran (a set-up error) counts as one failure of its areas.
+    if (file.assertionResults.length === 0 && file.status === 'failed') (areas[areaOf(name, '')] ??= { passed: 0, failed: 0 }).failed++;
+  }
+  return areas;
+}
+
+function git(...args) {
+  return spawnSync('git', args, { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
+}
+
+function runMinor(pin, files) {
+  const dir = mkdtempSync(join(tmpdir(), 'compat-'));
+  const report = join(dir, 'e2e.json');
+  const env = { ...process.env, KUBE: pin.minor, BIN_DIR: pin.binDir };
+  console.log(`compat: Kubernetes ${pin.version} (binaries in ${pin.binDir})`);
+  const started = new Date();
+  const vitest = spawnSync(
+    'npx',
+    ['vitest', 'run', '--project', 'e2e', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...files.map((f) => `test/e2e/${f}.test.ts`)],
+    { cwd: ROOT, env, stdio: 'inherit' },
+  );
+  const result = existsSync(report) ? JSON.parse(readFileSync(report, 'utf8')) : undefined;
+  rmSync(dir, { recursive: true, force: true });
+  return {
+    version: pin.version,
+    date: started.toISOString().replace(/\.\d+Z$/, 'Z'),
+    minutes: Math.round((Date.now() - started.getTime()) / 6000) / 10,
+    commit: git('rev-parse', '--short', 'HEAD') + (git('status', '--porcelain', '--untracked-files=no') ? ' (with uncommitted changes)' : ''),
+    files: files.length > 0 ? files : 'all',
+    passed: result?.numPassedTests ?? 0,
+    failed: result?.numFailedTests ?? 0,
+    exitCode: vitest.status,
+    areas: result ? tallyAreas(result) : {},
+  };
+}
+
+const BEGIN = '<!-- compat:begin: generated by `npm run test:compat` from test/e2e/compat-results.json -->';
+const END = '<!-- compat:end -->';
+
+/** The table of docs/compatibility.md from the recorded results: a column per minor (newest first), a row per area. */
+export function renderTable(results, pins) {
+  const runs = pins.filter((p) => results[p.minor]).map((p) => ({ ...results[p.minor], minor: p.minor }));
+  const cell = (counts) => (counts === undefined ? '–' : counts.failed > 0 ? `**${counts.failed} failed** of ${counts.passed + counts.failed}` : `${counts.passed} passed`);
+  const verdict = (r) => (r.failed === 0 && r.exitCode === 0 && r.passed > 0 ? (r.files === 'all' ? 'passed' : 'passed (subset)') : '**failed**');
+  const row = (label, of) => `| ${label} | ${runs.map(of).join(' | ')} |`;
+  return [
+    BEGIN,
+    row('Kubernetes', (r) => `**${r.minor}**`),
+    `| --- | ${runs.map(() => '---').join(' | ')} |`,
+    row('release', (r) => r.version),
+    row('result', (r) => `${verdict(r)}: ${r.passed} of ${r.passed + r.failed}`),
+    ...[...new Set(AREAS.map((a) => a.area)), 'other'].map((area) => row(area, (r) => cell(r.areas[area]))),
+    row('run (UTC)', (r) => r.date.replace('T', ' ').replace(/:\d\dZ$/, '')),
+    row('commit', (r) => r.commit),
+    row('minutes', (r) => String(r.minutes)),
+    ...runs.filter((r) => r.files !== 'all').map((r) => `\n${r.minor}: a subset ran (${r.files.join(', ')}).`),
+    END,
+  ].join('\n');
+}
+
+/** docs/compatibility.md with its generated table replaced; the prose around it is kept. */
+export function withTable(doc, table) {
+  const start = doc.indexOf(BEGIN);
+  const end = doc.indexOf(END);
+  if (start < 0 || end < start) throw new Error(`docs/compatibility.md: no ${BEGIN} ... ${END} block to replace`);
+  return doc.slice(0, start) + table + doc.slice(end + END.length);
+}
+
+function main() {
+  const { values } = parseArgs({ options: { kube: { type: 'string' }, files: { type: 'string' }, 'no-record': { type: 'boolean' } } });
+  const pins = pinnedMinors();
+  const wanted = values.kube === 'all' ? pins : pins.filter((p) => p.minor === (values.kube ?? pins[0].minor));
+  if (wanted.length === 0) {
+    console.error(`compat: no pinned minor ${values.kube} (pinned: ${pins.map((p) => p.minor).join(', ')}; pin another with test/e2e/control-plane/pin.sh)`);
+    process.exit(2);
+  }
+  const files = values.files ? values.files.split(',').map((f) => f.trim().replace(/\.test\.ts$/, '')) : [];
+  const results = existsSync(RESULTS) ? JSON.parse(readFileSync(RESULTS, 'utf8')) : {};
+  let failed = false;
+  for (const pin of wanted) {
+    const result = runMinor(pin, files);
+    failed ||= result.failed > 0 || result.exitCode !== 0 || result.passed === 0;
+    console.log(`compat: ${pin.version}: ${result.passed} passed, ${result.failed} failed in ${result.minutes} min`);
+    if (!values['no-record']) {
+      results[pin.minor] = result;
+      writeFileSync(RESULTS, JSON.stringify(results, null, 2) + '\n');
+      writeFileSync(DOC, withTable(readFileSync(DOC, 'utf8'), renderTable(results, pins)));
+    }
+  }
+  process.exit(failed ? 1 : 0);
+}
+
+if (process.argv[1] === new URL(import.meta.url).pathname) main();

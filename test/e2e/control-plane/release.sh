@@ -1,0 +1,19 @@
+# Sourced by build.sh, cluster.sh and smoke.sh (after setting HERE to this folder): which
+# Kubernetes release KUBE names, and where its binaries live.
+#   KUBE unset, or go.mod's minor → MODFILE=go.mod,            DEFAULT_BIN_DIR=test/e2e/.bin
+#   KUBE=1.35 (versions/1.35.mod)  → MODFILE=versions/1.35.mod, DEFAULT_BIN_DIR=test/e2e/.bin/v1.35
+# MODSUM is the go.sum beside MODFILE. Fails for a minor that is not pinned (pin.sh pins one).
+# shellcheck shell=bash
+MODFILE=go.mod
+DEFAULT_BIN_DIR=$(cd "$HERE/.." && pwd)/.bin
+if [[ -n ${KUBE:-} && -f $HERE/versions/$KUBE.mod ]]; then
+  MODFILE=versions/$KUBE.mod
+  DEFAULT_BIN_DIR+=/v$KUBE
+elif [[ -n ${KUBE:-} ]]; then
+  default_minor=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { split(substr($2, 2), v, "."); print v[1] "." v[2]; exit }' "$HERE/go.mod")
+  if [[ $KUBE != "$default_minor" ]]; then
+    echo "$(basename "$0"): KUBE=$KUBE: no versions/$KUBE.mod here (pinned: $default_minor and versions/*.mod; pin.sh pins another)" >&2
+    exit 1
+  fi
+fi
+MODSUM=${MODFILE%.mod}.sum
