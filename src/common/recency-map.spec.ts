@@ -1,8 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { Outcomes, runs } from '../../test/support/property.js';
 import { RecencyMap } from './recency-map.js';
-
-const runs = { numRuns: Number(process.env.PROPERTY_RUNS ?? 1000) };
 
 type Op = { op: 'set'; key: number; value: number } | { op: 'touch'; key: number } | { op: 'delete'; key: number } | { op: 'prune'; below: number };
 
@@ -53,12 +52,18 @@ function applyToMap(map: RecencyMap<number, number>, step: Op): unknown {
 
 describe('RecencyMap', () => {
   it('keeps the order and values that delete + set give a Map, through any sequence of set, touch, delete and prune (model-based)', () => {
+    // The steps that change the order or the contents (a set of a key already there moves it).
+    const seen = new Outcomes('set of a present key', 'touch of a present key', 'delete of a present key', 'prune that deletes');
     fc.assert(
       fc.property(fc.array(op, { maxLength: 60 }), (steps) => {
         const model = new Map<number, number>();
         const map = new RecencyMap<number, number>();
         for (const step of steps) {
+          const [present, sizeBefore] = [step.op !== 'prune' && model.has(step.key), model.size];
           expect(applyToMap(map, step)).toEqual(applyToModel(model, step));
+          if (step.op === 'prune') {
+            if (model.size < sizeBefore) seen.add('prune that deletes');
+          } else if (present) seen.add(`${step.op} of a present key`);
           expect([...map]).toEqual([...model]);
           expect([...map.keys()]).toEqual([...model.keys()]);
           expect(map.size).toBe(model.size);
@@ -66,8 +71,9 @@ describe('RecencyMap', () => {
           for (let k = 0; k <= 7; k++) expect(map.get(k)).toBe(model.get(k));
         }
       }),
-      runs,
+      runs(1000),
     );
+    seen.expectEach();
   });
 
   it('touches a present key without writing to the Map behind it', () => {
