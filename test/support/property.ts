@@ -70,6 +70,19 @@ export class Outcomes<Name extends string> {
     expect(never, `outcomes that never occurred in ${this.total} counted cases: ${JSON.stringify(Object.fromEntries(this.counts))}`).toEqual([]);
   }
 
+  /**
+   * `name` occurred at least `rate` times per run of the property, and at least once: for events
+   * a run may see several times or not at all (`parameters` is what runs() gave fc.assert).
+   */
+  expectPerRun(name: Name, rate: number, parameters: { numRuns: number }): void {
+    this.print();
+    const floor = Math.max(1, Math.ceil(rate * parameters.numRuns));
+    expect(
+      this.count(name),
+      `${name}: at least ${rate} per run over ${parameters.numRuns} runs (${JSON.stringify(Object.fromEntries(this.counts))})`,
+    ).toBeGreaterThanOrEqual(floor);
+  }
+
   /** `name` occurred in at least `share` (0..1) of the counted cases, and at least once. */
   expectShare(name: Name, share: number): void {
     this.print();
