@@ -10,6 +10,8 @@ import type { NodeLike } from '../node-like.js';
 import { NodeOversellStrategy } from '../../node-oversell/node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../quantity.js';
 import { formatPlanTable, planCluster, planNode, podsThatFit, readPodSize } from './node-plan.js';
+import { jsonEqual } from '../../common/json-equal.js';
+import { Outcomes, runs } from '../../../test/support/property.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
@@ -206,7 +208,9 @@ describe('shadow mode', () => {
     }),
   );
 
-  it('plans in shadow exactly what enforce then writes, node for node', () => {
+  it('plans in shadow exactly what enforce then writes, node for node: floor(raw × ratio) per resource', () => {
+    const seen = new Outcomes('inflated', 'left raw', 'inflated before the shadow period');
+    const parameters = runs(500);
     fc.assert(
       fc.property(world, ({ allocatable, headroom, ratios, before, inPool }) => {
         const capacity = Object.fromEntries(
@@ -229,9 +233,20 @@ describe('shadow mode', () => {
         const written = kubeletWrite(webhook, structuredClone(stored), stored, nodes('enforce', ratios));
         expect(readAmounts(written.status.allocatable)).toEqual(readAmounts(planned.planned));
         expect(planNode(written, {}, nodes('enforce', ratios).nodes as NodesConfig, null).matches).toBe(true);
+        // Rule 4, computed here: every ratio has at most two decimals, so floor(raw × hundredths / 100) is exact.
+        const expected = Object.fromEntries(
+          Object.entries(allocatable).map(([r, q]) => [r, (parseResourceQuantity(r, q) * BigInt(Math.round((ratios[r] ?? 1) * 100))) / 100n]),
+        );
+        expect(readAmounts(planned.planned)).toEqual(expected);
+        seen.add(jsonEqual(expected, readAmounts(raw.status.allocatable)) ? 'left raw' : 'inflated');
+        if (before !== null) seen.add('inflated before the shadow period');
       }),
-      { numRuns: 500 },
+      parameters,
     );
+    // Per run, over two seeds: 0.53 inflated, 0.47 left raw, 0.86 inflated before.
+    seen.expectPerRun('inflated', 0.3, parameters);
+    seen.expectPerRun('left raw', 0.25, parameters);
+    seen.expectPerRun('inflated before the shadow period', 0.5, parameters);
   });
 });
 
