@@ -15,14 +15,19 @@
  *      object (oldObject) only in the conditions' `lastHeartbeatTime` and in the `time` of
  *      `metadata.managedFields` entries (the field manager stamps the writer's entry before
  *      admission; a change of who owns which field, or of the entries' order — the writer's
- *      entry moves last when another manager wrote since — passes).
+ *      entry moves last when another manager wrote since — passes). Those two are the only
+ *      fields set aside: everything else is compared as JSON, at every depth, whether this
+ *      file knows the field or not (a new status field such as `declaredFeatures`, a new
+ *      condition type, a key inside a condition, a non-object item in the list of conditions).
  *      Any other difference — a condition's status, reason,
  *      message or transition time, a condition added or removed, capacity, the raw
  *      allocatable, addresses, images, nodeInfo, daemon endpoints, volumes, labels — passes.
  *   4. It passes once a stored heartbeat is the node's window old or older, measured against
  *      the incoming heartbeat of the same condition (the kubelet's own clock on both sides, so
  *      the webhook's clock plays no part); an incoming heartbeat before the stored one (a
- *      clock stepped back) or an unreadable time passes too. The node's window is the report
+ *      clock stepped back) or an unreadable time passes too. A heartbeat the update leaves as
+ *      stored (the same time, or none on both sides: a condition an administrator set without
+ *      one) has not moved, so it is not measured. The node's window is the report
  *      period less up to 10 %, fixed per node name (nodeWindowMs): when coalescing is switched
  *      on every node's heartbeats were stored within one kubelet period, and with one window
  *      for all they would all be written again together, in one burst per period; with
@@ -143,9 +148,13 @@ const STATUS_APART: ReadonlyMap<string, ReadonlySet<string>> = new Map(
 );
 const statusApart = (lists: readonly string[]): ReadonlySet<string> => STATUS_APART.get(lists.join())!;
 
-/** Rule 3 for the conditions (conditionsOf both sides): the same conditions, in the same order, but for their heartbeats. */
-function sameConditionsButHeartbeats(a: readonly Condition[], b: readonly Condition[]): boolean {
-  return a.length === b.length && a.every((condition, i) => jsonEqualExcept(condition, b[i], HEARTBEAT));
+/**
+ * Rule 3 for the conditions, as the two sides hold them: the same list, in the same order, alike
+ * but for the heartbeats of conditions that are objects on both sides.
+ */
+function sameConditionsButHeartbeats(a: unknown, b: unknown): boolean {
+  if (!Array.isArray(a) || !Array.isArray(b)) return jsonEqual(a, b);
+  return a.length === b.length && a.every((item, i) => (isRecord(item) && isRecord(b[i]) ? jsonEqualExcept(item, b[i], HEARTBEAT) : jsonEqual(item, b[i])));
 }
 
 /** Heartbeat times repeat: every condition of an update and of the stored node carries the same few. */
@@ -174,10 +183,12 @@ function computeNodeWindowMs(name: string, reportPeriodMs: number): number {
   return Math.max(1_000, Math.round((reportPeriodMs * (1 - WINDOW_SPREAD * fraction)) / 1_000) * 1_000);
 }
 
-/** Rule 4: true when every condition's heartbeat moved forward by less than `windowMs`. */
+/** Rule 4: true when every condition's heartbeat stayed as stored or moved forward by less than `windowMs`. */
 export function heartbeatsFresh(incoming: readonly Condition[], stored: readonly Condition[], windowMs: number): boolean {
   return incoming.every((condition) => {
-    const age = heartbeatMs(condition) - heartbeatMs(stored.find((s) => s.type === condition.type));
+    const before = stored.find((s) => s.type === condition.type);
+    if (before !== undefined && jsonEqual(condition.lastHeartbeatTime, before.lastHeartbeatTime)) return true;
+    const age = heartbeatMs(condition) - heartbeatMs(before);
     return age >= 0 && age < windowMs;
   });
 }
@@ -196,8 +207,7 @@ export function planStatusCoalescing(request: StatusUpdateRequest, reportPeriodM
   if (!hasStoredConditions(stored)) return { decision: 'passed', reason: 'no-stored-object' };
   const changed = changeReason(node, stored, name, reportPeriodMs);
   if (changed !== null) return { decision: 'passed', reason: changed };
-  // Conditions already the stored ones (our own output sent back): nothing to put back. `add`, not
-  // `replace`: an update without conditions, alike but for them, gets them put back too.
+  // Conditions already the stored ones (our own output sent back): nothing to put back.
   const patch: PatchOperation[] = jsonEqual(node.status?.conditions, stored.status.conditions)
     ? []
     : [{ op: 'add', path: '/status/conditions', value: stored.status.conditions }];
@@ -237,10 +247,8 @@ function sameRatiosAnnotation(node: Record<string, any>, stored: Record<string, 
 function changeReason(node: Record<string, any>, stored: Record<string, any>, name: string, reportPeriodMs: number): PassReason | null {
   readQuantities(node);
   readQuantities(stored);
-  const conditions = conditionsOf(node);
-  const storedConditions = conditionsOf(stored);
-  if (!sameConditionsButHeartbeats(conditions, storedConditions)) return 'condition-changed';
+  if (!sameConditionsButHeartbeats(node.status?.conditions, stored.status.conditions)) return 'condition-changed';
   if (!sameRatiosAnnotation(node, stored) || !sameButConditions(node, stored)) return 'status-changed';
-  if (!heartbeatsFresh(conditions, storedConditions, nodeWindowMs(name, reportPeriodMs))) return 'report-due';
+  if (!heartbeatsFresh(conditionsOf(node), conditionsOf(stored), nodeWindowMs(name, reportPeriodMs))) return 'report-due';
   return null;
 }
