@@ -311,6 +311,55 @@ describe('NodeOversellStrategy', () => {
     expect(again.result.patch?.map((op) => op.path)).toEqual(['/status/allocatable/cpu', '/status/allocatable/memory']);
   });
 
+  it('leaves every field it does not model as the writer sent it: a 1.37 kubelet’s declaredFeatures, a lifecycle condition, unknown keys at any depth', () => {
+    const { admit } = harness();
+    const before = kubeadmNode();
+    before.status.declaredFeatures = ['RestartAllContainersOnContainerExits', 'InPlacePodLevelResourcesVerticalScaling', 'ExtendWebSocketsToKubelet'];
+    before.status.features = { supplementalGroupsPolicy: true };
+    before.status.runtimeHandlers = [{ name: 'runc', features: { recursiveReadOnlyMounts: true, userNamespaces: true } }];
+    before.status.conditions.push({
+      type: 'MaintenancePlanned',
+      status: 'True',
+      lastHeartbeatTime: null,
+      lastTransitionTime: '2026-03-02T09:00:00Z',
+      reason: 'KernelUpgrade',
+      message: 'planned by the platform team',
+    });
+    before.status.futureStatus = { phase: 'Draining', since: 3 };
+    before.status.nodeInfo.futureInfo = ['a', 1, null];
+    before.status.capacity.futureNested = { deep: { deeper: [{}] } };
+    before.spec.futureSpec = true;
+    before.futureTopLevel = 'x';
+    const { result, node } = admit(before);
+    expect(result.patch?.map(({ op, path }) => `${op} ${path}`)).toEqual([
+      'replace /status/allocatable/cpu',
+      'replace /status/allocatable/memory',
+      'add /metadata/annotations/kube-overcommit.io~1allocatable-raw',
+      'add /metadata/annotations/kube-overcommit.io~1ratios',
+    ]);
+    expect(node.status.declaredFeatures).toEqual([
+      'RestartAllContainersOnContainerExits',
+      'InPlacePodLevelResourcesVerticalScaling',
+      'ExtendWebSocketsToKubelet',
+    ]);
+    expect(node.status.conditions.at(-1)).toEqual({
+      type: 'MaintenancePlanned',
+      status: 'True',
+      lastHeartbeatTime: null,
+      lastTransitionTime: '2026-03-02T09:00:00Z',
+      reason: 'KernelUpgrade',
+      message: 'planned by the platform team',
+    });
+    expect([node.status.futureStatus, node.status.nodeInfo.futureInfo, node.status.capacity.futureNested, node.spec.futureSpec, node.futureTopLevel]).toEqual([
+      { phase: 'Draining', since: 3 },
+      ['a', 1, null],
+      { deep: { deeper: [{}] } },
+      true,
+      'x',
+    ]);
+    expectOnlyOursChanged(before, node);
+  });
+
   it('adds /metadata/annotations as a whole on a kwok node that has none', () => {
     const { admit } = harness();
     const before = kwokNode();
