@@ -8,6 +8,9 @@
  * (valid) record is capped at its allocatable as stored. Like the scheduler's fit check, a
  * resource the pod does not request is not checked (the pod count always is).
  *
+ * A resize (pods/resize, pod-resize.ts) is checked for the resources it raises only: the pod's
+ * new requests in place of what it holds, the rest of the node as for a binding.
+ *
  * On a node of a pool with `exclusiveCpus` (its kubelets run the static CPU manager policy),
  * the exclusive CPUs (pod-resources.ts exclusiveCpus: Guaranteed pods, integer cpu) of its pods
  * plus the new pod's must also stay within the raw cpu allocatable: the kubelet gives them whole
@@ -57,12 +60,17 @@ export function nodeCap(node: NodeLike): NodeCap {
   return { cap: plan.allocatable, raw: plan.raw, ratios: plan.ratios, source: 'annotations' };
 }
 
-export function capViolations(cap: NodeCap, usage: NodeUsage, pod: ResourceAmounts): CapViolation[] {
+/**
+ * The resources over the cap with `pod` on the node. `held`, for a pod already there (a resize):
+ * what it holds now; a resource it does not raise is not checked.
+ */
+export function capViolations(cap: NodeCap, usage: NodeUsage, pod: ResourceAmounts, held?: ResourceAmounts): CapViolation[] {
   const violations: CapViolation[] = [];
   for (const resource of MANAGED_RESOURCES) {
     const limit = cap.cap[resource];
     const requested = resource === 'pods' ? 1n : (pod[resource] ?? 0n);
     if (limit === undefined || requested <= 0n) continue;
+    if (held !== undefined && requested <= (held[resource] ?? 0n)) continue;
     const onNode = usage.requests[resource] ?? 0n;
     const total = onNode + requested;
     if (total > limit) {

@@ -13,6 +13,7 @@ import { policySettings, type PolicySettings } from './container-policy.js';
 import { containerBounds, type ContainerBounds } from './limit-range.js';
 import { capMessage, capViolations, exclusiveCpuViolation, nodeCap, type CapViolation } from './node-cap.js';
 import { planPodMutation, type ResourceChange } from './pod-mutation.js';
+import { planResize } from './pod-resize.js';
 import { POD_FACTS, type FactsCache, type PodFacts } from './pod-facts.js';
 import { mutatesResources, type CapMode, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
@@ -39,7 +40,8 @@ export class PodPolicyMetrics {
 /**
  * Pod policies: default requests and request-to-limit percentages on pod CREATE,
  * and the per-node cap when a pod's node becomes known (pods/binding, or CREATE with
- * spec.nodeName). Runs at order 20: after node-oversell (0) and sidecar injection (10), so
+ * spec.nodeName) and when a bound pod's requests grow in place (pods/resize, never rewritten:
+ * pod-resize.ts). Runs at order 20: after node-oversell (0) and sidecar injection (10), so
  * injected containers get defaults and count toward the cap.
  */
 @Injectable()
@@ -50,6 +52,7 @@ export class PodPolicyMetrics {
   rules: [
     { resource: 'pods', subResource: '', operations: ['CREATE'] },
     { resource: 'pods', subResource: 'binding', operations: ['CREATE'] },
+    { resource: 'pods', subResource: 'resize', operations: ['UPDATE'] },
   ],
 })
 export class PodPolicyStrategy implements AdmissionStrategy {
@@ -74,6 +77,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     if (!namespace || !this.inScope(request, namespace, policy, log)) return {};
     const review: PodReview = { request, namespace, cap, nodes: config.nodes, log };
     if (request.subResource === 'binding') return cap === 'off' ? {} : this.admitBinding(review, object);
+    if (request.subResource === 'resize') return cap === 'off' ? {} : this.admitResize(review, object as PodLike);
     return this.admitPod(review, object as PodLike, policy, mutate);
   }
 
@@ -105,12 +109,17 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     return bounds === undefined ? { patch: [], changes: [] } : planPodMutation(pod, this.settingsOf(policy), bounds);
   }
 
-  /** The cap at CREATE, on the pod as our patch leaves it, when its node is known already (spec.nodeName). */
+  /**
+   * The cap at CREATE, on the pod as our patch leaves it, when its node is known already
+   * (spec.nodeName). Its status is left out: the API server drops the one a CREATE carries, so
+   * none sent can lower what is counted.
+   */
   private capOnCreate(review: PodReview, pod: PodLike, patch: PatchOperation[]): StrategyResult {
     const nodeName = pod.spec?.nodeName;
     if (review.cap === 'off' || typeof nodeName !== 'string' || nodeName === '' || !this.capCachesReady(review.request)) return {};
     const mutated: PodLike = patch.length > 0 ? fastJsonPatch.applyPatch(pod, patch, false, false).newDocument : pod;
-    const requests = { ...effectivePodRequests(mutated), exclusiveCpu: exclusiveCpus(mutated) };
+    const created: PodLike = { ...mutated, status: undefined };
+    const requests = { ...effectivePodRequests(created), exclusiveCpu: exclusiveCpus(created) };
     return this.checkCap(review, podRef(review.namespace, pod, review.request.name), nodeName, requests, pod.metadata?.uid);
   }
 
@@ -125,6 +134,19 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     if (isMirrorPod(pod)) return {};
     const requests = { ...pod.requests, exclusiveCpu: pod.exclusiveCpu ?? 0n };
     return this.checkCap(review, `${namespace}/${podName}`, nodeName, requests, pod.metadata?.uid);
+  }
+
+  /** The cap on a resize of a bound pod (pod-resize.ts): only what it raises is checked. Never rewritten. */
+  private admitResize(review: PodReview, sent: PodLike): StrategyResult {
+    if (!isRecord(review.request.oldObject)) return {};
+    const stored = review.request.oldObject as PodLike;
+    const nodeName = stored.spec?.nodeName;
+    // Not bound yet: the scheduler fits the new requests, and the binding is checked.
+    if (isMirrorPod(stored) || typeof nodeName !== 'string' || nodeName === '' || !this.capCachesReady(review.request)) return {};
+    const plan = planResize(stored, sent);
+    if (plan === null) return {};
+    const pod = podRef(review.namespace, stored, review.request.name);
+    return this.checkCap(review, pod, nodeName, { ...plan.resized, exclusiveCpu: 0n }, stored.metadata?.uid, plan.held);
   }
 
   private capCachesReady(request: AdmissionRequest): boolean {
@@ -158,12 +180,13 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     nodeName: string,
     requests: ResourceAmounts & { exclusiveCpu: bigint },
     exclude: string | undefined,
+    held?: ResourceAmounts,
   ): StrategyResult {
     const node = this.facts.node(nodeName);
     if (node === undefined) return this.skip(request, 'node-unknown');
     const usage = this.facts.nodeUsage(nodeName, exclude);
     const cap = nodeCap(node);
-    const violations = capViolations(cap, usage, requests);
+    const violations = capViolations(cap, usage, requests, held);
     const exclusive = resolveNodePolicy(node.metadata?.labels, nodes)?.exclusiveCpus ? exclusiveCpuViolation(cap, usage, requests.exclusiveCpu) : null;
     if (violations.length === 0 && exclusive === null) return {};
     const counter = mode === 'deny' ? this.metrics.capDenials : this.metrics.capWarnings;
