@@ -55,6 +55,11 @@ describe('shipped manifests', () => {
         port: 443,
       });
     }
+    // The pod-policy entry sends the cap every review it reads: pod CREATE, kube-scheduler's binding, an in-place resize.
+    expect(webhook?.webhooks.find((entry: Doc) => entry.name === 'pod-policy.kube-overcommit.io').rules).toEqual([
+      { apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods', 'pods/binding'], scope: 'Namespaced' },
+      { apiGroups: [''], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['pods/resize'], scope: 'Namespaced' },
+    ]);
     // The sidecars entry before the pod-policy entry: the pod policy sees the injected containers, as /mutate runs them.
     expect(webhook?.webhooks.map((entry: Doc) => entry.name)).toEqual([
       'nodes.kube-overcommit.io',
