@@ -255,6 +255,7 @@ export class SimKubelet {
   private capacity: Record<string, string>;
   private allocatable: Record<string, string>;
   private ready = true;
+  private images: unknown[] = [];
   private readonly updateFrequencyMs: number;
   private readonly reportFrequencyMs: number;
   private readonly useLease: boolean;
@@ -298,6 +299,11 @@ export class SimKubelet {
   /** Whether the next status updates report Ready=True or Ready=False (KubeletNotReady). */
   setReady(ready: boolean): void {
     this.ready = ready;
+  }
+
+  /** The images the next status updates report in status.images (a real change, as a pull is). */
+  setImages(images: unknown[]): void {
+    this.images = [...images];
   }
 
   /** What this kubelet reports as allocatable (the raw value). */
@@ -411,6 +417,7 @@ export class SimKubelet {
       capacity: this.capacity,
       allocatable: this.allocatable,
       ready: this.ready,
+      images: this.images,
       ...(this.options.kubeletPort === undefined ? {} : { kubeletPort: this.options.kubeletPort }),
       nodeInfo: {
         machineID: '',
