@@ -9,6 +9,7 @@ import { HealthModule } from './health/health.module.js';
 import { KubeModule } from './kube/kube.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { NodeOversellModule } from './node-oversell/node-oversell.module.js';
+import { NodePolicyModule } from './node-policy/node-policy.module.js';
 import { OVERCOMMIT_CONFIG } from './overcommit.config.js';
 import { PlanModule } from './plan/plan.module.js';
 import { ReconcilerModule } from './reconciler/reconciler.module.js';
@@ -44,6 +45,7 @@ export class AppModule {
         NodeOversellModule,
         StatusCoalescingModule,
         ReconcilerModule,
+        NodePolicyModule,
         PodPolicyModule,
         SidecarModule,
         PlanModule,

@@ -15,8 +15,8 @@ export function trimCachedNode(node: V1Node): V1Node {
   return node;
 }
 
-/** Who reads the Node cache: the pod policies' node cap, GET /plan and the reconciler while it leads. */
-export type NodeCacheUser = 'node-cap' | 'plan' | 'reconciler';
+/** Who reads the Node cache: the pod policies' node cap, GET /plan, the reconciler and the node-policy publisher while they lead. */
+export type NodeCacheUser = 'node-cap' | 'plan' | 'reconciler' | 'node-policy';
 
 /** Told of every Node added to or updated in the Node cache, and of each of its lists. */
 export interface NodeCacheListener {

@@ -32,6 +32,10 @@ function Fraction(): PropertyDecorator {
 export const USAGE_RESOURCES = ['cpu', 'memory'] as const;
 export type UsageResource = (typeof USAGE_RESOURCES)[number];
 
+/** What a hot usage-aware node gets (hot-nodes.rules.ts): `ratio1`, or `full` (no new pod until it cools). */
+export const HOT_ACTIONS = ['ratio1', 'full'] as const;
+export type HotAction = (typeof HOT_ACTIONS)[number];
+
 /** A fraction in [0.01, 1] per usage resource; an absent resource is not usage-aware (its ratio stays static). */
 export class UsageFractions {
   @Fraction() cpu?: number;
@@ -94,6 +98,30 @@ export class UsageConfig {
     'fallbackAfter must be longer than staleAfter',
   )
   fallbackAfter: string = '10m';
+  /** What a hot node gets: `ratio1` (ratio 1, then the commitment floor), or `full` (exactly its committed requests: no new pod; hot-nodes.rules.ts). */
+  @IsOptional() @IsIn(HOT_ACTIONS, { message: `hotAction must be one of ${HOT_ACTIONS.join(', ')}` }) hotAction: HotAction = 'ratio1';
+  /** `full` only: a hot node reopens once its usage ÷ raw allocatable stays below this for `coolFor`. Absent per resource: hotThreshold − COOL_MARGIN. */
+  @IsOptional()
+  @ValidateNested()
+  @Type(() => UsageFractions)
+  @usageCheck(
+    'coolBelowHot',
+    (_value, usage) => USAGE_RESOURCES.every((resource) => !((usage.coolThreshold?.[resource] ?? 0) >= (usage.hotThreshold?.[resource] ?? 1))),
+    'coolThreshold must be below hotThreshold for each resource',
+  )
+  coolThreshold?: UsageFractions;
+  /** `full` only: how long usage stays below coolThreshold before a hot node reopens. */
+  @IsOptional() @durationIn('coolFor', 0, 3_600_000, 'from 0s to 1h') coolFor: string = '2m';
+}
+
+/** A `full` hot node's default cool threshold: this far below its hot threshold. */
+export const COOL_MARGIN = 0.1;
+
+/** The cool threshold of a resource: configured, else hotThreshold − COOL_MARGIN (0.01 at least); NaN without a hot threshold. */
+export function coolThreshold(usage: Pick<UsageConfig, 'hotThreshold' | 'coolThreshold'>, resource: UsageResource): number {
+  const hot = usage.hotThreshold?.[resource];
+  if (hot === undefined || hot === null) return Number.NaN;
+  return usage.coolThreshold?.[resource] ?? Math.max(0.01, Math.round((hot - COOL_MARGIN) * 100) / 100);
 }
 
 export class NodePool {
@@ -155,6 +183,12 @@ export class NodesConfig {
     },
   })
   statusReportPeriod: string = '5m';
+  /**
+   * Publish each node's target for the MutatingAdmissionPolicy kube-overcommit-nodes (where the API
+   * server serves it and it is installed: k8s/node-policy), which then serves a kubelet's status
+   * writes inside kube-apiserver; `false`: the webhook alone serves them (docs/adr/0006-node-policy.md).
+   */
+  @IsOptional() @IsBoolean() admissionPolicy: boolean = true;
   /** Apply a config change to idle nodes at once, instead of at their kubelet's next report. */
   @IsOptional() @ValidateNested() @Type(() => ReconcileConfig) reconcile: ReconcileConfig = new ReconcileConfig();
 }

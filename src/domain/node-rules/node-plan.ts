@@ -17,7 +17,8 @@
  *      (compared by value, so "4000m" matches "4").
  *   5. Usage-aware ratios: the ratio in force is the published one, capped at the ceiling, as the
  *      webhook applies it (effectivePolicy); `ratioReasons` says per resource what decided the
- *      planned value: `static`, `usage`, `hot`, `stale` or `floor`.
+ *      planned value: `static`, `usage`, `hot`, `stale`, `floor`, or `hot-full` for every
+ *      resource of a full hot node (hot-nodes.rules.ts: planned = its requests).
  *   6. On a node of a pool with `exclusiveCpus`, `exclusiveCpus` shows the exclusive CPUs its
  *      pods request (Guaranteed, integer cpu) beside the raw cpu allocatable that bounds them
  *      (the pod cap, docs/pod-policy.md); null elsewhere.
@@ -28,7 +29,7 @@ import { type AppliedRatios, type NodePolicy, type NodeStatusPlan, planNodeStatu
 import type { NodeLike } from '../node-like.js';
 import { floorEnabled } from './node-services.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../quantity.js';
-import { effectivePolicy, type NodeUsageEntry, type UsageReason } from './usage-aware.rules.js';
+import { effectivePolicy, formatUsageEntry, type NodeUsageEntry, type UsageReason } from './usage-aware.rules.js';
 
 /** Quantities per managed resource, in the canonical form of formatResourceQuantity. */
 export type Quantities = Partial<Record<ManagedResource, string>>;
@@ -120,13 +121,17 @@ function headroomOf(planned: ResourceAmounts, requests: ResourceAmounts): Resour
   return headroom;
 }
 
-/** Rule 5: per planned resource, the floor when it decided, else the usage-aware reason, else `static`. */
-function ratioReasons(planned: ResourceAmounts, floor: ResourceAmounts, decisions: NodeUsageEntry): NodePlanRow['ratioReasons'] {
+/** Rule 5: per planned resource, `hot-full` on a full node, else the floor when it decided, else the usage-aware reason, else `static`. */
+function ratioReasons(
+  planned: ResourceAmounts,
+  { floor, full }: Pick<NodeStatusPlan, 'floor' | 'full'>,
+  decisions: NodeUsageEntry,
+): NodePlanRow['ratioReasons'] {
   const reasons: NodePlanRow['ratioReasons'] = {};
   for (const resource of MANAGED_RESOURCES) {
     if (planned[resource] === undefined) continue;
     const decision = (decisions as Partial<Record<ManagedResource, { reason: UsageReason }>>)[resource];
-    reasons[resource] = floor[resource] !== undefined ? 'floor' : (decision?.reason ?? 'static');
+    reasons[resource] = full ? 'hot-full' : floor[resource] !== undefined ? 'floor' : (decision?.reason ?? 'static');
   }
   return reasons;
 }
@@ -144,6 +149,26 @@ export interface NodeFacts {
   exclusiveCpu?: bigint;
 }
 
+/** A stored Node's policy (usage-aware ratios applied), the usage decisions, and a thunk of its plan (rule 1). */
+export interface StoredNodePlan {
+  policy: NodePolicy | null;
+  decisions: NodeUsageEntry;
+  /** Rule 1's plan, with the usage annotation the webhook writes; throws on an unreadable quantity. */
+  plan(): NodeStatusPlan | null;
+}
+
+/**
+ * Rule 1 for one stored Node: planNodeStatus on the Node as incoming object and oldObject, the
+ * requests as the floor when the config has it on, and the usage-aware entry as the webhook
+ * applies it (effectivePolicy, the decisions annotated). The plan's allocatable and annotations
+ * are what the webhook writes at a status write that keeps the kubelet's raw values.
+ */
+export function planStoredNode(node: NodeLike, requests: ResourceAmounts, nodesConfig: NodesConfig | undefined, usage?: NodeUsageEntry): StoredNodePlan {
+  const { policy, decisions } = effectivePolicy(resolveNodePolicy(node.metadata?.labels, nodesConfig), usage, readRecord(node.metadata?.annotations)?.ratios);
+  const annotation = Object.keys(decisions).length > 0 ? formatUsageEntry(decisions) : null;
+  return { policy, decisions, plan: () => planNodeStatus(node, policy, node, floorEnabled(nodesConfig) ? requests : undefined, annotation) };
+}
+
 /** The plan for one stored Node, with the requests of its bound pods and its published usage-aware entry (rules 1–5). */
 export function planNode(
   node: NodeLike,
@@ -152,10 +177,11 @@ export function planNode(
   podSize: ResourceAmounts | null,
   { usage, exclusiveCpu }: NodeFacts = {},
 ): NodePlanRow {
-  const { policy, decisions } = effectivePolicy(resolveNodePolicy(node.metadata?.labels, nodesConfig), usage, readRecord(node.metadata?.annotations)?.ratios);
+  const stored = planStoredNode(node, requests, nodesConfig, usage);
+  const { policy, decisions } = stored;
   const row = unplannedRow(node, policy, requests);
   try {
-    const plan = planNodeStatus(node, policy, node, floorEnabled(nodesConfig) ? requests : undefined);
+    const plan = stored.plan();
     return { ...row, ...plannedColumns(node, plan, requests, decisions, podSize), exclusiveCpus: exclusiveCpusOf(policy, plan, exclusiveCpu) };
   } catch (error) {
     return { ...row, error: (error as Error).message, matches: false };
@@ -195,7 +221,7 @@ function plannedColumns(
   const headroom = headroomOf(planned, requests);
   return {
     ratios: plan?.ratios ?? {},
-    ratioReasons: ratioReasons(planned, plan?.floor ?? {}, decisions),
+    ratioReasons: ratioReasons(planned, plan ?? { floor: {}, full: false }, decisions),
     raw: format(plan?.raw ?? {}),
     planned: format(planned),
     stored: format(stored),
@@ -244,7 +270,7 @@ export function formatPlanTable(plan: ClusterPlan): string {
     // A usage-aware ratio says why it is what it is: cpu=1.7(usage).
     const why = (resource: string) => {
       const reason = row.ratioReasons[resource as ManagedResource];
-      return reason === 'usage' || reason === 'hot' || reason === 'stale' ? `(${reason})` : '';
+      return reason === 'usage' || reason === 'hot' || reason === 'hot-full' || reason === 'stale' ? `(${reason})` : '';
     };
     const shown = MANAGED_RESOURCES.filter((resource) => row.ratios[resource] !== undefined || why(resource) !== '');
     const ratios = shown.map((resource) => `${resource}=${row.ratios[resource] ?? 1}${why(resource)}`).join(',') || '-';

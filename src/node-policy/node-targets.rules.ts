@@ -1,0 +1,136 @@
+/**
+ * The targets the node-status policy applies inside kube-apiserver (k8s/node-policy/policy.yaml,
+ * docs/adr/0006-node-policy.md), as pure functions. The platform decides; the policy only
+ * compares quantities and copies strings. The invariants:
+ *
+ *   1. A node's entry is its plan (planStoredNode, node-plan.ts: what the webhook writes at a
+ *      status write that keeps the kubelet's raw values), per managed resource: the raw
+ *      allocatable, the capacity and the planned allocatable; and the values of our annotations.
+ *      The policy applies it only to a write whose managed allocatable is, per resource, that raw
+ *      value or that target and whose managed capacity is that capacity: exactly the writes the
+ *      webhook answers with the same allocatable and annotations (rules 3, 4 and 6 of
+ *      node-oversell.rules.ts read the raw value back from either). Any other write is the
+ *      webhook's.
+ *   2. Only a node the webhook would write is published: not opted out, in `enforce`,
+ *      plannable, with a status.allocatable, every managed amount in [0, 2^63−1]. A node that is
+ *      not gets no entry, and the policy leaves its writes to the webhook.
+ *   3. The coalescing window of an entry is the node's window of status coalescing (nodeWindowMs
+ *      of statusReportPeriod, whole seconds) while `coalesceStatusWrites` is on and the plan
+ *      inflates the node (its ratios annotation is written), else 0 (no coalescing): the rules
+ *      of status-coalescing.rules.ts, decided here, compared there.
+ *   4. An entry is one line per field, joined by "\n" (no line holds one: quantities, a pool
+ *      name and JSON.stringify output), in a fixed order, versioned by its first line.
+ *   5. Entries are sharded by sha256(name) mod TARGET_SHARDS, each shard one ConfigMap; a shard
+ *      holds at most SHARD_LIMIT_BYTES of entries (taken in name order; the rest stay the
+ *      webhook's, counted), far below the 1 MiB a ConfigMap may hold.
+ *   6. A publication writes only what changed: per shard, a JSON merge patch of the entries
+ *      added or changed (their value) and removed (null); no patch for a shard that did not change.
+ */
+import { createHash } from 'node:crypto';
+import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
+import type { NodeLike } from '../domain/node-like.js';
+import type { NodesConfig } from '../domain/node-rules/node-oversell.config.js';
+import { NODE_ANNOTATIONS, RATIOS_ANNOTATION, type NodeStatusPlan } from '../domain/node-rules/node-oversell.rules.js';
+import { planStoredNode } from '../domain/node-rules/node-plan.js';
+import type { NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
+import { formatResourceQuantity } from '../domain/quantity.js';
+import { parseDuration } from '../common/duration.js';
+import { nodeWindowMs } from '../status-coalescing/status-coalescing.rules.js';
+
+export const TARGET_SHARDS = 16;
+/** The shards' ConfigMaps, in the platform's namespace (k8s/node-policy/targets.yaml). */
+export const TARGET_CONFIGMAP_PREFIX = 'kube-overcommit-node-targets-';
+/** What one shard's entries may weigh (rule 5): 5,000 nodes of ~0.6 KB are ~190 KB a shard. */
+export const SHARD_LIMIT_BYTES = 900 * 1024;
+const ENTRY_VERSION = 'v1';
+const MAX_AMOUNT = 2n ** 63n - 1n;
+
+/** The name of shard `index` (rule 5): kube-overcommit-node-targets-00 .. -15. */
+export function shardName(index: number): string {
+  return `${TARGET_CONFIGMAP_PREFIX}${String(index).padStart(2, '0')}`;
+}
+
+/** Rule 5: the shard of a node. */
+export function shardOf(node: string): number {
+  return createHash('sha256').update(node).digest().readUInt32BE(0) % TARGET_SHARDS;
+}
+
+const inRange = (amount: bigint | undefined): boolean => amount === undefined || (amount >= 0n && amount <= MAX_AMOUNT);
+const cell = (resource: (typeof MANAGED_RESOURCES)[number], amount: bigint | undefined): string =>
+  amount === undefined ? '-' : formatResourceQuantity(resource, amount);
+
+/** Rules 1, 3 and 4: the entry of a node's plan; null when an amount is outside [0, 2^63−1] (rule 2). */
+export function formatTargetEntry(plan: NodeStatusPlan, windowSeconds: number): string | null {
+  const lines = [ENTRY_VERSION];
+  for (const resource of MANAGED_RESOURCES) {
+    const [raw, capacity, target] = [plan.raw[resource], plan.capacity[resource], plan.allocatable[resource]];
+    if (!inRange(raw) || !inRange(capacity) || !inRange(target)) return null;
+    lines.push(`${resource} ${cell(resource, raw)} ${cell(resource, capacity)} ${cell(resource, target)}`);
+  }
+  for (const annotation of NODE_ANNOTATIONS) lines.push(plan.annotations[annotation] ?? '');
+  lines.push(String(windowSeconds));
+  return lines.join('\n');
+}
+
+/** Rule 3: the node's coalescing window in seconds, 0 when its writes are not coalesced. */
+export function coalescingWindowSeconds(name: string, plan: NodeStatusPlan, nodesConfig: NodesConfig | undefined): number {
+  if (nodesConfig?.coalesceStatusWrites === false || plan.annotations[RATIOS_ANNOTATION] === null) return 0;
+  return nodeWindowMs(name, parseDuration(nodesConfig?.statusReportPeriod ?? '5m')) / 1000;
+}
+
+/** Rules 1–4 for one stored Node: its entry, or null when the policy must leave its writes to the webhook. */
+export function planTargetEntry(
+  node: NodeLike,
+  requests: ResourceAmounts,
+  nodesConfig: NodesConfig | undefined,
+  usage?: NodeUsageEntry,
+): { name: string; entry: string } | null {
+  const name = node.metadata?.name;
+  if (!name) return null;
+  const stored = planStoredNode(node, requests, nodesConfig, usage);
+  if (stored.policy === null || stored.policy.mode === 'shadow') return null;
+  let plan: NodeStatusPlan | null;
+  try {
+    plan = stored.plan();
+  } catch {
+    return null; // an unreadable quantity: the webhook's to refuse or leave
+  }
+  if (plan === null) return null;
+  const entry = formatTargetEntry(plan, coalescingWindowSeconds(name, plan, nodesConfig));
+  return entry === null ? null : { name, entry };
+}
+
+/** Entries per shard, by node name. */
+export type Shards = ReadonlyArray<ReadonlyMap<string, string>>;
+
+/** Rule 5: the entries placed in their shards, in name order, each shard within SHARD_LIMIT_BYTES; `left` counts those that did not fit. */
+export function planShards(entries: Iterable<{ name: string; entry: string }>, limitBytes = SHARD_LIMIT_BYTES): { shards: Shards; left: number } {
+  const shards = Array.from({ length: TARGET_SHARDS }, () => new Map<string, string>());
+  const sizes = new Array<number>(TARGET_SHARDS).fill(0);
+  let left = 0;
+  for (const { name, entry } of [...entries].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    const shard = shardOf(name);
+    const size = Buffer.byteLength(name) + Buffer.byteLength(entry);
+    if (sizes[shard]! + size > limitBytes) {
+      left++;
+      continue;
+    }
+    sizes[shard]! += size;
+    shards[shard]!.set(name, entry);
+  }
+  return { shards, left };
+}
+
+/** Rule 6: per shard whose entries change, the merge patch of its `data` (a value to set, null to remove). */
+export function planShardPatches(published: Shards, desired: Shards): Array<{ shard: number; data: Record<string, string | null> }> {
+  const patches: Array<{ shard: number; data: Record<string, string | null> }> = [];
+  for (let shard = 0; shard < TARGET_SHARDS; shard++) {
+    const before = published[shard] ?? new Map<string, string>();
+    const after = desired[shard] ?? new Map<string, string>();
+    const data: Record<string, string | null> = {};
+    for (const [name, entry] of after) if (before.get(name) !== entry) data[name] = entry;
+    for (const name of before.keys()) if (!after.has(name)) data[name] = null;
+    if (Object.keys(data).length > 0) patches.push({ shard, data });
+  }
+  return patches;
+}
