@@ -9,7 +9,9 @@
  * pods beyond the raw allocatable run; the status loop's cadence from the webhook's own request
  * counter, with the Node's resourceVersion still while its kubelet keeps posting and, with
  * coalescing off, moving at each PATCH; the reconciler inflating the idle plain node without a
- * kubelet write; a kubelet restart's real change stored at once; the commitment floor (ratio
+ * kubelet write; a kubelet restart's real change stored at once; the 1.37 kubelet's
+ * status.declaredFeatures stored, and a change of it or a new condition type stored at once,
+ * with coalescing going on under a condition that has no heartbeat; the commitment floor (ratio
  * lowered to 1, then a restart: every pod re-admitted); the guard measured in docs/operating.md;
  * the same restart with the webhook unreachable (the pod above raw rejected, OutOfcpu); a node
  * opted out by label (out of the webhook's path: the same rejection); liveness (both kubelets
@@ -25,6 +27,7 @@ import {
   getNode,
   HOLLOW_MACHINE,
   HollowKubelet,
+  nodeClient,
   SimKubelet,
   tearDown,
   waitUntil,
@@ -44,6 +47,16 @@ const GUARD_EXPRESSION =
   "('kube-overcommit.io/ratios' in oldObject.metadata.annotations || 'kube-overcommit.io/floor' in oldObject.metadata.annotations)";
 /** The kubelet's nodeStatusUpdateFrequency (kubemark sets the kubelet's default, 10 s). */
 const UPDATE_MS = 10_000;
+/**
+ * What a 1.37 kubelet declares in status.declaredFeatures with its default feature gates: the
+ * features of component-helpers' nodedeclaredfeatures whose gate is on by default in 1.37, sorted.
+ */
+const DECLARED_FEATURES = [
+  'ExtendWebSocketsToKubelet',
+  'InPlacePodLevelResourcesVerticalScaling',
+  'InPlacePodVerticalScalingInitContainers',
+  'RestartAllContainersOnContainerExits',
+];
 const PODS = [
   { name: 'two-cpu', cpu: '2' },
   { name: 'half-cpu', cpu: '500m' },
@@ -306,6 +319,69 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     });
     expect(node.metadata.resourceVersion).not.toBe(before.metadata.resourceVersion);
     expect(node.status.allocatable.cpu).toBe('3');
+  }, 90_000);
+
+  it('1.37: the kubelet’s status.declaredFeatures is stored on the inflated, coalesced node; a write that changes it, or adds a condition type, is stored at once, and the kubelet’s own rewrite at its next update', async () => {
+    const path = `/api/v1/nodes/${inflated!.name}/status`;
+    const before = await admin.get(`/api/v1/nodes/${inflated!.name}`);
+    // The 1.37 kubelet's default: the features whose gates are on by default, sorted (pkg/kubelet, component-helpers' nodedeclaredfeatures).
+    expect(before.status.declaredFeatures).toEqual(DECLARED_FEATURES);
+    expect(before.status.allocatable.cpu).toBe('3');
+    const decisions = async () => {
+      const metrics = await webhook.metrics();
+      const count = (decision: string, reason: string) => metrics.sum('kube_overcommit_status_writes_total', { decision, reason });
+      return {
+        statusChanged: count('passed', 'status-changed'),
+        conditionChanged: count('passed', 'condition-changed'),
+        coalesced: count('coalesced', 'heartbeat'),
+      };
+    };
+    const decisionsBefore = await decisions();
+
+    // A status write under the node's own identity, the heartbeats untouched, only declaredFeatures changed: stored at once.
+    const asNode = nodeClient(env, inflated!.name);
+    try {
+      const fewer = await asNode.patch(path, { status: { declaredFeatures: DECLARED_FEATURES.slice(1) } }, 'strategic');
+      expect(fewer.metadata.resourceVersion).not.toBe(before.metadata.resourceVersion);
+      expect(fewer.status.declaredFeatures).toEqual(DECLARED_FEATURES.slice(1));
+      expect(fewer.status.conditions).toEqual(before.status.conditions);
+      // The kubelet writes its own list back at its next update: stored too.
+      const seen: unknown[] = [];
+      await waitUntil(
+        'the kubelet’s declaredFeatures stored again',
+        async () => {
+          const node = await admin.get(`/api/v1/nodes/${inflated!.name}`);
+          seen.push(node.status.declaredFeatures);
+          return node.status.declaredFeatures?.length === DECLARED_FEATURES.length;
+        },
+        { timeoutMs: 3 * UPDATE_MS, intervalMs: 500 },
+      );
+      expect(seen.at(-1)).toEqual(DECLARED_FEATURES);
+
+      // A 1.37 node lifecycle condition, as an administrator sets it (no heartbeat: stored as null), written as the node: stored at once.
+      const maintenance = { type: 'MaintenancePlanned', status: 'True', reason: 'KernelUpgrade', message: 'planned by the e2e test' };
+      const planned = await asNode.patch(path, { status: { conditions: [maintenance] } }, 'strategic');
+      expect(planned.status.conditions.find((c: any) => c.type === 'MaintenancePlanned')).toMatchObject({ ...maintenance, lastHeartbeatTime: null });
+      // The kubelet keeps that condition and goes on posting heartbeats: coalesced again, though one heartbeat is null.
+      const counts = await webhookCounts();
+      const versions = new Set<string>();
+      const end = Date.now() + 2.5 * UPDATE_MS;
+      while (Date.now() < end) {
+        versions.add((await admin.get(`/api/v1/nodes/${inflated!.name}`)).metadata.resourceVersion);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      const countsAfter = await webhookCounts();
+      // Both hollow kubelets post every 10 s (their nodes are inflated): at least four reviews in 25 s.
+      expect(countsAfter.statusReviews - counts.statusReviews).toBeGreaterThanOrEqual(4);
+      expect([...versions], 'the inflated Node while its kubelet posts heartbeats').toEqual([planned.metadata.resourceVersion]);
+      const decisionsAfter = await decisions();
+      expect(decisionsAfter.statusChanged - decisionsBefore.statusChanged, 'passed: status-changed').toBeGreaterThanOrEqual(2);
+      expect(decisionsAfter.conditionChanged - decisionsBefore.conditionChanged, 'passed: condition-changed').toBeGreaterThanOrEqual(1);
+      expect(decisionsAfter.coalesced - decisionsBefore.coalesced, 'coalesced').toBeGreaterThanOrEqual(2);
+    } finally {
+      await admin.patch(path, { status: { conditions: [{ type: 'MaintenancePlanned', $patch: 'delete' }] } }, 'strategic').catch(() => undefined);
+      asNode.close();
+    }
   }, 90_000);
 
   it('commitment floor: ratio lowered to 1, the kubelet restarts and re-admits both pods (2.5 CPUs on a 1-CPU node)', async () => {
