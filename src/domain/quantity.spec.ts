@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { Outcomes, runs } from '../../test/support/property.js';
 import {
   baseAmountToNumber,
   compareDecimal,
@@ -191,12 +192,17 @@ describe('exact ratios', () => {
   });
 
   it('floor(raw × k/100) for every ratio in [1, 10] with up to 2 decimals', () => {
+    const seen = new Outcomes('exact', 'rounded down');
     fc.assert(
       fc.property(fc.integer({ min: 100, max: 1000 }), fc.bigInt({ min: 0n, max: 2n ** 64n }), (k, raw) => {
         expect(multiplyFloor(raw, k / 100)).toBe((raw * BigInt(k)) / 100n);
+        seen.add((raw * BigInt(k)) % 100n === 0n ? 'exact' : 'rounded down');
       }),
-      { numRuns: 2000 },
+      runs(2000),
     );
+    // About 7.5 % exact (three seeds).
+    seen.expectShare('exact', 0.03);
+    seen.expectShare('rounded down', 0.5);
   });
 });
 
@@ -217,9 +223,12 @@ describe('properties', () => {
     .filter((text) => !/^[+-]?\.$/.test(text.replace(/[a-zA-Z].*$/, '')));
 
   it('MilliValue and Value are the ceiling (away from zero) of the exact value', () => {
+    const seen = new Outcomes('positive, rounded', 'negative, rounded', 'exact');
     fc.assert(
       fc.property(quantityText, (text) => {
         const value = parseQuantity(text);
+        const exact = compareDecimal(dec(unitValue(value), 0), value) === 0;
+        seen.add(exact ? 'exact' : value.coefficient >= 0n ? 'positive, rounded' : 'negative, rounded');
         for (const [scale, round] of [
           [3, milliValue],
           [0, unitValue],
@@ -235,11 +244,15 @@ describe('properties', () => {
           }
         }
       }),
-      { numRuns: 3000 },
+      runs(3000),
     );
+    seen.expectShare('positive, rounded', 0.1);
+    seen.expectShare('negative, rounded', 0.1);
+    seen.expectShare('exact', 0.1);
   });
 
   it('formatResourceQuantity round-trips every base amount exactly', () => {
+    const seen = new Outcomes('binary suffix', 'decimal suffix', 'no suffix');
     fc.assert(
       fc.property(
         fc.constantFrom('cpu', 'memory', 'ephemeral-storage', 'pods', 'hugepages-1Gi'),
@@ -250,9 +263,11 @@ describe('properties', () => {
         (resource, amount) => {
           const text = formatResourceQuantity(resource, amount);
           expect(parseResourceQuantity(resource, text)).toBe(amount);
+          seen.add(/[KMGTPE]i$/.test(text) ? 'binary suffix' : /[0-9]$/.test(text) ? 'no suffix' : 'decimal suffix');
         },
       ),
-      { numRuns: 3000 },
+      runs(3000),
     );
+    seen.expectEach();
   });
 });
