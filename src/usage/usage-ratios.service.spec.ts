@@ -130,9 +130,10 @@ function usageRatios(kube: KubeConfig, env: NodeJS.ProcessEnv, store: ConfigStor
   const input = gauge('input', ['node', 'resource', 'input']);
   const publish = new Counter({ name: 'publish', help: 'publish', labelNames: ['result'], registers: [] });
   const errors = new Counter({ name: 'errors', help: 'errors', registers: [] });
+  const hot = gauge('hot', ['reason']);
   const pods = new PodCache(kube, env, backgroundTasks());
-  const service = new UsageRatios(kube, env, pods, store, backgroundTasks(), ratio, input, publish, errors);
-  return { service, pods, ratio, input, publish };
+  const service = new UsageRatios(kube, env, pods, store, backgroundTasks(), ratio, input, publish, errors, hot);
+  return { service, pods, ratio, input, publish, hot };
 }
 
 const values = async (gauge: Gauge<string>) => (await gauge.get()).values.map(({ labels, value }) => ({ ...labels, value }));
@@ -287,4 +288,49 @@ describe('UsageRatios', () => {
     expect(ratios()[0]).toBeGreaterThan(1.1);
     expect(service.published('never')?.cpu).toMatchObject({ R: '0', reason: 'usage' });
   }, 40_000);
+  it('hotAction full: a node above hotThreshold is published hot-full, counted, written as full; it reopens once cool for coolFor', async () => {
+    api = new FakeApiServer();
+    await api.start();
+    api.nodes = [kubeadmNode({ name: 'hot' }), kubeadmNode({ name: 'calm' })];
+    api.pods = [runningPod('p0', 'hot', { containers: [container('app', { requests: { cpu: '1' } })] })];
+    let sampled = Date.now();
+    const metrics = (hotCpu: string) =>
+      (api!.nodeMetrics = [
+        { metadata: { name: 'hot' }, timestamp: new Date((sampled += 1_000)).toISOString(), window: '10s', usage: { cpu: hotCpu, memory: '1Gi' } },
+        { metadata: { name: 'calm' }, timestamp: new Date(sampled).toISOString(), window: '10s', usage: { cpu: '100m', memory: '1Gi' } },
+      ]);
+    metrics('3900m');
+    // percentile 50: the second sample's median is the lower one, so the node reads cool at once; coolFor 0s reopens it then.
+    const store = configStore(
+      'nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { target: { cpu: 0.6 }, interval: 5s, window: 1m, percentile: 50, hotAction: full, coolFor: 0s }\n',
+    );
+    const { service, pods, publish, hot } = usageRatios(api.kube(), IN_CLUSTER_ENV, store);
+    stop = async () => {
+      await service.onApplicationShutdown();
+      await pods.onApplicationShutdown();
+    };
+    service.onModuleInit();
+    const ticks = async () => (await publish.get()).values.reduce((sum, { labels, value }) => sum + (labels.result === 'error' ? 0 : value), 0);
+    const nextTick = async () => {
+      const before = await ticks();
+      const deadline = Date.now() + 9_000;
+      while ((await ticks()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    };
+
+    await nextTick(); // 3.9 of 4 CPUs > 0.9: hot-full; calm at 0.1 is open
+    expect(service.published('hot')).toEqual({ cpu: { ratio: 1, reason: 'hot-full', A: '4', R: '0', U: '0' } });
+    expect(service.published('calm')?.cpu?.reason).toBe('usage');
+    expect(await values(hot)).toEqual([
+      { reason: 'hot', value: 0 },
+      { reason: 'hot-full', value: 1 },
+    ]);
+    const policy = resolveNodePolicy({}, store.snapshot().config.nodes);
+    expect(service.effective('hot', policy, undefined).policy).toMatchObject({ ratios: { cpu: 1 }, full: true });
+    expect(service.effective('calm', policy, undefined).policy?.full).toBeUndefined();
+
+    metrics('100m');
+    await nextTick(); // median of 3.9 and 0.1 = 0.1 < coolThreshold 0.8, coolFor 0s: reopened, one step up from 1
+    expect(service.published('hot')?.cpu).toMatchObject({ ratio: 1.1, reason: 'usage' });
+    expect(await values(hot)).toContainEqual({ reason: 'hot-full', value: 0 });
+  }, 25_000);
 });

@@ -16,11 +16,13 @@ import { keyOf } from '../kube/pods-by-node.js';
 import { ResilientInformer } from '../kube/resilient-informer.js';
 import { type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
-import { NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from './usage.metrics.js';
+import { HOT_NODES_METRIC, NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from './usage.metrics.js';
+import { type HotState, hotFullDecision, type NodeLevel, planHotState, readHeat } from '../domain/node-rules/hot-nodes.rules.js';
 import { baseAmountToNumber, parseResourceQuantity } from '../domain/quantity.js';
 import {
   effectivePolicy,
   formatInputs,
+  isHotFull,
   formatPublished,
   type NodeInputs,
   type NodeUsageEntry,
@@ -33,6 +35,7 @@ import {
   readUsage,
   samplesInWindow,
   seedSample,
+  smoothedNodeUsage,
   smoothInputs,
   sumUsage,
   trackPlacements,
@@ -85,6 +88,8 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
   private lastPlanned = new Map<string, number>();
   /** Leader state for rule 5's hold, per node: the pods bound at its latest sample, and those placed since and not measured yet. */
   private placements = new Map<string, Placements>();
+  /** Leader state of `hotAction: full` (hot-nodes.rules.ts): the hot nodes. */
+  private hot = new Map<string, HotState>();
   private leaderSince = 0;
   private lastMetricsError = '';
 
@@ -99,12 +104,14 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     @InjectMetric(NODE_USAGE_INPUT_METRIC) private readonly inputGauge: Gauge<string>,
     @InjectMetric(USAGE_PUBLISH_METRIC) private readonly publishCounter: Counter<string>,
     @InjectMetric(USAGE_METRICS_ERRORS_METRIC) private readonly metricsErrors: Counter<string>,
+    @InjectMetric(HOT_NODES_METRIC) private readonly hotNodes: Gauge<string>,
   ) {
     this.available = inCluster(env);
     this.namespace = this.available ? platformNamespace(env) : '';
     this.identity = env.POD_NAME || `${hostname()}-${randomBytes(4).toString('hex')}`;
     for (const result of ['written', 'unchanged', 'error']) this.publishCounter.inc({ result }, 0);
     this.metricsErrors.inc(0);
+    for (const reason of ['hot', 'hot-full']) this.hotNodes.set({ reason }, 0);
   }
 
   onModuleInit(): void {
@@ -166,8 +173,11 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
       this.lastTimestamp.clear();
       this.lastPlanned.clear();
       this.placements.clear();
+      this.hot.clear();
       this.leaderSince = performance.now();
       if (!leader) return;
+      // hot-nodes.rules.ts rule 6: a node published full stays hot, its cooling counted from here.
+      for (const [name, entry] of this.entries) if (isHotFull(entry)) this.hot.set(name, { hotSince: this.leaderSince });
       const seeded = this.seedHistory();
       this.logger.log(`leading: sampling metrics.k8s.io and publishing usage-aware ratios; ${seeded} nodes start from the published inputs`);
     });
@@ -212,6 +222,12 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     this.readListeners.forEach((listener) => listener());
     this.ratioGauge.reset();
     this.inputGauge.reset();
+    const hot = { hot: 0, 'hot-full': 0 };
+    for (const entry of this.entries.values()) {
+      if (isHotFull(entry)) hot['hot-full'] += 1;
+      else if (Object.values(entry).some((decision) => decision?.reason === 'hot')) hot.hot += 1;
+    }
+    for (const [reason, count] of Object.entries(hot)) this.hotNodes.set({ reason }, count);
     for (const [node, entry] of this.entries) {
       for (const resource of USAGE_RESOURCES) {
         const decision = entry[resource];
@@ -303,17 +319,40 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     const recorded = readRecord(node.metadata?.annotations)?.ratios;
     const placed = placedUnmeasured(this.pods.podsOn(name), this.placements.get(name), now, parseDuration(usage.staleAfter));
     const entry: NodeUsageEntry = {};
+    const sinceLastSampleMs = now - Math.max(lastSample, this.leaderSince);
+    const levels: Partial<Record<UsageResource, NodeLevel>> = {};
     for (const resource of resources) {
       const inputs = {
         A: raw[resource] ?? 0n,
         R: smaller(measured[resource], bound[resource]),
         samples,
-        sinceLastSampleMs: now - Math.max(lastSample, this.leaderSince),
+        sinceLastSampleMs,
         placedUnmeasured: placed[resource],
       };
       entry[resource] = planUsageDecision(resource, inputs, policy.ratios[resource] ?? 1, previous?.[resource]?.ratio ?? recorded?.[resource], usage);
+      levels[resource] = { A: inputs.A, nodeUsage: smoothedNodeUsage(samples, resource, usage.percentile) };
     }
-    return entry;
+    return this.planHot(name, entry, { levels, sinceLastSampleMs }, now, usage);
+  }
+
+  /** hot-nodes.rules.ts, under `hotAction: full`: the node's hot state after this plan's reading; while hot, every decision is hot-full. */
+  private planHot(
+    name: string,
+    entry: NodeUsageEntry,
+    { levels, sinceLastSampleMs }: { levels: Partial<Record<UsageResource, NodeLevel>>; sinceLastSampleMs: number },
+    now: number,
+    usage: UsageConfig,
+  ): NodeUsageEntry {
+    const state =
+      usage.hotAction === 'full' ? planHotState(this.hot.get(name), readHeat(levels, sinceLastSampleMs, usage), now, parseDuration(usage.coolFor)) : undefined;
+    if (state === undefined) {
+      this.hot.delete(name);
+      return entry;
+    }
+    this.hot.set(name, state);
+    const full: NodeUsageEntry = {};
+    for (const resource of USAGE_RESOURCES) if (entry[resource] !== undefined) full[resource] = hotFullDecision(entry[resource]);
+    return full;
   }
 
   /** Each node at its own section's interval (the timer runs at the shortest): at most one step up per interval. */
@@ -369,6 +408,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     this.lastTimestamp.delete(name);
     this.lastPlanned.delete(name);
     this.placements.delete(name);
+    this.hot.delete(name);
   }
 
   /** Written only when the ratios change; the inputs (rule 8) go with them. */

@@ -6,6 +6,8 @@ export const NODE_USAGE_RATIO_METRIC = 'kube_overcommit_node_usage_ratio';
 export const NODE_USAGE_INPUT_METRIC = 'kube_overcommit_node_usage_input';
 /** The usage-aware leader's publications of the ConfigMap, by result (written, unchanged, error). */
 export const USAGE_PUBLISH_METRIC = 'kube_overcommit_usage_publish_total';
+/** The nodes whose published entry is hot, by reason: `hot` (ratio 1) or `hot-full` (no new pod; hot-nodes.rules.ts). */
+export const HOT_NODES_METRIC = 'kube_overcommit_usage_hot_nodes';
 /** The usage-aware leader's failed reads of metrics.k8s.io. */
 export const USAGE_METRICS_ERRORS_METRIC = 'kube_overcommit_usage_metrics_errors_total';
 
@@ -28,5 +30,10 @@ export const usageMetrics = [
   makeCounterProvider({
     name: USAGE_METRICS_ERRORS_METRIC,
     help: 'Failed reads of metrics.k8s.io by the usage-aware leader (the nodes get no new sample and go stale).',
+  }),
+  makeGaugeProvider({
+    name: HOT_NODES_METRIC,
+    help: 'Usage-aware nodes whose published entry is hot, by reason: hot (hotAction ratio1: ratio 1) or hot-full (hotAction full: allocatable = the requests bound, no new pod).',
+    labelNames: ['reason'],
   }),
 ];

@@ -30,6 +30,10 @@
  *      allocatable on restart, and a value below what is bound would reject (strand) them. A
  *      value the floor decides is recorded (the floor annotation), so rule 3 recognises it as
  *      ours and raw stays the kubelet's; the record is kept while the floor decides anything.
+ *      On a full node (a hot node under `hotAction: full`, hot-nodes.rules.ts: the policy's
+ *      `full`) the floor decides every resource present, at exactly the committed value (0 for
+ *      one none of its pods requests), below rule 4's value as well as above: no new pod fits,
+ *      every bound one still does.
  *
  * Quantities are compared by value in base units (millicores, bytes, count), never as
  * strings: the API server may store "4000m" as "4".
@@ -87,6 +91,8 @@ export interface NodePolicy {
   usage?: UsageConfig;
   /** The pool's kubelets give Guaranteed pods exclusive CPUs (the pod cap keeps them within raw cpu). */
   exclusiveCpus?: boolean;
+  /** A hot node under `hotAction: full` (hot-nodes.rules.ts): rule 6's floor decides every resource, at exactly the committed requests. */
+  full?: boolean;
 }
 
 /**
@@ -125,6 +131,8 @@ export interface NodeStatusPlan {
   allocatable: ResourceAmounts;
   /** The resources whose value the commitment floor decided (rule 6), with that value. */
   floor: ResourceAmounts;
+  /** The floor decided every resource at exactly the committed requests: a hot node under `hotAction: full` (rule 6). */
+  full: boolean;
   /** The desired value of each of our annotations: a string to set, null to remove. */
   annotations: Record<NodeAnnotation, string | null>;
 }
@@ -354,11 +362,12 @@ export function planNodeStatus(
   const stored = (inflating || committed !== undefined) && previous ? readRecord(previous.metadata?.annotations) : null;
   const { raw, ratios } = planRaw(incoming, capacity, configured, record, stored);
   const allocatable = inflate(raw, ratios);
-  const floor = planFloor(allocatable, committed);
+  const full = policy?.full === true && committed !== undefined;
+  const floor = full ? fullFloor(allocatable, committed) : planFloor(allocatable, committed);
   // inflate's object is this plan's own: the floor's values go in without a copy.
   Object.assign(allocatable, floor);
   const annotations = planAnnotations({ raw, capacity, ratios, floor }, inflating, policy?.pool, usage);
-  return { incoming, raw, capacity, ratios, allocatable, floor, annotations };
+  return { incoming, raw, capacity, ratios, allocatable, floor, full, annotations };
 }
 
 /** What readRecord reads of a node's annotations. */
@@ -380,7 +389,7 @@ export function planInputs(
   const allocatable = node.status?.allocatable;
   const capacity = node.status?.capacity;
   // A capacity that is no ResourceList reads as one without the managed resources: no input of its own.
-  const inputs: unknown[] = [isRecord(allocatable), policy?.pool, committed === undefined, usage];
+  const inputs: unknown[] = [isRecord(allocatable), policy?.pool, policy?.full, committed === undefined, usage];
   for (const resource of MANAGED_RESOURCES)
     inputs.push(listValue(allocatable, resource), listValue(capacity, resource), policy?.ratios[resource], committed?.[resource]);
   for (const annotation of RECORD_ANNOTATIONS) inputs.push(node.metadata?.annotations?.[annotation], previous?.metadata?.annotations?.[annotation]);
@@ -426,6 +435,16 @@ function planFloor(planned: ResourceAmounts, committed: ResourceAmounts | undefi
     const bound = committed[resource];
     const value = planned[resource];
     if (bound !== undefined && value !== undefined && inRange(bound) && bound > value) floor[resource] = bound;
+  }
+  return floor;
+}
+
+/** Rule 6 on a full node: every resource present at exactly its committed requests (none requested: 0), below or above the ratio's value. */
+function fullFloor(planned: ResourceAmounts, committed: ResourceAmounts): ResourceAmounts {
+  const floor: ResourceAmounts = {};
+  for (const resource of MANAGED_RESOURCES) {
+    const bound = committed[resource] ?? 0n;
+    if (planned[resource] !== undefined && inRange(bound)) floor[resource] = bound;
   }
   return floor;
 }

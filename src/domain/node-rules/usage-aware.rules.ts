@@ -56,8 +56,8 @@ export const USAGE_DATA_KEY = 'ratios.json';
 /** Its key for the leader's smoothed inputs per node, which a new leader starts from (rule 8). */
 export const USAGE_INPUTS_KEY = 'inputs.json';
 
-/** Why a resource has the ratio it has; `floor` is added by the webhook when the commitment floor decides. */
-export const USAGE_REASONS = ['static', 'usage', 'hot', 'stale'] as const;
+/** Why a resource has the ratio it has (`hot-full`: hot-nodes.rules.ts); `floor` is added by the webhook when the commitment floor decides. */
+export const USAGE_REASONS = ['static', 'usage', 'hot', 'hot-full', 'stale'] as const;
 export type UsageReason = (typeof USAGE_REASONS)[number];
 
 /** The published decision for one node and resource; A, R, U as Quantity strings (U smoothed). */
@@ -149,10 +149,7 @@ export function planUsageDecision(
     inputs.samples.map((s) => s.pods[resource] ?? 0n),
     usage.percentile,
   );
-  const nodeUsage = percentile(
-    inputs.samples.map((s) => s.node[resource] ?? 0n),
-    usage.percentile,
-  );
+  const nodeUsage = smoothedNodeUsage(inputs.samples, resource, usage.percentile);
   if (U === undefined || nodeUsage === undefined || since >= parseDuration(usage.staleAfter)) return { ratio: inForce, reason: 'stale', A, R };
   const measured = { A, R, U: formatResourceQuantity(resource, U) };
   if (isHot(resource, nodeUsage, inputs.A, usage)) return { ratio: 1, reason: 'hot', ...measured };
@@ -209,8 +206,16 @@ export function placedUnmeasured(
   return sumUsage([...bound].filter(([key]) => held(key)).map(([, requests]) => requests));
 }
 
+/** Rule 2: the node's own usage (NodeMetrics) smoothed over `samples`; undefined without one. */
+export function smoothedNodeUsage(samples: readonly UsageSample[], resource: UsageResource, percentileOf: number): bigint | undefined {
+  return percentile(
+    samples.map((s) => s.node[resource] ?? 0n),
+    percentileOf,
+  );
+}
+
 /** Rule 3: the node's own usage is above its hot threshold's share of raw allocatable. */
-function isHot(resource: UsageResource, nodeUsage: bigint, A: bigint, usage: UsageConfig): boolean {
+export function isHot(resource: UsageResource, nodeUsage: bigint, A: bigint, usage: UsageConfig): boolean {
   const hot = usage.hotThreshold?.[resource];
   return hot !== undefined && hot !== null && A > 0n && Number(nodeUsage) / Number(A) > hot;
 }
@@ -236,7 +241,8 @@ export function usageResources(policy: NodePolicy | null): UsageResource[] {
 
 /**
  * Rules 6 and 7 in the webhook: the policy with its usage resources' ratios replaced by the
- * published ones (capped at the ceiling), and the reason per resource. `entry` undefined: no
+ * published ones (capped at the ceiling), `full` when the published entry says hot-full
+ * (hot-nodes.rules.ts rule 5), and the reason per resource. `entry` undefined: no
  * published entry for the node; `recorded` the ratios recorded on the stored Node.
  */
 export function effectivePolicy(
@@ -248,15 +254,22 @@ export function effectivePolicy(
   if (policy === null || resources.length === 0) return { policy, decisions: {} };
   const ratios: Ratios = { ...policy.ratios };
   const decisions: NodeUsageEntry = {};
+  // A pool switched back to `ratio1` applies at once, as a lowered ceiling does: a hot-full entry reads as hot.
+  const full = policy.usage?.hotAction === 'full' && isHotFull(entry);
   for (const resource of resources) {
     const ceiling = policy.ratios[resource] ?? 1;
     const published = entry?.[resource];
     const decision: UsageDecision = published ?? { ratio: recorded?.[resource] ?? 1, reason: 'stale' };
     const ratio = Math.max(1, Math.min(ceiling, decision.ratio));
-    decisions[resource] = { ...decision, ratio };
+    decisions[resource] = { ...decision, ratio, ...(decision.reason === 'hot-full' && !full ? { reason: 'hot' } : {}) };
     ratios[resource] = ratio;
   }
-  return { policy: { ...policy, ratios }, decisions };
+  return { policy: { ...policy, ratios, ...(full ? { full: true } : {}) }, decisions };
+}
+
+/** Whether a published entry says its node is full (hot-nodes.rules.ts rule 5): the webhook then writes its committed requests. */
+export function isHotFull(entry: NodeUsageEntry | undefined): boolean {
+  return entry !== undefined && Object.values(entry).some((decision) => decision?.reason === 'hot-full');
 }
 
 /** The `kube-overcommit.io/usage` annotation value: the node's decisions, keys in USAGE_RESOURCES order. */
@@ -379,10 +392,7 @@ export function smoothInputs(samples: readonly UsageSample[], percentileOf: numb
       samples.map((s) => s.pods[resource] ?? 0n),
       percentileOf,
     );
-    const node = percentile(
-      samples.map((s) => s.node[resource] ?? 0n),
-      percentileOf,
-    );
+    const node = smoothedNodeUsage(samples, resource, percentileOf);
     if (U !== undefined) inputs.U[resource] = formatResourceQuantity(resource, U);
     if (node !== undefined) inputs.node[resource] = formatResourceQuantity(resource, node);
     inputs.R[resource] = formatResourceQuantity(resource, latest.requests[resource] ?? 0n);
