@@ -1,5 +1,7 @@
 import fc from 'fast-check';
+import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { Outcomes, runs } from '../../test/support/property.js';
 import { parseNumber, parseQuantity } from '../domain/quantity.js';
 import { applyContainerPolicy, GIB, MIB, percentOf, policySettings, type ContainerAmounts, type PolicySettings } from './container-policy.js';
 import type { ContainerBounds } from './limit-range.js';
@@ -132,14 +134,19 @@ describe('applyContainerPolicy: LimitRange clamps', () => {
 
 describe('percentOf', () => {
   it('is floor(amount × percent / 100 / divisor), exactly', () => {
+    const seen = new Outcomes('exact', 'rounded down');
     fc.assert(
       fc.property(fc.bigInt({ min: 0n, max: 1n << 50n }), fc.integer({ min: 1, max: 10_000 }), fc.integer({ min: 0, max: 3 }), (amount, scaled, decimals) => {
         // percent = scaled / 10^decimals
         const percent = parseNumber(Number((scaled / 10 ** decimals).toFixed(decimals)));
         const expected = (amount * BigInt(scaled)) / (100n * 10n ** BigInt(decimals));
         expect(percentOf(amount, percent)).toBe(expected);
+        seen.add((amount * BigInt(scaled)) % (100n * 10n ** BigInt(decimals)) === 0n ? 'exact' : 'rounded down');
       }),
+      // About 3.5 % exact: 1,000 runs see some.
+      runs(1000),
     );
+    seen.expectEach();
   });
 });
 
@@ -209,16 +216,23 @@ const boundsArb: fc.Arbitrary<ContainerBounds> = fc
 
 describe('applyContainerPolicy properties', () => {
   it('is idempotent: applying it to its own output changes nothing', () => {
+    const seen = new Outcomes('changed', 'left as it was');
     fc.assert(
       fc.property(containerArb, settingsArb, boundsArb, (container, s, bounds) => {
         const once = applyContainerPolicy(container, s, bounds);
         expect(applyContainerPolicy(once, s, bounds)).toEqual(once);
+        seen.add(isDeepStrictEqual(once, container) ? 'left as it was' : 'changed');
       }),
-      { numRuns: 2000 },
+      runs(2000),
     );
+    // About 92 % changed (two seeds).
+    seen.expectShare('changed', 0.5);
+    seen.expectShare('left as it was', 0.02);
   });
 
   it('never writes a request above its limit, never removes a value, never touches a memory limit', () => {
+    // Per resource: the request or limit the policy changed, and the pairs it left both set.
+    const seen = new Outcomes('request changed', 'limit added', 'request and limit both set');
     fc.assert(
       fc.property(containerArb, settingsArb, boundsArb, (container, s, bounds) => {
         const out = applyContainerPolicy(container, s, bounds);
@@ -226,14 +240,21 @@ describe('applyContainerPolicy properties', () => {
           if (out.requests[r] !== undefined && out.limits[r] !== undefined) expect(out.requests[r]! <= out.limits[r]!).toBe(true);
           if (container.requests[r] !== undefined) expect(out.requests[r]).toBeDefined();
           if (container.limits[r] !== undefined) expect(out.limits[r]).toBeDefined();
+          if (out.requests[r] !== container.requests[r]) seen.add('request changed');
+          if (out.limits[r] !== container.limits[r]) seen.add('limit added');
+          if (out.requests[r] !== undefined && out.limits[r] !== undefined) seen.add('request and limit both set');
         }
         expect(out.limits.memory).toBe(container.limits.memory);
       }),
-      { numRuns: 2000 },
+      runs(2000),
     );
+    seen.expectEach();
   });
 
   it('respects the LimitRange whenever the limit allows it', () => {
+    // Per changed request, each bound it was checked against.
+    const seen = new Outcomes('min', 'max', 'max exceeded through the ratio', 'maxLimitRequestRatio');
+    const parameters = runs(2000);
     fc.assert(
       fc.property(containerArb, settingsArb, boundsArb, (container, s, bounds) => {
         const out = applyContainerPolicy(container, s, bounds);
@@ -244,12 +265,17 @@ describe('applyContainerPolicy properties', () => {
           const limit = out.limits[r];
           if (!changed || request === undefined) continue;
           const ceiling = limit === undefined ? max : max === undefined ? limit : limit < max ? limit : max;
-          if (min !== undefined && (ceiling === undefined || min <= ceiling)) expect(request >= min).toBe(true);
+          if (min !== undefined && (ceiling === undefined || min <= ceiling)) {
+            expect(request >= min).toBe(true);
+            seen.add('min');
+          }
+          if (max !== undefined) seen.add(request > max ? 'max exceeded through the ratio' : 'max');
           if (max !== undefined && request > max) {
             // Only the ratio can push a request above max (an unsatisfiable LimitRange).
             expect(maxLimitRequestRatio).toBeDefined();
           }
           if (maxLimitRequestRatio !== undefined && limit !== undefined) {
+            seen.add('maxLimitRequestRatio');
             // limit / request ≤ ratio  ⇔  limit × 10^-e ≤ request × c
             const { coefficient, exponent } = maxLimitRequestRatio;
             const lhs = exponent < 0 ? limit * 10n ** BigInt(-exponent) : limit;
@@ -258,11 +284,16 @@ describe('applyContainerPolicy properties', () => {
           }
         }
       }),
-      { numRuns: 2000 },
+      parameters,
     );
+    seen.expectPerRun('min', 0.1, parameters);
+    seen.expectPerRun('max', 0.1, parameters);
+    seen.expectPerRun('maxLimitRequestRatio', 0.1, parameters);
+    seen.expectEach();
   });
 
   it('matches CRO arithmetic exactly without bounds (integer percentages)', () => {
+    const seen = new Outcomes('memory request a percentage', 'memory request at its 1 MiB floor');
     fc.assert(
       fc.property(memAmount, fc.integer({ min: 1, max: 100 }), fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 1, max: 100 }), (memLimit, m, c, r) => {
         const out = applyContainerPolicy(
@@ -276,18 +307,37 @@ describe('applyContainerPolicy properties', () => {
         expect(out.limits.cpu).toBe(cpuLimitFloor);
         const cpuRequest = (cpuLimitFloor * BigInt(r)) / 100n;
         expect(out.requests.cpu).toBe(cpuRequest < 1n ? 1n : cpuRequest);
+        seen.add(memRequest < MIB ? 'memory request at its 1 MiB floor' : 'memory request a percentage');
       }),
+      runs(100),
     );
+    seen.expectEach();
   });
 
   it('fills only absent resources with defaults', () => {
+    // Per resource: a default written, or the container's own request kept.
+    const seen = new Outcomes('default written', 'request kept');
+    // Each resource absent (no request, no limit) half the time: containerArb alone leaves both out in 3 % of cases.
+    const sparse = fc.tuple(containerArb, fc.subarray(['cpu', 'memory'] as const)).map(([container, absent]) => {
+      const out = structuredClone(container);
+      for (const r of absent) {
+        delete out.requests[r];
+        delete out.limits[r];
+      }
+      return out;
+    });
     fc.assert(
-      fc.property(containerArb, cpuAmount, memAmount, (container, cpu, memory) => {
+      fc.property(sparse, cpuAmount, memAmount, (container, cpu, memory) => {
         const out = applyContainerPolicy(container, policySettings({ defaultRequests: { cpu: `${cpu}m`, memory: `${memory}` } }));
         expect(out.requests.cpu).toBe(container.requests.cpu ?? container.limits.cpu ?? cpu);
         expect(out.requests.memory).toBe(container.requests.memory ?? container.limits.memory ?? memory);
         expect(out.limits).toEqual(container.limits);
+        for (const r of ['cpu', 'memory'] as const) seen.add(container.requests[r] === undefined ? 'default written' : 'request kept');
       }),
+      runs(100),
     );
+    // About 40 % written (two seeds).
+    seen.expectShare('default written', 0.2);
+    seen.expectShare('request kept', 0.3);
   });
 });
