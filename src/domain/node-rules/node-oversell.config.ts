@@ -186,9 +186,10 @@ export class NodesConfig {
   /**
    * Publish each node's target for the MutatingAdmissionPolicy kube-overcommit-nodes (where the API
    * server serves it and it is installed: k8s/node-policy), which then serves a kubelet's status
-   * writes inside kube-apiserver; `false`: the webhook alone serves them (docs/adr/0006-node-policy.md).
+   * writes inside kube-apiserver; absent or `true` (the default): on; `false`: the webhook alone serves
+   * them (docs/adr/0006-node-policy.md).
    */
-  @IsOptional() @IsBoolean() admissionPolicy: boolean = true;
+  @IsOptional() @IsBoolean() admissionPolicy?: boolean;
   /** Apply a config change to idle nodes at once, instead of at their kubelet's next report. */
   @IsOptional() @ValidateNested() @Type(() => ReconcileConfig) reconcile: ReconcileConfig = new ReconcileConfig();
 }

@@ -1,0 +1,219 @@
+import fc from 'fast-check';
+import fastJsonPatch from 'fast-json-patch';
+import { describe, expect, it } from 'vitest';
+import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
+import { Outcomes, runs } from '../../test/support/property.js';
+import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
+import { DISABLED_LABEL, NODE_ANNOTATIONS } from '../domain/node-rules/node-oversell.rules.js';
+import { parseResourceQuantity } from '../domain/quantity.js';
+import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
+import type { AdmissionRequest } from '../admission/admission.types.js';
+import { planShardPatches, planShards, planTargetEntry, SHARD_LIMIT_BYTES, shardName, shardOf, TARGET_SHARDS } from './node-targets.rules.js';
+
+const { applyPatch } = fastJsonPatch;
+type Json = Record<string, any>;
+
+function config(yaml: string): OvercommitConfig {
+  const parsed = parseConfig(yaml);
+  if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
+  return parsed.value;
+}
+
+const CAPACITY = { cpu: '4', memory: '16Gi', pods: '110' };
+const node = (
+  name: string,
+  allocatable: Record<string, string>,
+  extra: { labels?: Record<string, string>; annotations?: Record<string, string> } = {},
+): Json => ({
+  metadata: { name, labels: extra.labels ?? {}, annotations: extra.annotations ?? {} },
+  status: { allocatable: { ...allocatable }, capacity: { ...CAPACITY } },
+});
+
+/** The entry as docs/adr/0006-node-policy.md and k8s/node-policy/policy.yaml read it. */
+function readEntry(entry: string) {
+  const lines = entry.split('\n');
+  const resources = lines.slice(1, 5).map((line) => line.split(' '));
+  return { lines, resources, annotations: lines.slice(5, 10), window: Number(lines[10]) };
+}
+
+describe('formatTargetEntry / planTargetEntry (rules 1-4)', () => {
+  const nodes = config('nodes: { defaultRatios: { cpu: 1.5 }, statusReportPeriod: 5m }').nodes;
+
+  it('one line per field: the version, each managed resource (raw, capacity, target), our five annotations, the window', () => {
+    const published = planTargetEntry(node('worker-1', { cpu: '4', memory: '16Gi', pods: '110' }), {}, nodes);
+    const { lines, window } = readEntry(published!.entry);
+    expect(published!.name).toBe('worker-1');
+    expect(lines.slice(0, 5)).toEqual(['v1', 'cpu 4 4 6', 'memory 16Gi 16Gi 16Gi', 'ephemeral-storage - - -', 'pods 110 110 110']);
+    expect(lines.slice(5, 10)).toEqual([
+      '{"allocatable":{"cpu":"4","memory":"16Gi","pods":"110"},"capacity":{"cpu":"4","memory":"16Gi","pods":"110"}}',
+      '{"cpu":1.5}',
+      '',
+      '',
+      '',
+    ]);
+    // The node's window of status coalescing: 5 min less up to 10 %, whole seconds.
+    expect(window).toBeGreaterThanOrEqual(270);
+    expect(window).toBeLessThanOrEqual(300);
+    expect(Number.isInteger(window)).toBe(true);
+  });
+
+  it('a stored Node already inflated publishes the raw value it was computed from, and the floor decides where the requests are above it', () => {
+    const webhook = nodeOversellStrategy();
+    const stored = node('worker-1', { cpu: '4', memory: '16Gi', pods: '110' });
+    const inflated = applyPatch(
+      structuredClone(stored),
+      webhook.admit({ object: stored } as AdmissionRequest, config('nodes: { defaultRatios: { cpu: 1.5 } }')).patch!,
+    ).newDocument as Json;
+    expect(inflated.status.allocatable.cpu).toBe('6');
+    const committed: ResourceAmounts = { cpu: 7_200n };
+    const { resources, annotations } = readEntry(planTargetEntry(inflated, committed, nodes)!.entry);
+    expect(resources[0]).toEqual(['cpu', '4', '4', '7200m']);
+    expect(annotations[3]).toBe('{"cpu":"7200m"}');
+  });
+
+  it('no entry for a node the webhook must decide: opted out, in shadow, without allocatable, with an amount outside int64, unreadable', () => {
+    const shadow = config('nodes: { defaultRatios: { cpu: 1.5 }, defaultMode: shadow }').nodes;
+    expect(planTargetEntry(node('a', CAPACITY, { labels: { [DISABLED_LABEL]: 'true' } }), {}, nodes)).toBeNull();
+    expect(planTargetEntry(node('a', CAPACITY), {}, shadow)).toBeNull();
+    expect(planTargetEntry({ metadata: { name: 'a' }, status: {} }, {}, nodes)).toBeNull();
+    expect(planTargetEntry(node('a', { ...CAPACITY, cpu: '-1' }), {}, nodes)).toBeNull();
+    expect(planTargetEntry(node('a', { ...CAPACITY, cpu: 'lots' }), {}, nodes)).toBeNull();
+    expect(planTargetEntry(node('a', CAPACITY), {}, nodes)).not.toBeNull();
+  });
+
+  it('window 0 (no coalescing) when the node is not inflated or coalesceStatusWrites is off', () => {
+    const plain = config('nodes: { defaultRatios: { cpu: 1 } }').nodes;
+    const off = config('nodes: { defaultRatios: { cpu: 1.5 }, coalesceStatusWrites: false }').nodes;
+    expect(readEntry(planTargetEntry(node('a', CAPACITY), {}, plain)!.entry).window).toBe(0);
+    expect(readEntry(planTargetEntry(node('a', CAPACITY), {}, off)!.entry).window).toBe(0);
+    expect(readEntry(planTargetEntry(node('a', CAPACITY), {}, nodes)!.entry).window).toBeGreaterThan(0);
+  });
+
+  /**
+   * Rule 1 against the webhook itself: for a published entry, a kubelet write carrying the
+   * published raw values, or the published targets, with the published capacity, is answered by
+   * the webhook with exactly the entry's targets and annotation values — what the policy writes.
+   */
+  it('what the policy writes is what the webhook writes, for a write of the raw values and for one of the targets', () => {
+    const seen = new Outcomes('inflated', 'floor', 'ratio-1', 'raw-write', 'target-write');
+    const amount = (max: number) => fc.integer({ min: 1, max }).map(String);
+    const scenario = fc.record({
+      cpu: fc.integer({ min: 1, max: 64_000 }).map((m) => `${m}m`),
+      extraCpu: fc.integer({ min: 0, max: 4_000 }),
+      memory: amount(2 ** 40),
+      ratio: fc.constantFrom(1, 1.15, 1.5, 2, 3),
+      memoryRatio: fc.constantFrom(1, 1.2),
+      committedCpu: fc.option(fc.integer({ min: 0, max: 300_000 }), { nil: undefined }),
+      writeTargets: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(scenario, (s) => {
+        const cfg = config(`nodes: { defaultRatios: { cpu: ${s.ratio}, memory: ${s.memoryRatio} } }`);
+        const cpu = parseResourceQuantity('cpu', s.cpu);
+        const capacity = { cpu: `${cpu + BigInt(s.extraCpu)}m`, memory: s.memory, pods: '110' };
+        const raw = { cpu: s.cpu, memory: s.memory, pods: '110' };
+        const committed: ResourceAmounts | undefined = s.committedCpu === undefined ? undefined : { cpu: BigInt(s.committedCpu) };
+        const webhook = nodeOversellStrategy({ committed: () => committed });
+        const admitted = (object: Json, oldObject?: Json): Json => {
+          const result = webhook.admit({ object, oldObject, name: 'n', userInfo: { username: 'system:node:n' } } as AdmissionRequest, cfg);
+          return result.patch ? (applyPatch(structuredClone(object), result.patch, true, false).newDocument as Json) : object;
+        };
+        const kubelet = (allocatable: Record<string, string>): Json => ({
+          metadata: { name: 'n', labels: {}, annotations: {} },
+          status: { allocatable, capacity: { ...capacity } },
+        });
+        // The stored Node: the webhook's answer to the kubelet's registration.
+        const stored = admitted(kubelet(raw));
+        const published = planTargetEntry(stored, committed ?? {}, cfg.nodes);
+        expect(published).not.toBeNull();
+        const entry = readEntry(published!.entry);
+        const write = structuredClone(stored);
+        for (const [resource, rawValue, , target] of entry.resources) {
+          if (rawValue === '-') continue;
+          write.status.allocatable[resource!] = s.writeTargets ? target : rawValue;
+        }
+        const answer = admitted(write, stored);
+        for (const [resource, , , target] of entry.resources) {
+          const value = answer.status.allocatable[resource!];
+          if (target === '-') expect(value).toBeUndefined();
+          else
+            expect(parseResourceQuantity(resource as (typeof MANAGED_RESOURCES)[number], value)).toBe(
+              parseResourceQuantity(resource as (typeof MANAGED_RESOURCES)[number], target!),
+            );
+        }
+        NODE_ANNOTATIONS.forEach((annotation, i) => expect(answer.metadata.annotations[annotation] ?? '', annotation).toBe(entry.annotations[i]));
+        seen.add(entry.annotations[3] !== '' ? 'floor' : entry.annotations[1] !== '' ? 'inflated' : 'ratio-1');
+        seen.add(s.writeTargets ? 'target-write' : 'raw-write');
+      }),
+      runs(300),
+    );
+    seen.expectEach();
+  });
+});
+
+describe('planShards, planShardPatches (rules 5 and 6)', () => {
+  const names = fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}$/), { maxLength: 60 });
+
+  it('16 shard ConfigMaps, named by their two-digit index', () => {
+    expect(TARGET_SHARDS).toBe(16);
+    expect([shardName(0), shardName(15)]).toEqual(['kube-overcommit-node-targets-00', 'kube-overcommit-node-targets-15']);
+  });
+
+  it('every entry in its own shard, once; over the limit the rest are counted, not placed', () => {
+    fc.assert(
+      fc.property(names, (list) => {
+        const { shards, left } = planShards(list.map((name) => ({ name, entry: 'x'.repeat(10) })));
+        expect(left).toBe(0);
+        for (const name of list) expect(shards[shardOf(name)]!.get(name)).toBe('x'.repeat(10));
+        expect(shards.reduce((n, shard) => n + shard.size, 0)).toBe(list.length);
+      }),
+      runs(100),
+    );
+    // 3 entries of one shard of 106 bytes each (name and entry), room for 2: the first two by name.
+    const same = Array.from({ length: 100 }, (_, i) => `node-${String(i).padStart(2, '0')}`)
+      .filter((n) => shardOf(n) === shardOf('node-00'))
+      .slice(0, 3);
+    expect(same).toHaveLength(3);
+    const { shards, left } = planShards(
+      same.map((name) => ({ name, entry: 'y'.repeat(99) })),
+      250,
+    );
+    expect(left).toBe(1);
+    expect([...shards[shardOf('node-00')]!.keys()]).toEqual(same.slice(0, 2));
+    expect(SHARD_LIMIT_BYTES).toBeLessThan(1024 * 1024);
+  });
+
+  it('the patches turn what is published into what is desired, and leave unchanged shards alone', () => {
+    const seen = new Outcomes('added', 'changed', 'removed', 'untouched-shard');
+    const state = fc.dictionary(fc.stringMatching(/^[a-z]{1,6}$/), fc.constantFrom('1', '2', '3'), { maxKeys: 40 });
+    fc.assert(
+      fc.property(state, state, (before, after) => {
+        const published = planShards(Object.entries(before).map(([name, entry]) => ({ name, entry }))).shards;
+        const desired = planShards(Object.entries(after).map(([name, entry]) => ({ name, entry }))).shards;
+        const patches = planShardPatches(published, desired);
+        const result = published.map((shard) => Object.fromEntries(shard));
+        for (const { shard, data } of patches) {
+          for (const [name, value] of Object.entries(data)) {
+            if (value === null) {
+              expect(result[shard]).toHaveProperty(name);
+              delete result[shard]![name];
+              seen.add('removed');
+            } else {
+              seen.add(name in result[shard]! ? 'changed' : 'added');
+              result[shard]![name] = value;
+            }
+          }
+        }
+        expect(result).toEqual(desired.map((shard) => Object.fromEntries(shard)));
+        const patched = new Set(patches.map((p) => p.shard));
+        for (let shard = 0; shard < TARGET_SHARDS; shard++) {
+          if (patched.has(shard)) continue;
+          expect(Object.fromEntries(published[shard]!)).toEqual(Object.fromEntries(desired[shard]!));
+          seen.add('untouched-shard');
+        }
+      }),
+      runs(200),
+    );
+    seen.expectEach();
+  });
+});
