@@ -20,6 +20,7 @@ const podPolicy = {
     rules: [
       { resource: 'pods', subResource: '', operations: ['CREATE'] },
       { resource: 'pods', subResource: 'binding', operations: ['CREATE'] },
+      { resource: 'pods', subResource: 'resize', operations: ['UPDATE'] },
     ],
   },
 };
@@ -40,6 +41,7 @@ describe('planRoutes / readRoute', () => {
     expect(route('nodes', '', 'CREATE')).toEqual({ label: 'nodes', op: 'CREATE', strategies: ['node-oversell'] });
     expect(route('pods', undefined, 'CREATE')).toEqual({ label: 'pods', op: 'CREATE', strategies: ['pod-policy', 'sidecars'] });
     expect(route('pods', 'binding', 'CREATE')).toEqual({ label: 'pods/binding', op: 'CREATE', strategies: ['pod-policy'] });
+    expect(route('pods', 'resize', 'UPDATE')).toEqual({ label: 'pods/resize', op: 'UPDATE', strategies: ['pod-policy'] });
   });
 
   it('a registered resource with an operation registered elsewhere keeps both labels and reaches no strategy', () => {

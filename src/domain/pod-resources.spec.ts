@@ -1,8 +1,18 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { container, deploymentPod, mirrorPod, nativeSidecar, runningPod } from '../../test/fixtures/pods.js';
+import { container, deploymentPod, mirrorPod, nativeSidecar, resizingPod, runningPod } from '../../test/fixtures/pods.js';
 import { Outcomes, runs } from '../../test/support/property.js';
-import { effectivePodRequests, exclusiveCpus, isGuaranteed, isMirrorPod, isTerminal, type PodLike } from './pod-resources.js';
+import {
+  effectivePodRequests,
+  exclusiveCpus,
+  isGuaranteed,
+  isMirrorPod,
+  isResizeInfeasible,
+  isTerminal,
+  type ContainerLike,
+  type PodLike,
+  type ResourceRequirements,
+} from './pod-resources.js';
 
 const Mi = (n: number) => BigInt(n) * 1024n * 1024n;
 
@@ -110,6 +120,158 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
   });
 });
 
+describe('effectivePodRequests of a resizing pod (in-place resize, as the 1.37 scheduler counts it)', () => {
+  const cpuOf = (pod: PodLike, desired?: 'always') => effectivePodRequests(pod, desired).cpu;
+
+  it('a resize up the kubelet has Deferred: the desired cpu counts (2 > allocated 1)', () => {
+    expect(effectivePodRequests(resizingPod('p', 'n', { desired: '2', allocated: '1', pending: 'Deferred' }))).toEqual({
+      cpu: 2000n,
+      memory: Mi(256),
+      pods: 1n,
+    });
+  });
+
+  it('a resize the kubelet found Infeasible: the desired cpu is left out (allocated 1, though 3 is asked)', () => {
+    const pod = resizingPod('p', 'n', { desired: '3', allocated: '1', pending: 'Infeasible' });
+    expect(isResizeInfeasible(pod)).toBe(true);
+    expect(cpuOf(pod)).toBe(1000n);
+    // A new resize under review: the kubelet decides it anew, so its desired cpu counts.
+    expect(cpuOf(pod, 'always')).toBe(3000n);
+  });
+
+  it('a resize down not yet allocated, or allocated but not yet actuated: the larger allocated or actual cpu counts', () => {
+    expect(cpuOf(resizingPod('p', 'n', { desired: '500m', allocated: '2' }))).toBe(2000n);
+    expect(cpuOf(resizingPod('p', 'n', { desired: '500m', allocated: '500m', actual: '2' }))).toBe(2000n);
+    // Done: all three agree.
+    expect(cpuOf(resizingPod('p', 'n', { desired: '500m', allocated: '500m' }))).toBe(500n);
+  });
+
+  it('a container without a status counts its desired requests (none while Infeasible); actual falls back to allocated', () => {
+    const pod = resizingPod('p', 'n', { desired: '1', allocated: '1' });
+    pod.spec.containers.push(container('late', { requests: { cpu: '300m' } }));
+    expect(cpuOf(pod)).toBe(1300n);
+    pod.status.conditions.unshift({ type: 'PodResizePending', status: 'True', reason: 'Infeasible' });
+    expect(cpuOf(pod)).toBe(1000n);
+    const noActual = resizingPod('p', 'n', { desired: '1', allocated: '2' });
+    delete noActual.status.containerStatuses[0].resources;
+    expect(cpuOf(noActual)).toBe(2000n);
+  });
+
+  it('a native sidecar is found among the init container statuses and counted with the containers', () => {
+    const pod = resizingPod('p', 'n', { desired: '1', allocated: '1' });
+    pod.spec.initContainers = [nativeSidecar('mesh', { requests: { cpu: '100m' } })];
+    pod.status.initContainerStatuses = [{ name: 'mesh', allocatedResources: { cpu: '400m' }, resources: { requests: { cpu: '400m' } } }];
+    expect(cpuOf(pod)).toBe(1400n);
+  });
+
+  it('the pod-level status (allocatedResources and resources, both reported) stands for the containers', () => {
+    const pod = resizingPod('p', 'n', { desired: '1', allocated: '1' });
+    pod.status.allocatedResources = { cpu: '1500m', memory: '256Mi' };
+    pod.status.resources = { requests: { cpu: '1200m', memory: '256Mi' } };
+    expect(effectivePodRequests(pod)).toEqual({ cpu: 1500n, memory: Mi(256), pods: 1n });
+    // Only one of the two reported: the containers' statuses are read.
+    delete pod.status.resources;
+    expect(cpuOf(pod)).toBe(1000n);
+  });
+
+  it('pod-level requests being resized: the largest of desired (unless Infeasible), actual and allocated', () => {
+    const pod = resizingPod('p', 'n', { desired: '500m', allocated: '500m' });
+    pod.spec.resources = { requests: { cpu: '3' }, limits: { cpu: '4' } };
+    pod.status.allocatedResources = { cpu: '2' };
+    pod.status.resources = { requests: { cpu: '2' } };
+    expect(cpuOf(pod)).toBe(3000n);
+    pod.status.conditions.unshift({ type: 'PodResizePending', status: 'True', reason: 'Infeasible' });
+    expect(cpuOf(pod)).toBe(2000n);
+  });
+
+  it('property: with every container reported, the largest of the desired (unless Infeasible), allocated and actual aggregates', () => {
+    const cpu = fc.integer({ min: 0, max: 4000 });
+    const member = fc.record({ desired: cpu, allocated: cpu, actual: cpu, kind: fc.constantFrom('app', 'init', 'sidecar') });
+    const seen = new Outcomes('desired', 'allocated', 'actual', 'infeasible');
+    fc.assert(
+      fc.property(fc.array(member, { minLength: 1, maxLength: 5 }), fc.constantFrom(undefined, 'Deferred', 'Infeasible'), (members, pending) => {
+        const named = members.map((m, i) => ({ ...m, name: `c${i}` }));
+        const make = (m: (typeof named)[number]) => ({
+          name: m.name,
+          resources: { requests: { cpu: `${m.desired}m` } },
+          ...(m.kind === 'sidecar' ? { restartPolicy: 'Always' } : {}),
+        });
+        const pod: PodLike = {
+          spec: { containers: named.filter((m) => m.kind === 'app').map(make), initContainers: named.filter((m) => m.kind !== 'app').map(make) },
+          status: {
+            conditions: pending ? [{ type: 'PodResizePending', reason: pending }] : [],
+            containerStatuses: named.map((m) => ({
+              name: m.name,
+              allocatedResources: { cpu: `${m.allocated}m` },
+              resources: { requests: { cpu: `${m.actual}m` } },
+            })),
+          },
+        };
+        // The scheduler's aggregate, written out: containers and sidecars together, or an init container with the sidecars before it.
+        const model = (field: 'desired' | 'allocated' | 'actual') => {
+          let running = 0;
+          let sidecars = 0;
+          let peak = 0;
+          for (const m of named) {
+            if (m.kind === 'init') {
+              peak = Math.max(peak, sidecars + m[field]);
+              continue;
+            }
+            running += m[field];
+            if (m.kind === 'sidecar') {
+              sidecars += m[field];
+              peak = Math.max(peak, sidecars);
+            }
+          }
+          return Math.max(running, peak);
+        };
+        const candidates = { desired: pending === 'Infeasible' ? -1 : model('desired'), allocated: model('allocated'), actual: model('actual') };
+        const expected = Math.max(...Object.values(candidates));
+        expect(effectivePodRequests(pod).cpu).toBe(BigInt(expected));
+        if (pending === 'Infeasible') seen.add('infeasible');
+        else seen.add((['desired', 'allocated', 'actual'] as const).find((k) => candidates[k] === expected)!);
+      }),
+      runs(300),
+    );
+    seen.expectEach();
+  });
+});
+
+describe('pod-level resources as the API server defaults them (1.37, after the webhooks)', () => {
+  it('a pod-level limit with no container setting the resource: the request is the limit', () => {
+    const pod = deploymentPod({ initContainers: null, containers: [container('app', { requests: { memory: '1Gi' } })] });
+    pod.spec.resources = { limits: { cpu: '2' } };
+    expect(effectivePodRequests(pod)).toEqual({ cpu: 2000n, memory: Mi(1024), pods: 1n });
+  });
+
+  it("a pod-level limit where a container sets the resource: the request is the containers' aggregate, overhead added", () => {
+    const pod = deploymentPod({
+      initContainers: null,
+      containers: [container('app', { requests: { cpu: '500m' } }), container('b', { limits: { cpu: '250m' } })],
+    });
+    pod.spec.resources = { limits: { cpu: '2' } };
+    pod.spec.overhead = { cpu: '100m' };
+    expect(effectivePodRequests(pod).cpu).toBe(850n);
+  });
+
+  it('an empty spec.resources is no pod-level resource: the pod keeps its exclusive CPUs', () => {
+    const fixed = { requests: { cpu: '2', memory: '1Gi' }, limits: { cpu: '2', memory: '1Gi' } };
+    const pod: PodLike = { spec: { containers: [container('a', fixed) as ContainerLike], resources: {} } };
+    expect(exclusiveCpus(pod)).toBe(2000n);
+  });
+
+  it('QoS at pod level: Guaranteed when the (defaulted) pod-level requests equal non-zero limits', () => {
+    const limits = { cpu: '2', memory: '1Gi' };
+    const pod = (containerResources: ResourceRequirements, resources: ResourceRequirements): PodLike => ({
+      spec: { containers: [container('a', containerResources) as ContainerLike], resources },
+    });
+    expect(isGuaranteed(pod({}, { limits }))).toBe(true);
+    expect(isGuaranteed(pod({ requests: { cpu: '500m' } }, { limits }))).toBe(false);
+    expect(isGuaranteed(pod({}, { requests: { cpu: '1' }, limits }))).toBe(false);
+    expect(isGuaranteed(pod({}, { requests: limits }))).toBe(false);
+  });
+});
+
 describe('pod predicates', () => {
   it('recognises mirror pods by the kubelet annotation', () => {
     expect(isMirrorPod(mirrorPod())).toBe(true);
@@ -151,6 +313,12 @@ describe('exclusiveCpus (the static CPU manager policy)', () => {
     expect(exclusiveCpus(pod([container('a', fixed('2'))], [nativeSidecar('mesh', fixed('1')), container('init', fixed('2'))]))).toBe(3000n);
     // pod-level resources: the CPU manager leaves the pod in the shared pool
     expect(exclusiveCpus(pod([container('a', fixed('2'))], [], { resources: fixed('2') }))).toBe(0n);
+  });
+
+  it('reads the cpu the kubelet allocated: a resize of the cores the static policy left Infeasible holds the old ones', () => {
+    const pod = resizingPod('p', 'n', { desired: '3', allocated: '2', pending: 'Infeasible' });
+    pod.spec.containers[0].resources = { requests: { cpu: '3', memory: '256Mi' }, limits: { cpu: '3', memory: '256Mi' } };
+    expect(exclusiveCpus(pod)).toBe(2000n);
   });
 
   it('property: whole cores, never more than the cpu the scheduler counts for the pod', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { container, mirrorPod, runningPod } from '../../test/fixtures/pods.js';
+import { container, mirrorPod, resizingPod, runningPod } from '../../test/fixtures/pods.js';
 import { effectivePodRequests, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
 import { cachedPod, keyOf, PodsByNode } from './pods-by-node.js';
 
@@ -36,6 +36,25 @@ describe('cachedPod', () => {
     expect(fromCache.usage('n1')).toEqual(fromPod.usage('n1'));
     fromCache.remove(cachedPod(pod));
     expect(fromCache.size).toBe(0);
+  });
+
+  it('follows an in-place resize as the kubelet reports it: what the node commits (the floor) and holds (usage-aware) by the max rule', () => {
+    const index = new PodsByNode();
+    const web = (state: Parameters<typeof resizingPod>[2]) => {
+      const pod = resizingPod('web', 'n1', state);
+      pod.metadata.uid = 'uid-web';
+      index.upsert(cachedPod(pod));
+    };
+    web({ desired: '1', allocated: '1' });
+    expect(index.usage('n1').requests.cpu).toBe(1000n);
+    web({ desired: '3', allocated: '1', pending: 'Deferred' });
+    expect(index.usage('n1').requests.cpu).toBe(3000n);
+    web({ desired: '3', allocated: '1', pending: 'Infeasible' });
+    expect(index.usage('n1').requests.cpu).toBe(1000n);
+    web({ desired: '500m', allocated: '500m', actual: '1' });
+    expect(index.usage('n1').requests.cpu).toBe(1000n);
+    web({ desired: '500m', allocated: '500m' });
+    expect(index.pods('n1').get('uid-web')).toEqual({ cpu: 500n, memory: 256n * 1024n * 1024n, pods: 1n });
   });
 
   it('pods(node): the bound pods by key, following a pod that moves or ends', () => {

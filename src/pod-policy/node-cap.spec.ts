@@ -85,6 +85,20 @@ describe('capViolations', () => {
     expect(capViolations(cap, full, { cpu: 1n, memory: 1n, pods: 1n }).map((v) => v.resource)).toEqual(['cpu', 'memory', 'pods']);
   });
 
+  it('for a pod already on the node (a resize), checks only the resources it raises above what it holds', () => {
+    const full = usage({ cpu: 7000n, memory: 10n ** 12n, pods: 110n });
+    const held = { cpu: 1000n, memory: 2n ** 30n, pods: 1n };
+    // cpu down, memory the same, the pod count unchanged: nothing to check on a node over its cap.
+    expect(capViolations(cap, full, { cpu: 500n, memory: 2n ** 30n, pods: 1n }, held)).toEqual([]);
+    expect(capViolations(cap, full, { cpu: 1001n, memory: 2n ** 30n, pods: 1n }, held)).toEqual([
+      { resource: 'cpu', onNode: 7000n, pod: 1001n, total: 8001n, cap: 6000n, raw: 4000n, ratio: 1.5 },
+    ]);
+    // A resource it did not request before counts from 0.
+    expect(
+      capViolations(cap, usage({ 'ephemeral-storage': 93478772582n }), { 'ephemeral-storage': 1n, pods: 1n }, { pods: 1n }).map((v) => v.resource),
+    ).toEqual(['ephemeral-storage']);
+  });
+
   it('never checks a resource the node does not report', () => {
     const noStorage = nodeCap(kubeadmNode({ allocatable: { cpu: '4', memory: '8Gi', pods: '110' } }));
     expect(capViolations(noStorage, usage({}), { 'ephemeral-storage': 10n ** 15n, pods: 1n })).toEqual([]);

@@ -5,7 +5,17 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.js';
 import { quietLog } from '../../test/fixtures/request-log.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
-import { bindingReview, container, deploymentPod, mirrorPod, podReview, runningPod } from '../../test/fixtures/pods.js';
+import {
+  bindingReview,
+  container,
+  deploymentPod,
+  mirrorPod,
+  podReview,
+  resizeReview,
+  resizingPod,
+  runningPod,
+  type ResizeState,
+} from '../../test/fixtures/pods.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { planNodeStatus } from '../domain/node-rules/node-oversell.rules.js';
@@ -292,6 +302,96 @@ describe('PodPolicyStrategy', () => {
       const pod = pending('again', '1');
       facts.addPod({ ...pod, spec: { ...pod.spec, nodeName: 'worker-1' } });
       expect(strategy.admit(request(bindingReview('shop', 'again', 'worker-1')), DENY, quietLog)).toEqual({});
+    });
+  });
+
+  describe('node cap on pods/resize (in-place resize)', () => {
+    /** A resizing pod on worker-1, in the facts (again under the same uid: the informer's update). */
+    const onNode = (name: string, state: ResizeState) => {
+      const pod = resizingPod(name, 'worker-1', state);
+      pod.metadata.uid = `uid-${name}`;
+      facts.addPod(pod);
+      return pod;
+    };
+    /** `web` on worker-1 at `state`, and the review of a resize of its cpu to `cpu`. */
+    const resize = (cpu: string, state: ResizeState = { desired: '1', allocated: '1' }) => {
+      const stored = onNode('web', state);
+      const sent = structuredClone(stored);
+      sent.spec.containers[0].resources.requests.cpu = cpu;
+      return request(resizeReview(stored, sent));
+    };
+
+    beforeEach(() => {
+      facts.nodes.set('worker-1', inflatedNode('worker-1'));
+      // 3 cores requested by another pod on a node capped at 6 (raw 4 × 1.5).
+      facts.addPod(runningPod('busy', 'worker-1', { initContainers: null, containers: [container('app', { requests: { cpu: '3' } })] }));
+    });
+
+    it('admits a resize up within the cap (3 + 3 = 6), unchanged', () => {
+      expect(strategy.admit(resize('3'), DENY, quietLog)).toEqual({});
+    });
+
+    it('denies a resize up past the cap with the message of a binding, counted', async () => {
+      const result = strategy.admit(resize('3001m'), DENY, quietLog);
+      expect(result.deny).toEqual({
+        code: 403,
+        message:
+          'kube-overcommit: pod shop/web would exceed the overcommit cap of node worker-1: ' +
+          'cpu: 6001m requested (3 by 1 pod on the node + 3001m by this pod) > cap 6 (raw allocatable 4 × ratio 1.5)',
+      });
+      expect(await value(registry, CAP_DENIALS, { resource: 'cpu' })).toBe(1);
+    });
+
+    it('warns and admits in warn mode', async () => {
+      expect(strategy.admit(resize('4'), WARN, quietLog)).toEqual({ warnings: ['node worker-1 over its overcommit cap for cpu: 7 requested > cap 6'] });
+      expect(await value(registry, CAP_WARNINGS, { resource: 'cpu' })).toBe(1);
+    });
+
+    it('a resize down, or one that changes nothing the cap counts, passes on a node already over its cap', () => {
+      onNode('deferred', { desired: '4', allocated: '1', pending: 'Deferred' });
+      // On the node: busy 3 + deferred 4 (its Deferred desired counts) + web 1 = 8 > 6.
+      expect(strategy.admit(resize('500m'), DENY, quietLog)).toEqual({});
+      expect(strategy.admit(resize('1'), DENY, quietLog)).toEqual({});
+      expect(strategy.admit(resize('1001m'), DENY, quietLog).deny?.message).toContain('cpu: 8001m requested (7 by 2 pods on the node + 1001m by this pod)');
+    });
+
+    it("the node's other pods counted as the scheduler counts them: an Infeasible desired left out, a Deferred one and allocated above desired counted", () => {
+      onNode('stuck', { desired: '4', allocated: '1', pending: 'Infeasible' });
+      // busy 3 + stuck 1 (allocated; its Infeasible 4 left out) + web 2 = 6.
+      expect(strategy.admit(resize('2'), DENY, quietLog)).toEqual({});
+      onNode('stuck', { desired: '4', allocated: '1', pending: 'Deferred' });
+      expect(strategy.admit(resize('2'), DENY, quietLog).deny?.message).toContain('cpu: 9 requested (7 by 2 pods on the node + 2 by this pod)');
+      onNode('stuck', { desired: '500m', allocated: '1500m' });
+      expect(strategy.admit(resize('2'), DENY, quietLog).deny?.message).toContain('cpu: 6500m requested (4500m by 2 pods on the node + 2 by this pod)');
+    });
+
+    it("the resized pod's own allocated cpu above its new desired: held, so no increase", () => {
+      // web is allocated 2 (a resize down to 1 not yet actuated); asking 1500m raises nothing.
+      facts.addPod(runningPod('more', 'worker-1', { initContainers: null, containers: [container('app', { requests: { cpu: '1' } })] }));
+      expect(strategy.admit(resize('1500m', { desired: '1', allocated: '2' }), DENY, quietLog)).toEqual({});
+    });
+
+    it('never rewrites a resize: the cap off, a pod asking nothing, default requests configured', () => {
+      const stored = runningPod('bare', 'worker-1', { initContainers: null, containers: [container('app')] });
+      const sent = structuredClone(stored);
+      sent.spec.containers[0].resources = { limits: { memory: '1Gi' } };
+      expect(strategy.admit(request(resizeReview(stored, sent)), MUTATE, quietLog)).toEqual({});
+      expect(strategy.admit(request(resizeReview(stored, sent)), DENY, quietLog)).toEqual({});
+    });
+
+    it('leaves alone a resize of a pod not bound yet, of a mirror pod, and one the API server refuses (a container renamed)', () => {
+      const pending = resizingPod('web', 'worker-1', { desired: '1', allocated: '1' });
+      delete pending.spec.nodeName;
+      const big = structuredClone(pending);
+      big.spec.containers[0].resources.requests.cpu = '8';
+      expect(strategy.admit(request(resizeReview(pending, big)), DENY, quietLog)).toEqual({});
+      const mirror = mirrorPod({ namespace: 'shop', nodeName: 'worker-1' });
+      const bigMirror = structuredClone(mirror);
+      bigMirror.spec.containers[0].resources.requests.cpu = '8';
+      expect(strategy.admit(request(resizeReview(mirror, bigMirror)), DENY, quietLog)).toEqual({});
+      const renamed = structuredClone(resize('8').object) as any;
+      renamed.spec.containers[0].name = 'other';
+      expect(strategy.admit(request(resizeReview(resizingPod('web', 'worker-1', { desired: '1', allocated: '1' }), renamed)), DENY, quietLog)).toEqual({});
     });
   });
 

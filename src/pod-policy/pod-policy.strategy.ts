@@ -120,7 +120,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     const mutated: PodLike = patch.length > 0 ? fastJsonPatch.applyPatch(pod, patch, false, false).newDocument : pod;
     const created: PodLike = { ...mutated, status: undefined };
     const requests = { ...effectivePodRequests(created), exclusiveCpu: exclusiveCpus(created) };
-    return this.checkCap(review, podRef(review.namespace, pod, review.request.name), nodeName, requests, pod.metadata?.uid);
+    return this.checkCap(review, { pod: podRef(review.namespace, pod, review.request.name), nodeName, requests, uid: pod.metadata?.uid });
   }
 
   private admitBinding(review: PodReview, binding: Record<string, any>): StrategyResult {
@@ -133,7 +133,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     if (pod === undefined) return this.skip(request, 'pod-unknown');
     if (isMirrorPod(pod)) return {};
     const requests = { ...pod.requests, exclusiveCpu: pod.exclusiveCpu ?? 0n };
-    return this.checkCap(review, `${namespace}/${podName}`, nodeName, requests, pod.metadata?.uid);
+    return this.checkCap(review, { pod: `${namespace}/${podName}`, nodeName, requests, uid: pod.metadata?.uid });
   }
 
   /** The cap on a resize of a bound pod (pod-resize.ts): only what it raises is checked. Never rewritten. */
@@ -146,7 +146,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     const plan = planResize(stored, sent);
     if (plan === null) return {};
     const pod = podRef(review.namespace, stored, review.request.name);
-    return this.checkCap(review, pod, nodeName, { ...plan.resized, exclusiveCpu: 0n }, stored.metadata?.uid, plan.held);
+    return this.checkCap(review, { pod, nodeName, requests: { ...plan.resized, exclusiveCpu: 0n }, uid: stored.metadata?.uid, held: plan.held });
   }
 
   private capCachesReady(request: AdmissionRequest): boolean {
@@ -174,17 +174,10 @@ export class PodPolicyStrategy implements AdmissionStrategy {
   }
 
   /** Call only once capCachesReady() said yes. */
-  private checkCap(
-    { request, cap: mode, nodes, log }: PodReview,
-    pod: string,
-    nodeName: string,
-    requests: ResourceAmounts & { exclusiveCpu: bigint },
-    exclude: string | undefined,
-    held?: ResourceAmounts,
-  ): StrategyResult {
+  private checkCap({ request, cap: mode, nodes, log }: PodReview, { pod, nodeName, requests, uid, held }: CapCandidate): StrategyResult {
     const node = this.facts.node(nodeName);
     if (node === undefined) return this.skip(request, 'node-unknown');
-    const usage = this.facts.nodeUsage(nodeName, exclude);
+    const usage = this.facts.nodeUsage(nodeName, uid);
     const cap = nodeCap(node);
     const violations = capViolations(cap, usage, requests, held);
     const exclusive = resolveNodePolicy(node.metadata?.labels, nodes)?.exclusiveCpus ? exclusiveCpuViolation(cap, usage, requests.exclusiveCpu) : null;
@@ -240,6 +233,19 @@ interface PodReview {
   cap: CapMode;
   nodes: OvercommitConfig['nodes'] | undefined;
   log: RequestLog;
+}
+
+/**
+ * The pod the cap is checked for: its name in the messages, its node, what it will request
+ * there; its uid (a pod the node's usage may count already is left out of it) and, on a resize,
+ * what it holds now (only what it raises is checked).
+ */
+interface CapCandidate {
+  pod: string;
+  nodeName: string;
+  requests: ResourceAmounts & { exclusiveCpu: bigint };
+  uid: string | undefined;
+  held?: ResourceAmounts;
 }
 
 function podRef(namespace: string, pod: PodLike, requestName: string | undefined): string {

@@ -33,7 +33,9 @@ describe('k8s/base/webhook.yaml against the strategies', () => {
         keys(
           metadata
             .filter((meta) => meta.entry === entry)
-            .flatMap(({ rules }) => rules.map((rule) => ({ resources: [[rule.resource, rule.subResource].filter(Boolean).join('/')], operations: rule.operations }))),
+            .flatMap(({ rules }) =>
+              rules.map((rule) => ({ resources: [[rule.resource, rule.subResource].filter(Boolean).join('/')], operations: rule.operations })),
+            ),
         ),
       ]),
     );
