@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { Outcomes, runs } from '../../test/support/property.js';
 import { parseQuantity } from '../domain/quantity.js';
 import { containerBounds, minRequestForRatio, type LimitRangeLike } from './limit-range.js';
 
@@ -48,6 +49,7 @@ describe('minRequestForRatio', () => {
     expect(minRequestForRatio(1000n, parseQuantity('2'))).toBe(500n);
     expect(minRequestForRatio(1000n, parseQuantity('3'))).toBe(334n);
     expect(minRequestForRatio(1n, parseQuantity('10'))).toBe(1n);
+    const seen = new Outcomes('exact', 'rounded up', 'at its floor of 1');
     fc.assert(
       fc.property(fc.bigInt({ min: 1n, max: 1n << 40n }), fc.integer({ min: 1, max: 100_000 }), (limit, scaled) => {
         const ratio = parseQuantity((scaled / 1000).toString());
@@ -55,7 +57,10 @@ describe('minRequestForRatio', () => {
         // limit / r ≤ ratio, and limit / (r - 1) > ratio — with ratio = scaled / 1000.
         expect(limit * 1000n <= r * BigInt(scaled)).toBe(true);
         if (r > 1n) expect(limit * 1000n > (r - 1n) * BigInt(scaled)).toBe(true);
+        seen.add(r === 1n ? 'at its floor of 1' : limit * 1000n === r * BigInt(scaled) ? 'exact' : 'rounded up');
       }),
+      runs(300),
     );
+    seen.expectEach();
   });
 });

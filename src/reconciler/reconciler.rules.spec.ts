@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
+import { Outcomes, runs } from '../../test/support/property.js';
 import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { DISABLED_LABEL } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
@@ -91,6 +92,7 @@ describe('readNudge', () => {
   it('one nudge settles every node it says is due: the webhook, given the stored Node, writes the target', () => {
     const amount = (max: number) => fc.integer({ min: 1, max }).map(String);
     const ratio = fc.integer({ min: 100, max: 1000 }).map((r) => r / 100);
+    const seen = new Outcomes('due', 'already matching');
     fc.assert(
       fc.property(amount(64), amount(64), ratio, ratio, fc.option(amount(80), { nil: undefined }), (cpu, capCpu, before, after, bound) => {
         const capacity = String(Math.max(Number(cpu), Number(capCpu)));
@@ -103,9 +105,11 @@ describe('readNudge', () => {
         expect(readNudge(written as NodeLike, cfg.nodes, committed)).toEqual({ due: false, reason: 'matches' });
         if (decision.due) expect(decision.target).toBe(`cpu=${written.status.allocatable.cpu},memory=,ephemeral-storage=,pods=`);
         else expect(written.status.allocatable).toEqual(stored.status.allocatable);
+        seen.add(decision.due ? 'due' : 'already matching');
       }),
-      { numRuns: 60 },
+      runs(60),
     );
+    seen.expectEach();
   });
 });
 
