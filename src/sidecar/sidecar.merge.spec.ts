@@ -400,8 +400,9 @@ describe('planInjection properties', () => {
       }),
       runs(500),
     );
+    // About 29 % of the decisions inject (two seeds).
     seen.expectEach();
-    seen.expectShare('injected', 0.2);
+    seen.expectShare('injected', 0.15);
   }, 60_000);
 
   it('never duplicates a container or volume name, and every patch applies cleanly', () => {
@@ -449,8 +450,11 @@ describe('planInjection properties', () => {
       }),
       parameters,
     );
-    for (const added of ['container added', 'init container added', "env added to the pod's own container", 'volume added'] as const)
-      seen.expectPerRun(added, 0.1, parameters);
+    // Per run over two seeds: 0.11 a container, 0.12-0.13 an init container, 0.24-0.27 env, 0.35 a volume.
+    seen.expectPerRun('container added', 0.05, parameters);
+    seen.expectPerRun('init container added', 0.05, parameters);
+    seen.expectPerRun("env added to the pod's own container", 0.12, parameters);
+    seen.expectPerRun('volume added', 0.17, parameters);
   }, 60_000);
 
   it('decides every template asked for once; an injected template is fully present and recorded, a skipped one added nothing', () => {
@@ -493,7 +497,8 @@ describe('planInjection properties', () => {
       }),
       runs(500),
     );
+    // About 29 % of the decisions inject (two seeds).
     seen.expectEach();
-    seen.expectShare('injected', 0.2);
+    seen.expectShare('injected', 0.15);
   }, 60_000);
 });
