@@ -4,6 +4,7 @@ import { BackgroundTasks } from '../common/background-tasks.js';
 import { describeApiError } from '../kube/api-error.js';
 import { eventAbout } from '../kube/events.js';
 import { KUBE_ENV, inCluster } from '../kube/kube.env.js';
+import type { NodeEventRecorder } from '../domain/node-rules/node-services.js';
 
 /** Events waiting to be written at most; past it a new one is dropped (logged): a flood of transitions must not grow memory. */
 export const MAX_QUEUED_NODE_EVENTS = 1000;
@@ -11,19 +12,12 @@ export const MAX_QUEUED_NODE_EVENTS = 1000;
 /** Where Events about cluster-scoped objects go: the API server accepts no other namespace for them. */
 const CLUSTER_SCOPED_EVENTS_NAMESPACE = 'default';
 
-export const NODE_EVENTS = Symbol('NODE_EVENTS');
-
 /**
  * The same Event for the same node again within this window is dropped: two writes of one Node at
  * once (a kubelet's and the reconciler's nudge) are each admitted, and one again after its
  * conflict, before either is stored, so one transition can be seen twice.
  */
 export const REPEAT_WINDOW_MS = 30_000;
-
-/** Normal Events on Nodes, recorded from the request path without waiting for the API server. */
-export interface NodeEventRecorder {
-  record(node: { name: string; uid?: string }, reason: string, message: string): void;
-}
 
 /**
  * Queues Node Events and writes them one at a time in the background (task `node-events`), so

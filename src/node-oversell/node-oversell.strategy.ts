@@ -11,8 +11,15 @@ import { jsonPointer } from '../domain/json-pointer.js';
 import { type OvercommitConfig } from '../overcommit.config.js';
 import { MANAGED_RESOURCES, type ManagedResource } from '../domain/resources.js';
 import { KUBE_ENV } from '../kube/kube.env.js';
-import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments, NODE_USAGE, type NodeUsageRatios } from '../domain/node-rules/node-services.js';
-import { NODE_EVENTS, type NodeEventRecorder } from './node-events.service.js';
+import {
+  floorEnabled,
+  NODE_COMMITMENTS,
+  NODE_EVENTS,
+  type NodeCommitments,
+  type NodeEventRecorder,
+  NODE_USAGE,
+  type NodeUsageRatios,
+} from '../domain/node-rules/node-services.js';
 import { NodeStatusPlans } from './node-status-plans.js';
 import {
   NODE_ALLOCATABLE_OVERCOMMITTED_METRIC,
@@ -175,7 +182,7 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
     if (!request.dryRun && isNodeName(name)) {
       this.export(name, plan, policy, decisions);
       // Shadow writes nothing to the Node, so nothing starts or stops deciding there.
-      if (policy?.mode !== 'shadow') this.reportTransitions(name, node, plan, decisions);
+      if (policy?.mode !== 'shadow') this.reportFloor(name, node, plan);
     }
     // Shadow: the object stays as its writer sent it, so a kubelet write brings an inflated node back to raw.
     return patch.length === 0 || policy?.mode === 'shadow' ? {} : { patch };
@@ -194,21 +201,19 @@ export class NodeOversellStrategy implements AdmissionStrategy, OnModuleInit, On
   }
 
   /**
-   * Normal Events when the node turns full (NodeHot) or reopens (NodeCooled), and when the floor
-   * starts deciding its allocatable and when it stops (a full node's floor is its own), read from
-   * the incoming object's annotations: the same on every replica, and a reinvocation (which
-   * carries our annotations) records nothing twice.
+   * A Normal Event when the floor starts deciding the node's allocatable, and when it stops, read
+   * from the incoming object's floor annotation: the same on every replica, and a reinvocation
+   * (which carries our annotation) records nothing twice. A full hot node's floor is not reported
+   * here: the usage-aware leader records NodeHot and NodeCooled (hot-nodes.rules.ts).
    */
-  private reportTransitions(name: string, node: NodeLike, plan: NodeStatusPlan, decisions: NodeUsageEntry): void {
+  private reportFloor(name: string, node: NodeLike, plan: NodeStatusPlan): void {
     const annotations = isRecord(node.metadata?.annotations) ? node.metadata.annotations : {};
     const wasFull = typeof annotations[USAGE_ANNOTATION] === 'string' && annotations[USAGE_ANNOTATION].includes('"hot-full"');
-    const uid = (node.metadata as { uid?: unknown } | undefined)?.uid;
-    const ref = { name, ...(typeof uid === 'string' ? { uid } : {}) };
-    if (plan.full && !wasFull) this.events.record(ref, 'NodeHot', hotMessage(plan));
-    if (!plan.full && wasFull) this.events.record(ref, 'NodeCooled', cooledMessage(decisions));
     const before = typeof annotations[FLOOR_ANNOTATION] === 'string' && !wasFull;
     const after = plan.annotations[FLOOR_ANNOTATION] !== null && !plan.full;
     if (before === after) return;
+    const uid = (node.metadata as { uid?: unknown } | undefined)?.uid;
+    const ref = { name, ...(typeof uid === 'string' ? { uid } : {}) };
     if (after) this.events.record(ref, 'CommitmentFloorApplied', floorMessage(plan));
     else this.events.record(ref, 'CommitmentFloorLifted', 'allocatable follows the ratios again: the requests bound to the node fit in raw × ratio');
   }
@@ -300,21 +305,6 @@ function reasonOf(plan: NodeStatusPlan, decisions: NodeUsageEntry, resource: Man
 /** What decided a node's allocatable for a resource: its ratio (`static`), its usage-aware ratio and why (docs/usage-aware.md), or the commitment floor. */
 const ALLOCATABLE_REASONS = ['static', 'usage', 'hot', 'hot-full', 'stale', 'floor'] as const;
 type AllocatableReason = (typeof ALLOCATABLE_REASONS)[number];
-
-/** `usage above hotThreshold: allocatable set to the requests bound to the node, so no new pod is placed or admitted: cpu 2, memory 1Gi, pods 3 (…)`. */
-function hotMessage(plan: NodeStatusPlan): string {
-  const parts = MANAGED_RESOURCES.filter((resource) => plan.floor[resource] !== undefined).map(
-    (resource) => `${resource} ${formatResourceQuantity(resource, plan.floor[resource]!)}`,
-  );
-  return `usage above hotThreshold: allocatable set to exactly the requests bound to the node, so no new pod is placed or admitted until it cools; its pods stay: ${parts.join(', ')}`;
-}
-
-/** `usage stayed below coolThreshold for coolFor: allocatable follows the ratios again (cpu: ratio 1, usage)`. */
-function cooledMessage(decisions: NodeUsageEntry): string {
-  const parts = Object.entries(decisions).map(([resource, decision]) => `${resource}: ratio ${decision.ratio}, ${decision.reason}`);
-  const why = Object.values(decisions).some((decision) => decision.reason === 'usage') ? 'usage stayed below coolThreshold for coolFor' : 'reopened';
-  return `${why}: the node takes new pods again, allocatable follows the ratios (${parts.join(', ') || 'no usage-aware ratio'})`;
-}
 
 /** `allocatable raised to the requests bound to the node: cpu 7200m (raw 4 × ratio 1 = 4)`. */
 function floorMessage(plan: NodeStatusPlan): string {

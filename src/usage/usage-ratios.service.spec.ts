@@ -132,8 +132,10 @@ function usageRatios(kube: KubeConfig, env: NodeJS.ProcessEnv, store: ConfigStor
   const errors = new Counter({ name: 'errors', help: 'errors', registers: [] });
   const hot = gauge('hot', ['reason']);
   const pods = new PodCache(kube, env, backgroundTasks());
-  const service = new UsageRatios(kube, env, pods, store, backgroundTasks(), ratio, input, publish, errors, hot);
-  return { service, pods, ratio, input, publish, hot };
+  const events: Array<{ node: string; reason: string; message: string }> = [];
+  const recorder = { record: (node: { name: string }, reason: string, message: string) => void events.push({ node: node.name, reason, message }) };
+  const service = new UsageRatios(kube, env, pods, store, backgroundTasks(), ratio, input, publish, errors, hot, recorder);
+  return { service, pods, ratio, input, publish, hot, events };
 }
 
 const values = async (gauge: Gauge<string>) => (await gauge.get()).values.map(({ labels, value }) => ({ ...labels, value }));
@@ -304,7 +306,7 @@ describe('UsageRatios', () => {
     const store = configStore(
       'nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { target: { cpu: 0.6 }, interval: 5s, window: 1m, percentile: 50, hotAction: full, coolFor: 0s }\n',
     );
-    const { service, pods, publish, hot } = usageRatios(api.kube(), IN_CLUSTER_ENV, store);
+    const { service, pods, publish, hot, events } = usageRatios(api.kube(), IN_CLUSTER_ENV, store);
     stop = async () => {
       await service.onApplicationShutdown();
       await pods.onApplicationShutdown();
@@ -327,10 +329,13 @@ describe('UsageRatios', () => {
     const policy = resolveNodePolicy({}, store.snapshot().config.nodes);
     expect(service.effective('hot', policy, undefined).policy).toMatchObject({ ratios: { cpu: 1 }, full: true });
     expect(service.effective('calm', policy, undefined).policy?.full).toBeUndefined();
+    expect(events.map(({ node, reason }) => `${node} ${reason}`)).toEqual(['hot NodeHot']);
 
     metrics('100m');
     await nextTick(); // median of 3.9 and 0.1 = 0.1 < coolThreshold 0.8, coolFor 0s: reopened, one step up from 1
     expect(service.published('hot')?.cpu).toMatchObject({ ratio: 1.1, reason: 'usage' });
     expect(await values(hot)).toContainEqual({ reason: 'hot-full', value: 0 });
+    expect(events.map(({ node, reason }) => `${node} ${reason}`)).toEqual(['hot NodeHot', 'hot NodeCooled']);
+    expect(events[1]!.message).toBe('usage below coolThreshold (cpu 0.8) for coolFor (0s): the node takes new pods again');
   }, 25_000);
 });

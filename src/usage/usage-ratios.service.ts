@@ -17,7 +17,7 @@ import { ResilientInformer } from '../kube/resilient-informer.js';
 import { type NodePolicy, planNodeStatus, readRecord, resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
 import { HOT_NODES_METRIC, NODE_USAGE_INPUT_METRIC, NODE_USAGE_RATIO_METRIC, USAGE_METRICS_ERRORS_METRIC, USAGE_PUBLISH_METRIC } from './usage.metrics.js';
-import { type HotState, hotFullDecision, type NodeLevel, planHotState, readHeat } from '../domain/node-rules/hot-nodes.rules.js';
+import { type HotState, hotFullDecision, type NodeLevel, planHotEvent, planHotState, readHeat } from '../domain/node-rules/hot-nodes.rules.js';
 import { baseAmountToNumber, parseResourceQuantity } from '../domain/quantity.js';
 import {
   effectivePolicy,
@@ -45,7 +45,7 @@ import {
   USAGE_INPUTS_KEY,
   usageResources,
 } from '../domain/node-rules/usage-aware.rules.js';
-import type { NodeUsageRatios, PublishedUsage } from '../domain/node-rules/node-services.js';
+import { NODE_EVENTS, type NodeEventRecorder, type NodeUsageRatios, type PublishedUsage } from '../domain/node-rules/node-services.js';
 
 /** The Lease that elects the leader. */
 export const USAGE_LEASE = 'kube-overcommit-usage';
@@ -105,6 +105,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     @InjectMetric(USAGE_PUBLISH_METRIC) private readonly publishCounter: Counter<string>,
     @InjectMetric(USAGE_METRICS_ERRORS_METRIC) private readonly metricsErrors: Counter<string>,
     @InjectMetric(HOT_NODES_METRIC) private readonly hotNodes: Gauge<string>,
+    @Inject(NODE_EVENTS) private readonly events: NodeEventRecorder,
   ) {
     this.available = inCluster(env);
     this.namespace = this.available ? platformNamespace(env) : '';
@@ -262,7 +263,19 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     }
     for (const name of this.history.keys()) if (!entries.has(name)) this.forget(name);
     const byName = new Map(nodes.map((node) => [node.metadata?.name ?? '', node]));
+    const before = this.entries;
     await this.publish(entries, () => this.smoothedInputs(entries, nodesConfig, byName));
+    if (this.entries !== before) this.reportHot(before, nodesConfig, byName);
+  }
+
+  /** hot-nodes.rules.ts rule 7: NodeHot and NodeCooled for the nodes the publication turned full or back. */
+  private reportHot(before: ReadonlyMap<string, NodeUsageEntry>, nodesConfig: NodesConfig | undefined, nodes: Map<string, V1Node>): void {
+    for (const name of new Set([...before.keys(), ...this.entries.keys()])) {
+      const node = nodes.get(name);
+      const event = planHotEvent(before.get(name), this.entries.get(name), resolveNodePolicy(node?.metadata?.labels, nodesConfig)?.usage);
+      if (event === undefined) continue;
+      this.events.record({ name, ...(node?.metadata?.uid ? { uid: node.metadata.uid } : {}) }, event.reason, event.message);
+    }
   }
 
   /** One sample per node whose NodeMetrics timestamp is new; a failed read adds none (the nodes go stale). */

@@ -4,7 +4,7 @@ import { Outcomes, runs } from '../../../test/support/property.js';
 import { parseConfig } from '../../overcommit.config.js';
 import { coolThreshold, UsageConfig } from './node-oversell.config.js';
 import { FLOOR_ANNOTATION, planNodeStatus, readRecord, resolveNodePolicy } from './node-oversell.rules.js';
-import { type Heat, type HotState, hotFullDecision, planHotState, readHeat } from './hot-nodes.rules.js';
+import { type Heat, type HotState, hotFullDecision, planHotEvent, planHotState, readHeat } from './hot-nodes.rules.js';
 import { effectivePolicy, isHotFull } from './usage-aware.rules.js';
 import { planNode } from './node-plan.js';
 
@@ -262,5 +262,40 @@ describe('full: what the webhook writes (rule 5)', () => {
     expect(row.ratioReasons).toEqual({ cpu: 'hot-full', memory: 'hot-full', 'ephemeral-storage': 'hot-full', pods: 'hot-full' });
     expect(row.planned).toEqual({ cpu: '1500m', memory: '1Gi', 'ephemeral-storage': '0', pods: '2' });
     expect(row.fits).toBe(0);
+  });
+});
+
+describe('planHotEvent (rule 7)', () => {
+  const config = usage({ hotThreshold: { cpu: 0.9, memory: 0.95 } });
+  const full = { cpu: { ratio: 1, reason: 'hot-full' as const, A: '4', R: '2', U: '3500m' } };
+  const open = { cpu: { ratio: 1.2, reason: 'usage' as const, A: '4', R: '2', U: '1' } };
+
+  it('NodeHot when an entry turns hot-full, with the thresholds and inputs', () => {
+    expect(planHotEvent(open, full, config)).toEqual({
+      reason: 'NodeHot',
+      message:
+        'node usage above hotThreshold (cpu 0.9 of raw allocatable): no new pod is placed or admitted here, its allocatable is the requests of its pods, until usage stays below coolThreshold (cpu 0.8) for 2m; its pods stay (cpu: A 4, R 2, U 3500m)',
+    });
+    expect(planHotEvent(undefined, full, config)?.reason).toBe('NodeHot');
+  });
+
+  it('NodeCooled saying why: cooled, metrics lost, or no longer full by config', () => {
+    expect(planHotEvent(full, open, config)).toEqual({
+      reason: 'NodeCooled',
+      message: 'usage below coolThreshold (cpu 0.8) for coolFor (2m): the node takes new pods again',
+    });
+    expect(planHotEvent(full, { cpu: { ratio: 1, reason: 'stale', A: '4', R: '2' } }, config)?.message).toBe(
+      'no usage measured for fallbackAfter (10m): the node takes new pods again, at ratio 1 (stale)',
+    );
+    expect(planHotEvent(full, { cpu: { ratio: 1, reason: 'hot' } }, usage({ hotAction: 'ratio1' }))?.message).toBe(
+      'hotAction is no longer full for this node: it takes new pods again (ratio 1 while hot)',
+    );
+    expect(planHotEvent(full, undefined, undefined)?.reason).toBe('NodeCooled');
+  });
+
+  it('nothing while it stays full or stays open', () => {
+    expect(planHotEvent(full, { cpu: { ...full.cpu, U: '3' } }, config)).toBeUndefined();
+    expect(planHotEvent(open, { cpu: { ...open.cpu, ratio: 1.3 } }, config)).toBeUndefined();
+    expect(planHotEvent(undefined, undefined, config)).toBeUndefined();
   });
 });

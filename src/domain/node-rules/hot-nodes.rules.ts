@@ -23,10 +23,14 @@
  *      committed requests are not known (the floor off, the pod cache not listed yet), ratio 1.
  *   6. A new leader starts a node published `hot-full` as hot, its run of `cool` readings counted
  *      from its own first one: a leader change never reopens a node early.
+ *   7. Visible: the leader records a Normal Event on the Node when a publication turns its entry
+ *      `hot-full` (NodeHot) and when one turns it back (NodeCooled, saying why: cooled, metrics
+ *      lost, or no longer `full` by config), from the entries published before and after: once
+ *      per change published, none for a publication that failed or a leader change.
  */
 import { parseDuration } from '../../common/duration.js';
-import { coolThreshold, type UsageConfig, type UsageResource } from './node-oversell.config.js';
-import { isHot, type UsageDecision } from './usage-aware.rules.js';
+import { coolThreshold, USAGE_RESOURCES, type UsageConfig, type UsageResource } from './node-oversell.config.js';
+import { isHot, isHotFull, type NodeUsageEntry, type UsageDecision } from './usage-aware.rules.js';
 
 /** Rule 1's reading of a node at one plan. */
 export type Heat = 'hot' | 'warm' | 'cool' | 'stale' | 'lost';
@@ -73,4 +77,42 @@ export function planHotState(previous: HotState | undefined, heat: Heat, now: nu
 export function hotFullDecision(decision: UsageDecision): UsageDecision {
   const { A, R, U } = decision;
   return { ratio: 1, reason: 'hot-full', ...(A !== undefined ? { A } : {}), ...(R !== undefined ? { R } : {}), ...(U !== undefined ? { U } : {}) };
+}
+
+/** Rule 7's Event. */
+export interface HotEvent {
+  reason: 'NodeHot' | 'NodeCooled';
+  message: string;
+}
+
+/**
+ * Rule 7: the Event for a node whose published entry went from `before` to `after` (undefined:
+ * none), `usage` the node's usage section in force (undefined: none); undefined when it did not
+ * turn full or back.
+ */
+export function planHotEvent(before: NodeUsageEntry | undefined, after: NodeUsageEntry | undefined, usage: UsageConfig | undefined): HotEvent | undefined {
+  const was = isHotFull(before);
+  const is = isHotFull(after);
+  if (was === is) return undefined;
+  const thresholds = (of: (resource: UsageResource) => number) =>
+    USAGE_RESOURCES.filter((resource) => after?.[resource] !== undefined && Number.isFinite(of(resource)))
+      .map((resource) => `${resource} ${of(resource)}`)
+      .join(', ');
+  const cool = usage === undefined ? '' : thresholds((resource) => coolThreshold(usage, resource));
+  if (is) {
+    const inputs = USAGE_RESOURCES.filter((resource) => after?.[resource] !== undefined)
+      .map((resource) => `${resource}: A ${after![resource]!.A ?? '?'}, R ${after![resource]!.R ?? '?'}, U ${after![resource]!.U ?? '?'}`)
+      .join('; ');
+    const hot = thresholds((resource) => usage?.hotThreshold?.[resource] ?? Number.NaN);
+    return {
+      reason: 'NodeHot',
+      message: `node usage above hotThreshold (${hot} of raw allocatable): no new pod is placed or admitted here, its allocatable is the requests of its pods, until usage stays below coolThreshold (${cool}) for ${usage?.coolFor}; its pods stay (${inputs})`,
+    };
+  }
+  const reasons = new Set(Object.values(after ?? {}).map((decision) => decision?.reason));
+  if (usage?.hotAction !== 'full' || after === undefined)
+    return { reason: 'NodeCooled', message: 'hotAction is no longer full for this node: it takes new pods again (ratio 1 while hot)' };
+  if (reasons.has('stale'))
+    return { reason: 'NodeCooled', message: `no usage measured for fallbackAfter (${usage.fallbackAfter}): the node takes new pods again, at ratio 1 (stale)` };
+  return { reason: 'NodeCooled', message: `usage below coolThreshold (${cool}) for coolFor (${usage.coolFor}): the node takes new pods again` };
 }

@@ -23,6 +23,14 @@ export function floorEnabled(nodes: NodesConfig | undefined): boolean {
   return nodes?.commitmentFloor !== false;
 }
 
+/** The Node Events (NodeEvents, provided by NodeOversellModule): node oversell and the usage-aware leader record them. */
+export const NODE_EVENTS = Symbol('NODE_EVENTS');
+
+/** Normal Events on Nodes, recorded without waiting for the API server. */
+export interface NodeEventRecorder {
+  record(node: { name: string; uid?: string }, reason: string, message: string): void;
+}
+
 /**
  * The usage-aware ratios (UsageRatios, provided by UsageModule): node oversell reads them as
  * NodeUsageRatios, GET /plan and the reconciler as PublishedUsage.
