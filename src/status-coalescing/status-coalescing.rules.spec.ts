@@ -6,7 +6,7 @@ import { parseDuration } from '../common/duration.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
-import { heartbeatsFresh, nodeWindowMs, planStatusCoalescing, WINDOW_SPREAD, type StatusUpdateRequest } from './status-coalescing.rules.js';
+import { heartbeatsFresh, nodeWindowMs, planStatusCoalescing, type StatusUpdateRequest } from './status-coalescing.rules.js';
 import { Outcomes, runs } from '../../test/support/property.js';
 
 const { applyPatch } = fastJsonPatch;
@@ -14,8 +14,8 @@ type Json = Record<string, any>;
 
 const REPORT_PERIOD_MS = 5 * 60_000;
 const NAME = 'worker-1';
-/** worker-1's window: the report period less its fixed share of up to 10 %. */
-const WINDOW_MS = nodeWindowMs(NAME, REPORT_PERIOD_MS);
+/** worker-1's window: the report period less its fixed share of up to 10 % (pinned by the nodeWindowMs test). */
+const WINDOW_MS = 298_000;
 const KUBELET = { username: `system:node:${NAME}`, groups: ['system:nodes', 'system:authenticated'] };
 const NODES = {
   defaultRatios: { cpu: 1.5, memory: 1.2 },
@@ -429,17 +429,21 @@ describe('planStatusCoalescing', () => {
     expect(admit(dropped, stored).plan).toEqual({ decision: 'passed', reason: 'report-due' });
   });
 
-  it('nodeWindowMs: fixed per node, within the last 10 % below the report period, spread over it', () => {
-    expect(nodeWindowMs(NAME, REPORT_PERIOD_MS)).toBe(WINDOW_MS);
-    const windows = Array.from({ length: 1000 }, (_, i) => nodeWindowMs(`node-${i}`, REPORT_PERIOD_MS));
-    for (const window of windows) {
-      expect(window % 1_000).toBe(0);
-      expect(window).toBeGreaterThanOrEqual(REPORT_PERIOD_MS * (1 - WINDOW_SPREAD));
-      expect(window).toBeLessThanOrEqual(REPORT_PERIOD_MS);
+  it('nodeWindowMs: fixed per node, the period less up to 10 % in whole seconds (4m30s–5m for 5m, docs/status-coalescing.md), spread over it', () => {
+    expect(nodeWindowMs(NAME, 300_000)).toBe(WINDOW_MS);
+    // Spread: a thousand nodes take every whole second of the range, 31 of them for 5m, 7 for 1m.
+    for (const [period, shortest, seconds] of [
+      [300_000, 270_000, 31],
+      [60_000, 54_000, 7],
+    ]) {
+      const windows = Array.from({ length: 1000 }, (_, i) => nodeWindowMs(`node-${i}`, period));
+      for (const window of windows) {
+        expect(window % 1_000).toBe(0);
+        expect(window).toBeGreaterThanOrEqual(shortest);
+        expect(window).toBeLessThanOrEqual(period);
+      }
+      expect(new Set(windows).size).toBe(seconds);
     }
-    // Spread: each tenth of the range holds some nodes.
-    const tenths = new Set(windows.map((w) => Math.floor(((REPORT_PERIOD_MS - w) / (REPORT_PERIOD_MS * WINDOW_SPREAD)) * 10)));
-    expect(tenths.size).toBeGreaterThanOrEqual(10);
   });
 
   it('heartbeatsFresh: a condition absent from the stored object is never fresh', () => {
