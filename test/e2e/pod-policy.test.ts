@@ -648,4 +648,85 @@ describe('pod policies against a real control plane', () => {
       for (const kubelet of kubelets) await kubelet.stop({ deleteNode: true }).catch(() => undefined);
     }
   });
+  /**
+   * (h) Pod-level resources (spec.resources), as the 1.37 kube-scheduler places them and the cap
+   * counts them. One kwok node, raw 2 CPUs × 1.5 = 3. `limits-only` sets only a pod-level cpu
+   * limit of 2 and containers asking no cpu: the API server gives it a pod-level request of 2
+   * after the webhooks (PodLevelResourcesFixDefaulting), so the webhook sees no request at
+   * CREATE and must default it as the API server will. `pod-level` asks 1 CPU at pod level over
+   * containers asking 200m. Dry-run CREATEs with spec.nodeName show what the cap computes; the
+   * scheduler's own decisions (bound, or Unschedulable with Insufficient cpu) agree at both edges.
+   */
+  it('(h) pod-level resources: kube-scheduler places pods by their pod-level requests (a limit alone defaulted to the request) exactly as the cap counts them', async () => {
+    await webhook.useConfig({ nodes: NODES, pods: { defaultRequests: DEFAULT_REQUESTS, cap: { mode: 'deny' } } });
+    const [nodeName] = claimNodeNames(env, 'kwok-node', 1);
+    const kubelet = await startKwokNode(env, admin, { name: nodeName!, capacity: { cpu: '2', memory: '8Gi', pods: '110' } });
+    try {
+      await waitUntil(`${nodeName} inflated to 3 CPUs`, async () => sameQuantity('cpu', (await getNode(admin, nodeName!)).allocatable.cpu, '3'));
+      const ns = await newNamespace('e2e-pod-level-cap', { [POD_POLICY_LABEL]: 'enabled' });
+      await waitForPolicyScope(ns);
+      const pod = (name: string) => admin.get(`/api/v1/namespaces/${ns}/pods/${name}`);
+      const manifest = (name: string, resources: object, containerCpu?: string, nodeName?: string) => ({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name },
+        spec: {
+          ...onKwokNode(env, kubelet.name),
+          ...(nodeName ? { nodeName } : {}),
+          resources,
+          containers: ['a', 'b'].map((c) => ({
+            name: c,
+            image: PAUSE_IMAGE,
+            resources: { requests: { memory: '64Mi', ...(containerCpu ? { cpu: containerCpu } : {}) } },
+          })),
+        },
+      });
+      const created = (name: string, resources: object, containerCpu?: string) =>
+        postWithWarnings(env, `/api/v1/namespaces/${ns}/pods`, manifest(name, resources, containerCpu, nodeName), { dryRun: 'All' });
+      const boundAndRunning = (name: string) =>
+        waitUntil(`${name} bound and Running`, async () => {
+          const p = await pod(name);
+          return p.spec.nodeName === nodeName && p.status.phase === 'Running' ? p : undefined;
+        });
+      const capText = (total: string, onNode: string, pods: string, own: string) =>
+        `kube-overcommit: pod ${ns}/probe would exceed the overcommit cap of node ${nodeName}: cpu: ${total} requested (${onNode} by ${pods} on the node + ${own} by this pod) > cap 3 (raw allocatable 2 × ratio 1.5)`;
+      const before = policyCounters(await webhook.metrics());
+
+      // A pod-level limit alone: 2 CPUs requested, stored as the pod-level request, placed by it.
+      await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('limits-only', { limits: { cpu: '2', memory: '1Gi' } }));
+      const limitsOnly = await boundAndRunning('limits-only');
+      // Defaulted by the API server: cpu from the pod-level limit (no container sets it), memory from the containers' 2 × 64Mi.
+      expectQuantities(limitsOnly.spec.resources.requests, { cpu: '2', memory: '128Mi' }, 'limits-only pod-level requests (defaulted)');
+      // The same pod with a pod-level limit of 1001m on the node: 2 + 1001m > 3, refused at CREATE though it sends no request.
+      const over = await waitUntil('the webhook to count limits-only (dry-run CREATE of one more)', async () => {
+        const answer = await created('probe', { limits: { cpu: '1001m' } });
+        return answer.status === 403 ? answer : undefined;
+      });
+      expect(over.body.message).toContain(capText('3001m', '2', '1 pod', '1001m'));
+      // 1 CPU at pod level over 200m of containers: 2 + 1 = 3, admitted; kube-scheduler binds it too.
+      expect((await created('probe', { requests: { cpu: '1' } }, '100m')).status).toBe(201);
+      await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('pod-level', { requests: { cpu: '1' } }, '100m'));
+      await boundAndRunning('pod-level');
+      // The node is full for both: 100m more at pod level (a limit alone, no container cpu) is past the cap...
+      const full = await waitUntil('the webhook to count pod-level (dry-run CREATE of 100m more)', async () => {
+        const answer = await created('probe', { limits: { cpu: '100m' } });
+        return answer.status === 403 ? answer : undefined;
+      });
+      expect(full.body.message).toContain(capText('3100m', '3', '2 pods', '100m'));
+      // ...and kube-scheduler finds no room for it (it counts pod-level at 1, not its containers' 200m).
+      await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('no-room', { limits: { cpu: '100m' } }));
+      const unschedulable = await waitUntil(
+        '`no-room` Unschedulable',
+        async () => (await pod('no-room')).status.conditions?.find((c: any) => c.type === 'PodScheduled' && c.reason === 'Unschedulable'),
+        { timeoutMs: 30_000, describe: async () => (await pod('no-room')).status },
+      );
+      expect(unschedulable.message).toContain('Insufficient cpu');
+      expect((await pod('no-room')).spec.nodeName).toBeUndefined();
+      // Both bindings passed the cap; nothing was refused but the dry runs (not counted).
+      expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({ capDenials: 0, unsynced: 0 });
+    } finally {
+      await kubelet.stop({ deleteNode: true }).catch(() => undefined);
+      kubelet.assertHealthy();
+    }
+  });
 });
