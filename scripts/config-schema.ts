@@ -37,7 +37,7 @@ export const VALUES_SCHEMA_FILE = join(ROOT, 'charts', 'kube-overcommit', 'value
 /** What the webhook checks and this schema does not (invariant 3), as docs/config-schema.md lists them. */
 export const WEBHOOK_ONLY = [
   'pool and template names unique;',
-  'usage durations within their ranges and in order (`interval` ≤ `window`, `staleAfter` ≥ `interval`, `fallbackAfter` > `staleAfter`), `statusReportPeriod` from 1s to 1h;',
+  'usage durations within their ranges and in order (`interval` ≤ `window`, `staleAfter` ≥ `interval`, `fallbackAfter` > `staleAfter`, `coolFor` up to 1h), `coolThreshold` below `hotThreshold`, `statusReportPeriod` from 1s to 1h;',
   'quantities above zero (`defaultRequests`);',
   "the Kubernetes fields inside sidecar templates' `containers`, `initContainers`, `volumes` and `env` (the schema checks that each is a list of objects with a `name`).",
 ];
@@ -69,6 +69,8 @@ const converters: Record<string, Schema> = {
   interval: duration,
   staleAfter: duration,
   fallbackAfter: duration,
+  coolFor: duration,
+  coolBelowHot: {},
   intervalWithinWindow: {},
   staleAfterInterval: {},
   fallbackAfterStale: {},

@@ -77,6 +77,7 @@ describe('config.schema.json: generated from the classes the webhook validates w
   const webhookOnly: Array<[string, unknown]> = [
     ['duplicate pool names', { nodes: { pools: [1, 2].map(() => ({ name: 'a', nodeSelector: {}, ratios: {} })) } }],
     ['a usage interval longer than its window', { nodes: { defaultUsage: { window: '1m', interval: '2m' } } }],
+    ['a coolThreshold not below its hotThreshold', { nodes: { defaultUsage: { hotAction: 'full', coolThreshold: { cpu: 0.9 } } } }],
     ['a statusReportPeriod above 1h', { nodes: { statusReportPeriod: '2h' } }],
     ['a request of zero', { pods: { defaultRequests: { cpu: '0' } } }],
     ['a sidecar container without an image', { sidecars: { templates: [{ name: 'proxy', containers: [{ name: 'proxy' }] }] } }],
