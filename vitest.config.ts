@@ -11,9 +11,10 @@ export default defineConfig({
     projects: [
       {
         ...decorators,
-        // nest-logs: Nest's logger lines are kept for assertions, not printed. The property tests
-        // do a fixed amount of work, up to 3 s on a loaded 2-core machine: past Vitest's 5 s
-        // default a loaded machine would fail them.
+        // nest-logs: Nest's logger lines are kept for assertions, not printed. fast-check (in every
+        // project): FC_SEED replays a property's failure. The property tests do up to 3 s of work
+        // at the default PROPERTY_RUNS on a loaded 2-core machine: past Vitest's 5 s default a
+        // loaded machine would fail them.
         test: {
           name: 'unit',
           expect,
@@ -25,7 +26,14 @@ export default defineConfig({
       },
       {
         ...decorators,
-        test: { name: 'app', expect, include: ['test/app/**/*.test.ts'], environment: 'node', setupFiles: ['reflect-metadata'], testTimeout: 20_000 },
+        test: {
+          name: 'app',
+          expect,
+          include: ['test/app/**/*.test.ts'],
+          environment: 'node',
+          setupFiles: ['reflect-metadata', 'test/setup/fast-check.ts'],
+          testTimeout: 20_000,
+        },
       },
       {
         ...decorators,
@@ -36,7 +44,7 @@ export default defineConfig({
           environment: 'node',
           // Builds and starts one control plane for the whole run; tests read it with e2eEnv().
           globalSetup: ['test/e2e/harness/global-setup.ts'],
-          setupFiles: ['reflect-metadata'],
+          setupFiles: ['reflect-metadata', 'test/setup/fast-check.ts'],
           testTimeout: 300_000,
           hookTimeout: 600_000,
           fileParallelism: false,

@@ -5,8 +5,9 @@
 //    retried until it happens to hold, and a terminal bad state becomes a timeout. A probe
 //    collects what it sees and returns whether it is done; the test asserts afterwards.
 // 2. Every `fc.assert(` takes its parameters from `runs(base)` (test/support/property.ts), as
-//    `fc.assert(property, runs(200))` or `{ ...runs(200), other }`, so PROPERTY_RUNS scales every
-//    property and none runs a fixed, forgotten number of cases.
+//    `fc.assert(property, runs(200))`, `{ ...runs(200), other }`, or a constant of the file set to
+//    `runs(200)`, so PROPERTY_RUNS scales every property and none runs a fixed, forgotten number
+//    of cases.
 //
 // Prints `file:line:column message` for each finding and exits 1 if there is one.
 import { globSync, readFileSync } from 'node:fs';
@@ -34,9 +35,10 @@ const isFcAssert = (node) =>
   node.expression.expression.text === 'fc' &&
   node.expression.name.text === 'assert';
 
-/** `runs(n)`, or an object literal that spreads `runs(n)`. */
-function takesRuns(parameters) {
+/** `runs(n)`, a constant set to it (`runsConstants`: their names), or an object literal that spreads `runs(n)`. */
+function takesRuns(parameters, runsConstants) {
   if (isRunsCall(parameters)) return true;
+  if (parameters !== undefined && ts.isIdentifier(parameters)) return runsConstants.has(parameters.text);
   return (
     parameters !== undefined &&
     ts.isObjectLiteralExpression(parameters) &&
@@ -51,11 +53,18 @@ function check(file) {
     const { line, character } = source.getLineAndCharacterOfPosition(node.getStart(source));
     findings.push(`${file}:${line + 1}:${character + 1} ${message}`);
   };
+  const runsConstants = new Set();
+  const collect = (node) => {
+    if (ts.isVariableDeclaration(node) && ts.isIdentifier(node.name) && isRunsCall(node.initializer)) runsConstants.add(node.name.text);
+    ts.forEachChild(node, collect);
+  };
+  collect(source);
   const visit = (node, probe) => {
     if (probe !== undefined && isExpectCall(node))
       report(node, `expect() inside the retried probe of ${probe}(): collect what the probe sees, assert after it`);
     if (ts.isCallExpression(node)) {
-      if (isFcAssert(node) && !takesRuns(node.arguments[1])) report(node, 'fc.assert() without runs(base) as its parameters (test/support/property.ts)');
+      if (isFcAssert(node) && !takesRuns(node.arguments[1], runsConstants))
+        report(node, 'fc.assert() without runs(base) as its parameters (test/support/property.ts)');
       const name = probeName(node.expression);
       if (name !== undefined) {
         visit(node.expression, probe);
