@@ -8,7 +8,7 @@ import { DISABLED_LABEL, NODE_ANNOTATIONS } from '../domain/node-rules/node-over
 import { parseResourceQuantity } from '../domain/quantity.js';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { planShardPatches, planShards, planTargetEntry, SHARD_LIMIT_BYTES, shardName, shardOf, TARGET_SHARDS } from './node-targets.rules.js';
+import { isPolicyServable, planShardPatches, planShards, planTargetEntry, SHARD_LIMIT_BYTES, shardName, shardOf, TARGET_SHARDS } from './node-targets.rules.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
@@ -215,5 +215,36 @@ describe('planShards, planShardPatches (rules 5 and 6)', () => {
       runs(200),
     );
     seen.expectEach();
+  });
+});
+
+describe('isPolicyServable (rule 7)', () => {
+  const stored = {
+    metadata: { name: 'n', labels: { a: '1' }, annotations: { 'kube-overcommit.io/ratios': '{"cpu":1.5}', other: 'x' } },
+    status: { allocatable: { cpu: '6', memory: '1Gi' }, capacity: { cpu: '4', memory: '1Gi' }, conditions: [{ type: 'Ready', lastHeartbeatTime: 't1' }] },
+  };
+  const kubelet = { username: 'system:node:n' };
+  const update = (change: (node: Json) => void, userInfo = kubelet) => {
+    const object: Json = structuredClone(stored);
+    change(object);
+    return { name: 'n', userInfo, object, oldObject: stored };
+  };
+
+  it('a kubelet heartbeat answered with the stored allocatable (by value), capacity, labels and annotations: servable', () => {
+    expect(isPolicyServable(update((node) => (node.status.conditions[0].lastHeartbeatTime = 't2')))).toBe(true);
+    expect(isPolicyServable(update((node) => (node.status.allocatable.cpu = '6000m')))).toBe(true);
+    // Annotations not ours are not the policy's to decide.
+    expect(isPolicyServable(update((node) => (node.metadata.annotations.other = 'y')))).toBe(true);
+  });
+
+  it('anything the webhook decides changing, another writer, no stored object, an unreadable quantity: not servable', () => {
+    expect(isPolicyServable(update((node) => (node.status.allocatable.cpu = '4')))).toBe(false);
+    expect(isPolicyServable(update((node) => (node.status.capacity.memory = '2Gi')))).toBe(false);
+    expect(isPolicyServable(update((node) => (node.metadata.labels.a = '2')))).toBe(false);
+    expect(isPolicyServable(update((node) => delete node.metadata.annotations['kube-overcommit.io/ratios']))).toBe(false);
+    expect(isPolicyServable(update(() => undefined, { username: 'system:node:m' }))).toBe(false);
+    expect(isPolicyServable(update(() => undefined, { username: 'system:serviceaccount:kube-overcommit:kube-overcommit' }))).toBe(false);
+    expect(isPolicyServable({ ...update(() => undefined), oldObject: undefined })).toBe(false);
+    expect(isPolicyServable(update((node) => (node.status.allocatable.cpu = 'lots')))).toBe(false);
   });
 });

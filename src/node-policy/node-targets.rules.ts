@@ -25,12 +25,19 @@
  *      webhook's, counted), far below the 1 MiB a ConfigMap may hold.
  *   6. A publication writes only what changed: per shard, a JSON merge patch of the entries
  *      added or changed (their value) and removed (null); no patch for a shard that did not change.
+ *   7. A webhook call the policy could have served: a node's own kubelet's nodes/status UPDATE
+ *      that, once node oversell has answered it, leaves the stored Node's managed allocatable and
+ *      capacity (by value), labels and our annotations as they are. With the node's target
+ *      published, the policy writes the same and the nodes entry's matchCondition skips the call,
+ *      but for the heartbeats due for a report (one per statusReportPeriod), still sent.
  */
 import { createHash } from 'node:crypto';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
 import type { NodeLike } from '../domain/node-like.js';
 import type { NodesConfig } from '../domain/node-rules/node-oversell.config.js';
-import { NODE_ANNOTATIONS, RATIOS_ANNOTATION, type NodeStatusPlan } from '../domain/node-rules/node-oversell.rules.js';
+import { NODE_ANNOTATIONS, RATIOS_ANNOTATION, readAmounts, type NodeStatusPlan } from '../domain/node-rules/node-oversell.rules.js';
+import { isRecord } from '../common/is-record.js';
+import { jsonEqual } from '../common/json-equal.js';
 import { planStoredNode } from '../domain/node-rules/node-plan.js';
 import type { NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
 import { formatResourceQuantity } from '../domain/quantity.js';
@@ -133,4 +140,38 @@ export function planShardPatches(published: Shards, desired: Shards): Array<{ sh
     if (Object.keys(data).length > 0) patches.push({ shard, data });
   }
   return patches;
+}
+
+/** The parts of a nodes/status admission request rule 7 reads: `object` as node oversell answered it. */
+export interface ServedUpdate {
+  name?: string;
+  userInfo?: { username?: string };
+  object?: unknown;
+  oldObject?: unknown;
+}
+
+/** Rule 7: true for a call the node-status policy could have served. */
+export function isPolicyServable({ name, userInfo, object, oldObject }: ServedUpdate): boolean {
+  if (!isRecord(object) || !isRecord(oldObject)) return false;
+  const node = object as NodeLike;
+  const stored = oldObject as NodeLike;
+  if (userInfo?.username !== `system:node:${node.metadata?.name ?? name}`) return false;
+  const [annotations, storedAnnotations] = [node.metadata?.annotations, stored.metadata?.annotations];
+  return (
+    sameAmounts(node, stored) &&
+    NODE_ANNOTATIONS.every((annotation) => annotations?.[annotation] === storedAnnotations?.[annotation]) &&
+    jsonEqual(node.metadata?.labels ?? {}, stored.metadata?.labels ?? {})
+  );
+}
+
+/** The managed allocatable and capacity of two Nodes alike by value; false when one is unreadable. */
+function sameAmounts(node: NodeLike, stored: NodeLike): boolean {
+  try {
+    return (['allocatable', 'capacity'] as const).every((list) => {
+      const [incoming, before] = [readAmounts(node.status?.[list]), readAmounts(stored.status?.[list])];
+      return MANAGED_RESOURCES.every((resource) => incoming[resource] === before[resource]);
+    });
+  } catch {
+    return false; // an unreadable quantity: the webhook's to decide
+  }
 }
