@@ -71,17 +71,38 @@ describe('trimHeap in a real Node, without --expose-gc', () => {
 });
 
 describe('trimHeapWhenReady', () => {
-  const settle = () => new Promise((resolve) => setTimeout(resolve, 30));
+  /**
+   * Resolves once a second trimmer, never ready, has looked `looks` times at pollMs 1: the timers
+   * of the trimmer under test had as long to fire. What it did not do by then, it does not do.
+   */
+  const afterLooks = async (looks: number) => {
+    let seen = 0;
+    const cancel = trimHeapWhenReady({
+      gc: () => () => {},
+      report: () => {},
+      pollMs: 1,
+      isReady: () => {
+        seen += 1;
+        return false;
+      },
+    });
+    await vi.waitUntil(() => seen >= looks);
+    cancel();
+  };
+  /** Waits for the first call of `mock`, then lets it settle: the test asserts how many calls there were. */
+  const called = async (mock: { mock: { calls: unknown[] } }) => {
+    await vi.waitUntil(() => mock.mock.calls.length > 0);
+    await afterLooks(5);
+  };
 
   it('trims once, at the first look that finds the replica ready', async () => {
     const gc = vi.fn<ExposedGc>();
     const report = vi.fn();
     let looks = 0;
     trimHeapWhenReady({ gc: () => gc, report, pollMs: 1, busy: () => 0, isReady: () => ++looks >= 3 });
-    await vi.waitFor(() => expect(report).toHaveBeenCalledTimes(1));
+    await called(report);
+    expect(report).toHaveBeenCalledTimes(1);
     expect(looks).toBe(3);
-    expect(gc).toHaveBeenCalledTimes(1);
-    await settle();
     expect(gc).toHaveBeenCalledTimes(1);
   });
 
@@ -96,7 +117,8 @@ describe('trimHeapWhenReady', () => {
       busy: () => 0,
       isReady: () => (++looks < 2 ? Promise.reject(new Error('down')) : Promise.resolve(true)),
     });
-    await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
+    await called(gc);
+    expect(gc).toHaveBeenCalledTimes(1);
     expect(looks).toBe(2);
   });
 
@@ -105,7 +127,8 @@ describe('trimHeapWhenReady', () => {
     const readings = [1, 0.5, 0.1, 0.09, 0];
     let looks = 0;
     trimHeapWhenReady({ gc: () => gc, report: () => {}, pollMs: 1, busy: () => readings[looks++], isReady: () => true });
-    await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
+    await called(gc);
+    expect(gc).toHaveBeenCalledTimes(1);
     expect(looks).toBe(4);
   });
 
@@ -121,27 +144,41 @@ describe('trimHeapWhenReady', () => {
       while (performance.now() < until);
       await new Promise((resolve) => setImmediate(resolve));
     }
-    await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
+    await called(gc);
+    expect(gc).toHaveBeenCalledTimes(1);
     expect(trimmedAt - started).toBeGreaterThanOrEqual(150);
   });
 
   it('trims anyway once giveUpMs has passed with the event loop never quiet', async () => {
     const gc = vi.fn<ExposedGc>();
     trimHeapWhenReady({ gc: () => gc, report: () => {}, pollMs: 1, giveUpMs: 20, busy: () => 1, isReady: () => true });
-    await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
+    await called(gc);
+    expect(gc).toHaveBeenCalledTimes(1);
   });
 
   it('trims anyway once giveUpMs has passed without readiness', async () => {
     const gc = vi.fn<ExposedGc>();
     trimHeapWhenReady({ gc: () => gc, report: () => {}, pollMs: 1, giveUpMs: 20, isReady: () => false });
-    await vi.waitFor(() => expect(gc).toHaveBeenCalledTimes(1));
+    await called(gc);
+    expect(gc).toHaveBeenCalledTimes(1);
   });
 
   it('never trims once cancelled (shutdown first)', async () => {
     const gc = vi.fn<ExposedGc>();
-    const cancel = trimHeapWhenReady({ gc: () => gc, report: () => {}, pollMs: 1, isReady: () => false });
+    let looks = 0;
+    const cancel = trimHeapWhenReady({
+      gc: () => gc,
+      report: () => {},
+      pollMs: 1,
+      giveUpMs: 0,
+      isReady: () => {
+        looks += 1;
+        return true;
+      },
+    });
     cancel();
-    await settle();
+    await afterLooks(5);
+    expect(looks).toBe(0);
     expect(gc).not.toHaveBeenCalled();
   });
 
@@ -151,6 +188,8 @@ describe('trimHeapWhenReady', () => {
       throw new Error('no heap');
     };
     trimHeapWhenReady({ gc: () => gc, report, busy: () => 0, isReady: () => true });
-    await vi.waitFor(() => expect(report).toHaveBeenCalledWith(expect.objectContaining({ message: 'no heap' })));
+    await called(report);
+    expect(report).toHaveBeenCalledTimes(1);
+    expect(report).toHaveBeenCalledWith(expect.objectContaining({ message: 'no heap' }));
   });
 });
