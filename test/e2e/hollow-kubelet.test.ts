@@ -30,6 +30,7 @@ import {
   nodeClient,
   SimKubelet,
   tearDown,
+  TerminalStateError,
   waitUntil,
   WebhookProcess,
   type E2eEnv,
@@ -132,7 +133,7 @@ async function installGuard(): Promise<string> {
 /**
  * Waits until the kubelet (re)started at `since` runs every pod of PODS: Running, its container
  * started since then and ready. The fake runtime of a restarted kubelet holds no container, so
- * a pod it admits is started again; one it rejects goes Failed.
+ * a pod it admits is started again; one it rejects goes Failed, which fails the wait at once.
  */
 async function runningAgainSince(since: number): Promise<void> {
   await waitUntil(
@@ -141,7 +142,7 @@ async function runningAgainSince(since: number): Promise<void> {
       const now = await pods();
       return PODS.every(({ name }) => {
         const p = now.get(name);
-        expect(p?.status?.phase, name).not.toBe('Failed');
+        if (p?.status?.phase === 'Failed') throw new TerminalStateError(`${name} Failed under the restarted kubelet: ${JSON.stringify(p.status)}`);
         const container = p?.status?.containerStatuses?.[0];
         return (
           p?.status?.phase === 'Running' && container?.ready === true && Date.parse(container.state?.running?.startedAt) >= Math.floor(since / 1000) * 1000
@@ -254,11 +255,11 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     const simPerMinute = (sim!.stats.patchSuccesses - simBefore) / minutes;
     // The hollow kubelet's: every review but the simulated kubelet's (the plain one has nothing to write for 5 min).
     const hollowPerMinute = (after.statusReviews - before.statusReviews) / minutes - simPerMinute;
-    // 10 s ticks (+ up to 4 % jitter), each a PATCH while the node is inflated: the same cadence from both.
-    for (const perMinute of [hollowPerMinute, simPerMinute]) {
-      expect(perMinute).toBeGreaterThanOrEqual(4.5);
-      expect(perMinute).toBeLessThanOrEqual(7.5);
-    }
+    // 10 s ticks (+ up to 4 % jitter), each a PATCH while the node is inflated: the same cadence
+    // from both, as a ratio over the same window (a loaded machine slows both alike).
+    expect(simPerMinute).toBeGreaterThan(0);
+    expect(hollowPerMinute / simPerMinute).toBeGreaterThanOrEqual(0.7);
+    expect(hollowPerMinute / simPerMinute).toBeLessThanOrEqual(1.4);
     console.log(`status PATCHes a minute, inflated and coalesced: hollow kubelet ${hollowPerMinute.toFixed(2)}, simulated kubelet ${simPerMinute.toFixed(2)}`);
     expect(after.coalesced - before.coalesced).toBeGreaterThanOrEqual(6);
     for (const [name, what] of [
@@ -297,15 +298,13 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     const nudged = async () => (await webhook.metrics()).sum('kube_overcommit_reconcile_nudges_total', { outcome: 'applied' });
     const nudgesBefore = await nudged();
     const conditionsBefore = (await admin.get(`/api/v1/nodes/${plain!.name}`)).status.conditions;
-    const t0 = Date.now();
     await webhook.useConfig(config({ inflated: 3, plain: 2 }));
     const node = await waitUntil('the plain node at cpu 2', async () => {
       const view = await getNode(admin, plain!.name);
       return view.allocatable.cpu === '2' ? view : undefined;
     });
-    // Within a kubelet period of the change, by a write that is not the kubelet's.
-    expect(Date.now() - t0).toBeLessThan(UPDATE_MS);
-    expect(await nudged()).toBeGreaterThan(nudgesBefore);
+    // By one write that is not the kubelet's: the reconciler's one nudge (the inflated node already matches).
+    expect(await nudged()).toBe(nudgesBefore + 1);
     // The reconciler's nudge is an empty PATCH: a kubelet's write would have stored new heartbeats with the new value.
     expect(node.object.status.conditions).toEqual(conditionsBefore);
   }, 60_000);
@@ -363,16 +362,18 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
       const planned = await asNode.patch(path, { status: { conditions: [maintenance] } }, 'strategic');
       expect(planned.status.conditions.find((c: any) => c.type === 'MaintenancePlanned')).toMatchObject({ ...maintenance, lastHeartbeatTime: null });
       // The kubelet keeps that condition and goes on posting heartbeats: coalesced again, though one heartbeat is null.
+      // The Node sampled until both hollow kubelets (their nodes inflated) have posted four reviews and two were coalesced.
       const counts = await webhookCounts();
       const versions = new Set<string>();
-      const end = Date.now() + 2.5 * UPDATE_MS;
-      while (Date.now() < end) {
-        versions.add((await admin.get(`/api/v1/nodes/${inflated!.name}`)).metadata.resourceVersion);
-        await new Promise((r) => setTimeout(r, 500));
-      }
-      const countsAfter = await webhookCounts();
-      // Both hollow kubelets post every 10 s (their nodes are inflated): at least four reviews in 25 s.
-      expect(countsAfter.statusReviews - counts.statusReviews).toBeGreaterThanOrEqual(4);
+      await waitUntil(
+        'four status reviews, two coalesced, the inflated Node sampled meanwhile',
+        async () => {
+          versions.add((await admin.get(`/api/v1/nodes/${inflated!.name}`)).metadata.resourceVersion);
+          const now = await webhookCounts();
+          return now.statusReviews - counts.statusReviews >= 4 && now.coalesced - counts.coalesced >= 2;
+        },
+        { timeoutMs: 6 * UPDATE_MS, intervalMs: 500 },
+      );
       expect([...versions], 'the inflated Node while its kubelet posts heartbeats').toEqual([planned.metadata.resourceVersion]);
       const decisionsAfter = await decisions();
       expect(decisionsAfter.statusChanged - decisionsBefore.statusChanged, 'passed: status-changed').toBeGreaterThanOrEqual(2);
@@ -497,7 +498,9 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     );
     // node-monitor-grace-period 50 s (v1.34's default) after the last Lease renewal, checked every 5 s.
     console.log(`Ready=Unknown after the kubelets stopped: ${JSON.stringify(unknownAfter)} ms`);
-    for (const ms of Object.values(unknownAfter)) expect(ms).toBeLessThanOrEqual(70_000);
-    expect(Math.abs(unknownAfter[inflated!.name]! - unknownAfter[plain!.name]!)).toBeLessThanOrEqual(12_000);
+    // The inflated node as fast as the plain one, its baseline in the same run (the controller checks every 5 s, Leases renew every 10 s).
+    const ratio = unknownAfter[inflated!.name]! / unknownAfter[plain!.name]!;
+    expect(ratio).toBeGreaterThanOrEqual(0.7);
+    expect(ratio).toBeLessThanOrEqual(1.4);
   }, 150_000);
 });

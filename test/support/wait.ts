@@ -9,6 +9,17 @@ export interface WaitOptions {
   describe?: () => unknown;
 }
 
+/**
+ * Thrown by a probe for a state the wait cannot outlast (a pod Failed, a process exited):
+ * waitUntil stops and rethrows it at once, instead of retrying until the timeout.
+ */
+export class TerminalStateError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TerminalStateError';
+  }
+}
+
 /** Thrown by waitUntil on timeout; `last` is the last value or error the probe produced. */
 export class WaitTimeoutError extends Error {
   constructor(
@@ -32,15 +43,21 @@ function show(value: unknown): string {
 }
 
 /**
- * Polls `probe` until it returns a truthy value, which is returned. A probe that throws (an
- * `expect` that fails, an API error) or returns a falsy value is "not yet"; on timeout the
- * error names `what`, the time waited, the last value or error, and `describe()`'s output.
+ * Polls `probe` until it returns a truthy value, which is returned. A probe that throws (an API
+ * error) or returns a falsy value is "not yet"; one that throws a TerminalStateError ends the
+ * wait at once with it. On timeout the error names `what`, the time waited, the last value or
+ * error, and `describe()`'s output.
+ *
+ * A probe holds no assertion (scripts/check-tests.js): an invariant checked there would be
+ * retried until it happens to hold. It returns what the test asserts after the wait, or
+ * records what it saw on the way:
  *
  *   const node = await waitUntil('node-0 inflated', async () => {
  *     const n = await admin.getNode('node-0');
- *     expect(n.status.allocatable.cpu).toBe('6');     // a failing expect = not yet, and the message of the timeout
- *     return n;
+ *     if (n.metadata.deletionTimestamp) throw new TerminalStateError('node-0 is being deleted');
+ *     return n.status.allocatable.cpu === '6' && n;
  *   }, { timeoutMs: 15_000 });
+ *   expect(node.status.capacity.cpu).toBe('4');
  */
 export async function waitUntil<T>(what: string, probe: () => T | Promise<T>, options: WaitOptions = {}): Promise<NonNullable<T>> {
   const timeoutMs = options.timeoutMs ?? 30_000;
@@ -53,6 +70,7 @@ export async function waitUntil<T>(what: string, probe: () => T | Promise<T>, op
       if (value) return value as NonNullable<T>;
       last = value;
     } catch (error) {
+      if (error instanceof TerminalStateError) throw error;
       last = error;
     }
     const elapsed = Date.now() - start;
