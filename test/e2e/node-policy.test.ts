@@ -17,8 +17,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
+import fc from 'fast-check';
 import {
   apiserverMetrics,
+  expectedAllocatable,
+  inBaseUnits,
+  kubeletNode,
+  nodeLease,
+  renewedLease,
   claimNodeNames,
   createNamespace,
   deleteAllPods,
@@ -52,11 +58,17 @@ let hollow: HollowKubelet | undefined;
 /** Objects the component created, to delete after the file (other files run without the policy). */
 const created: string[] = [];
 let entryIndex = -1;
+/** The node the model-based sequences drive (no kubelet: the test writes as its kubelet). */
+let modelNode: string;
 
-const config = (cpu: number, nodes: Record<string, unknown> = {}) => ({
+/** The hollow node's pool at cpu `cpu`; the model's pool (one behaviour, two engines) at cpu `modelCpu`, memory 1.2. */
+const config = (cpu: number, nodes: Record<string, unknown> = {}, modelCpu = 1.5) => ({
   nodes: {
     defaultRatios: { cpu: 1, memory: 1 },
-    pools: [{ name: 'policy', nodeSelector: { matchLabels: { [ROLE_LABEL]: 'yes' } }, ratios: { cpu } }],
+    pools: [
+      { name: 'policy', nodeSelector: { matchLabels: { [ROLE_LABEL]: 'yes' } }, ratios: { cpu } },
+      { name: 'model', nodeSelector: { matchLabels: { [ROLE_LABEL]: 'model' } }, ratios: { cpu: modelCpu, memory: 1.2 } },
+    ],
     ...nodes,
   },
 });
@@ -153,13 +165,18 @@ beforeAll(async () => {
   await webhook.start();
   await createNamespace(env, NAMESPACE);
   await webhook.useConfig(config(3));
-  const [name] = claimNodeNames(env, 'sim-node', 1);
+  const [name, model] = claimNodeNames(env, 'sim-node', 2);
+  modelNode = model!;
   hollow = await HollowKubelet.start(env, { name: name!, labels: { [ROLE_LABEL]: 'yes' } });
 }, 120_000);
 
 afterAll(async () => {
   if (admin) await deleteAllPods(admin, NAMESPACE, { force: true }).catch(() => undefined);
   await hollow?.stop({ deleteNode: true });
+  if (admin && modelNode) {
+    await admin.delete(`/api/v1/nodes/${modelNode}`).catch(() => undefined);
+    await admin.delete(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${modelNode}`).catch(() => undefined);
+  }
   if (admin) await uninstallComponent();
   await tearDown({ env, admin, webhook, namespaces: [NAMESPACE] });
 }, 60_000);
@@ -300,4 +317,229 @@ describe('the node-status policy on the real API server', () => {
       kubelet.close();
     }
   }, 120_000);
+});
+
+/** One step of a sequence: who writes what (the kubelet's writes carry its clock, `t` seconds from the run's start). */
+type Step =
+  | { kind: 'heartbeat' }
+  | { kind: 'report-due' }
+  | { kind: 'raw-change' }
+  | { kind: 'condition-change' }
+  | { kind: 'lifecycle-unknown' }
+  | { kind: 'forged-record' }
+  | { kind: 'over-capacity' }
+  | { kind: 'ratio-change' };
+
+const MODEL_CAPACITY = { cpu: '4', memory: '16Gi', pods: '110' };
+const RAWS = [
+  { cpu: '4', memory: '15Gi', pods: '110' },
+  { cpu: '3500m', memory: '14Gi', pods: '110' },
+];
+
+/** The kubelet's side of a run: its raw values, conditions and clock, as it would report them. */
+interface KubeletState {
+  raw: Record<string, string>;
+  t: number;
+  memoryPressure: { status: string; since: number };
+  modelCpu: number;
+}
+
+const at = (t0: number, seconds: number) => new Date(t0 + seconds * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+function conditions(state: KubeletState, t0: number) {
+  const c = (type: string, status: string, reason: string, since: number) => ({
+    type,
+    status,
+    reason,
+    message: `${type} ${status}`,
+    lastHeartbeatTime: at(t0, state.t),
+    lastTransitionTime: at(t0, since),
+  });
+  return [
+    c(
+      'MemoryPressure',
+      state.memoryPressure.status,
+      state.memoryPressure.status === 'True' ? 'KubeletHasInsufficientMemory' : 'KubeletHasSufficientMemory',
+      state.memoryPressure.since,
+    ),
+    c('Ready', 'True', 'KubeletReady', 0),
+  ];
+}
+
+/** What the comparison reads of a stored Node: times as seconds from the run's start. */
+function projection(node: any, t0: number) {
+  const seconds = (time: string) => (Date.parse(time) - t0) / 1000;
+  const ours = Object.fromEntries(Object.entries(node.metadata.annotations ?? {}).filter(([key]) => key.startsWith('kube-overcommit.io/')));
+  return {
+    allocatable: inBaseUnits(node.status.allocatable, ['cpu', 'memory', 'pods']),
+    capacity: inBaseUnits(node.status.capacity, ['cpu', 'memory', 'pods']),
+    annotations: ours,
+    conditions: node.status.conditions.map((c: any) => [c.type, c.status, c.reason, seconds(c.lastHeartbeatTime), seconds(c.lastTransitionTime)]),
+  };
+}
+
+/**
+ * Drives `steps` on a fresh Node `modelNode` (registered by its kubelet's token, its Lease renewed
+ * so the node lifecycle controller leaves it alone) and returns the stored Node after each step,
+ * with the webhook's nodes/status reviews each step caused.
+ */
+async function drive(
+  steps: Step[],
+  label: 'policy' | 'webhook',
+): Promise<Array<{ step: string; stored: ReturnType<typeof projection>; calls: number; raw: Record<string, string>; ratio: number }>> {
+  const kubelet = nodeClient(env, modelNode);
+  const t0 = Math.floor(Date.now() / 1000) * 1000;
+  const state: KubeletState = { raw: RAWS[0]!, t: 0, memoryPressure: { status: 'False', since: 0 }, modelCpu: 1.5 };
+  // The webhook alone: the targets withdrawn (nodes.admissionPolicy: false), the policy matches nothing.
+  const paths = label === 'policy' ? {} : { admissionPolicy: false };
+  await webhook.useConfig(config(3, paths, state.modelCpu));
+  await admin.delete(`/api/v1/nodes/${modelNode}`).catch(() => undefined);
+  await waitUntil('the model node gone', async () => (await admin.raw('GET', `/api/v1/nodes/${modelNode}`)).status === 404);
+  const status = () => ({ capacity: MODEL_CAPACITY, allocatable: state.raw, conditions: conditions(state, t0) });
+  await kubelet.post('/api/v1/nodes', kubeletNode(modelNode, { labels: { [ROLE_LABEL]: 'model' }, taints: [], status: status() }));
+  const leasePath = `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${modelNode}`;
+  await admin.delete(leasePath).catch(() => undefined);
+  let lease = await kubelet.post('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', nodeLease(modelNode, 40));
+  const renewal = setInterval(() => {
+    void kubelet
+      .put(leasePath, renewedLease(lease, modelNode, 40))
+      .then((renewed) => (lease = renewed))
+      .catch(() => undefined);
+  }, 5_000);
+  const writeStatus = (body: unknown) => kubelet.patch(`/api/v1/nodes/${modelNode}/status`, { status: body }, 'merge');
+  const results = [];
+  try {
+    await writeStatus(status());
+    await settle(label, state);
+    for (const step of steps) {
+      const reviews0 = await statusReviews();
+      state.t += step.kind === 'report-due' ? 300 : 10;
+      switch (step.kind) {
+        case 'heartbeat':
+        case 'report-due':
+          await writeStatus(status());
+          break;
+        case 'raw-change':
+          state.raw = state.raw === RAWS[0] ? RAWS[1]! : RAWS[0]!;
+          await writeStatus(status());
+          break;
+        case 'condition-change':
+          state.memoryPressure = { status: state.memoryPressure.status === 'True' ? 'False' : 'True', since: state.t };
+          await writeStatus(status());
+          break;
+        case 'lifecycle-unknown': {
+          // The node lifecycle controller's write (another user): Ready Unknown, then the kubelet's report.
+          const node = await admin.get(`/api/v1/nodes/${modelNode}`);
+          const ready = node.status.conditions.findIndex((c: any) => c.type === 'Ready');
+          await admin.patch(`/api/v1/nodes/${modelNode}/status`, [{ op: 'replace', path: `/status/conditions/${ready}/status`, value: 'Unknown' }], 'json');
+          await writeStatus(status());
+          break;
+        }
+        case 'forged-record':
+          // The kubelet may write its own Node's annotations: a record claiming raw cpu 40 at ratio 10.
+          await kubelet.patch(
+            `/api/v1/nodes/${modelNode}`,
+            {
+              metadata: {
+                annotations: {
+                  'kube-overcommit.io/allocatable-raw': JSON.stringify({ allocatable: { cpu: '40' }, capacity: { cpu: '40' } }),
+                  'kube-overcommit.io/ratios': '{"cpu":10}',
+                },
+              },
+            },
+            'merge',
+          );
+          await writeStatus(status());
+          break;
+        case 'over-capacity':
+          await writeStatus({ ...status(), allocatable: { ...state.raw, cpu: '100' } });
+          await writeStatus(status());
+          break;
+        case 'ratio-change':
+          state.modelCpu = state.modelCpu === 1.5 ? 2 : 1.5;
+          await webhook.useConfig(config(3, paths, state.modelCpu));
+          break;
+      }
+      await settle(label, state);
+      const stored = projection(await admin.get(`/api/v1/nodes/${modelNode}`), t0);
+      results.push({ step: step.kind, stored, calls: (await statusReviews()) - reviews0, raw: state.raw, ratio: state.modelCpu });
+    }
+  } finally {
+    clearInterval(renewal);
+    kubelet.close();
+  }
+  return results;
+}
+
+/**
+ * Waits until the model node's stored allocatable is floor(raw × ratio) and stays so for 2 s (the
+ * reconciler's nudge and the publisher, a second apart, have done their part), and, on the policy
+ * path, the published entry carries the raw cpu.
+ */
+async function settle(label: 'policy' | 'webhook', state: KubeletState): Promise<void> {
+  const expected = expectedAllocatable({ cpu: state.raw.cpu!, memory: state.raw.memory! }, { cpu: state.modelCpu, memory: 1.2 });
+  let since = 0;
+  await waitUntil(
+    `${label}: the model node at floor(raw × ratio) for 2 s`,
+    async () => {
+      const stored = inBaseUnits((await admin.get(`/api/v1/nodes/${modelNode}`)).status.allocatable, ['cpu', 'memory']);
+      const published = label === 'policy' ? (await publishedEntries()).get(modelNode)?.split('\n')[1]?.split(' ')[1] : state.raw.cpu;
+      const ok = stored.cpu === expected.cpu && stored.memory === expected.memory && published === state.raw.cpu;
+      since = ok ? since || Date.now() : 0;
+      return ok && Date.now() - since >= 2_000;
+    },
+    { timeoutMs: 4 * UPDATE_MS, intervalMs: 250 },
+  );
+}
+
+describe('one behaviour, two engines', () => {
+  it('the same sequence of kubelet, third-party and platform writes through the policy path and through the webhook alone stores the same Node after every step, never compounding, never above floor(capacity × ratio)', async () => {
+    const kinds: Step['kind'][] = [
+      'heartbeat',
+      'report-due',
+      'raw-change',
+      'condition-change',
+      'lifecycle-unknown',
+      'forged-record',
+      'over-capacity',
+      'ratio-change',
+    ];
+    const seed = Number(process.env.NODE_POLICY_SEED ?? Date.now() % 100_000);
+    // Every kind once, then heartbeats and the rest at random: 24 steps.
+    const [extra] = fc.sample(fc.array(fc.constantFrom(...kinds, 'heartbeat', 'heartbeat'), { minLength: 16, maxLength: 16 }), { seed, numRuns: 1 });
+    const [order] = fc.sample(fc.shuffledSubarray(kinds, { minLength: kinds.length, maxLength: kinds.length }), { seed, numRuns: 1 });
+    const steps: Step[] = [...order!, ...extra!].map((kind) => ({ kind }) as Step);
+    // Only the model node writes from here: the webhook's review counter is its alone.
+    await hollow?.stop({ deleteNode: true });
+    hollow = undefined;
+    console.log(`one behaviour, two engines: seed ${seed} (NODE_POLICY_SEED), steps ${steps.map((s) => s.kind).join(', ')}`);
+
+    const policy = await drive(steps, 'policy');
+    await webhook.useConfig(config(3, { admissionPolicy: false }));
+    await waitUntil('the entries withdrawn', async () => (await publishedEntries()).size === 0);
+    expect((await webhook.metrics()).sum('kube_overcommit_node_policy_active')).toBe(0);
+    const webhookAlone = await drive(steps, 'webhook');
+    await webhook.useConfig(config(3));
+
+    const servedAlone = policy.filter((r) => r.calls === 0).length;
+    console.log(
+      `policy path: ${servedAlone} of ${steps.length} steps without a webhook call; webhook alone: ${webhookAlone.filter((r) => r.calls === 0).length}; calls per step ${JSON.stringify(policy.map((r) => [r.step, r.calls]))}`,
+    );
+    policy.forEach((result, i) => {
+      const other = webhookAlone[i]!;
+      expect(result.stored, `step ${i} (${result.step})`).toEqual(other.stored);
+      // Never compounds: floor(raw × ratio) of the kubelet's raw, whatever was forged; never above floor(capacity × ratio).
+      const expected = expectedAllocatable({ cpu: result.raw.cpu!, memory: result.raw.memory! }, { cpu: result.ratio, memory: 1.2 });
+      expect(result.stored.allocatable.cpu, `step ${i} (${result.step})`).toBe(expected.cpu);
+      expect(result.stored.allocatable.memory, `step ${i} (${result.step})`).toBe(expected.memory);
+      expect(result.stored.allocatable.cpu).toBeLessThanOrEqual(BigInt(4_000 * result.ratio));
+    });
+    // The policy served every heartbeat within the window alone; the webhook alone was called for each.
+    const heartbeats = policy.map((r, i) => [r, webhookAlone[i]!] as const).filter(([r]) => r.step === 'heartbeat');
+    expect(heartbeats.length).toBeGreaterThan(0);
+    for (const [viaPolicy, viaWebhook] of heartbeats) {
+      expect(viaPolicy.calls).toBe(0);
+      expect(viaWebhook.calls).toBeGreaterThanOrEqual(1);
+    }
+  }, 600_000);
 });
