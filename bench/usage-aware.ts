@@ -27,10 +27,18 @@
  * and packingVsStatic (usage-aware ÷ static-2 pods placed, low profile), overTargetAddedVsStatic1
  * (usage-aware, high profile) and the worst node (nodeUtilizationP95Max, usage-aware) against
  * hotThreshold.
+ *
+ * A fourth phase, `hot-full`, is the usage-aware one with `hotAction: full` (coolFor 30s), then
+ * runHotNodes: pods arriving one a second for 2 minutes while 10 nodes are at 95 % of their CPUs
+ * (placedOnHotAfterFull: pods bound to a hot node beyond the `pods` allocatable of its first full
+ * write, want 0; hotToFullSeconds), their usage falling back (coolToReopenSeconds), and usage
+ * oscillating on 6 other nodes (full/open changes per node and hour); hotFullPackingVsUsageAware
+ * (pods placed, low profile, want ≥ 0.98: no node is hot under low usage, so the same plan).
+ *
  * Writes bench/results/usage-aware.json.
  *
  * Flags: --nodes N (50), --pods N per phase (default nodes × 18), --settle-seconds S (180),
- * --phases a,b (a subset, for trying a change; the targets need all three), --estimated-load L
+ * --phases a,b (a subset, for trying a change; the targets need the first three), --estimated-load L
  * (the usage-aware phase's estimatedLoad.cpu; default: the config's default, 0.4), --keep (keep
  * the run folder), --out FILE.
  */
@@ -66,6 +74,13 @@ const PHASES = {
     nodes: {
       defaultRatios: { cpu: 2 },
       defaultUsage: { target: { cpu: TARGET }, interval: '10s', window: '1m' },
+    },
+  },
+  // The usage-aware phase with hot nodes full (docs/usage-aware.md, "Hot nodes"); then runHotNodes.
+  'hot-full': {
+    nodes: {
+      defaultRatios: { cpu: 2 },
+      defaultUsage: { target: { cpu: TARGET }, interval: '10s', window: '1m', hotAction: 'full', coolFor: '30s' },
     },
   },
 } as const;
@@ -210,7 +225,7 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
   await cluster.feedUsage();
   await applyConfig(env, configYaml(phaseConfig(phase)));
   // Ratios settle on the empty nodes (usage-aware: they start from 1 and rise one step per interval).
-  await sleep(phase === 'usage-aware' ? 60_000 : 15_000);
+  await sleep(phase === 'static-1' || phase === 'static-2' ? 15_000 : 60_000);
 
   const allocatableAtBurst = await cluster.allocatableCpu();
   const burstStart = Date.now();
@@ -266,14 +281,14 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
 
   // The spike: 10 nodes at 95 % of their CPUs.
   let spikeReactionSeconds: number | null = null;
-  if (phase === 'usage-aware') {
+  if (phase === 'usage-aware' || phase === 'hot-full') {
     const spiked = [...cluster.endpoints.keys()].slice(0, SPIKED);
     for (const node of spiked) cluster.pinned.set(node, 0.95 * NODE_CPU);
     await cluster.feedUsage();
     const start = Date.now();
     while (Date.now() - start < 180_000) {
       const nodes = await Promise.all(spiked.map((name) => admin.get(`/api/v1/nodes/${name}`)));
-      const hot = nodes.every((node) => JSON.parse(node.metadata.annotations?.['kube-overcommit.io/usage'] ?? '{}').cpu?.reason === 'hot');
+      const hot = nodes.every((node) => usageReason(node) === (phase === 'hot-full' ? 'hot-full' : 'hot'));
       below = Math.max(below, await cluster.belowCommitted());
       if (hot) {
         spikeReactionSeconds = round((Date.now() - start) / 1000, 1);
@@ -294,6 +309,165 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
     nodesBelowCommitted: below,
     spikeReactionSeconds,
   };
+}
+
+/** The cpu reason of a Node's usage annotation (kube-overcommit.io/usage), if any. */
+function usageReason(node: any): string | undefined {
+  return JSON.parse(node.metadata?.annotations?.['kube-overcommit.io/usage'] ?? '{}').cpu?.reason;
+}
+
+interface HotNodeFigures {
+  spikedNodes: number;
+  podsCreatedWhileHot: number;
+  /** Pods bound to a spiked node beyond the `pods` allocatable of its first full write: placed after it was full. */
+  placedOnHotAfterFull: number;
+  /** Pods bound to the spiked nodes between the spike and their first full write. */
+  placedOnHotBeforeFull: number;
+  hotToFullSeconds: { median: number; max: number } | null;
+  coolToReopenSeconds: { median: number; max: number } | null;
+  nodesBelowCommitted: number;
+  /** Per band of oscillating usage (÷ 4 CPUs): full/open changes per node and hour. */
+  oscillation: Record<string, { nodes: number; minutes: number; halfPeriodSeconds: number; changesPerNodePerHour: number[] }>;
+}
+
+const spread = (values: number[]) =>
+  values.length === 0
+    ? null
+    : {
+        median: round(
+          percentile(
+            [...values].sort((a, b) => a - b),
+            50,
+          ),
+          1,
+        ),
+        max: round(Math.max(...values), 1),
+      };
+
+/**
+ * Hot nodes under `hotAction: full` while pods keep arriving (run after the hot-full phase, its
+ * config in force): a base of pods placed under low usage, then SPIKED nodes at 95 % of their
+ * CPUs while a pod a second arrives for 2 minutes; then their usage falls back; then usage
+ * oscillating on other nodes, around hotThreshold (0.85–0.95, never below coolThreshold 0.8) and
+ * across both thresholds (0.7–0.95).
+ */
+async function runHotNodes(cluster: Cluster): Promise<HotNodeFigures> {
+  const { admin } = cluster;
+  log('--- hot nodes: pods arriving while nodes turn hot, cooling, oscillation');
+  await deleteAllPods(admin, NAMESPACE, { force: true });
+  cluster.pinned.clear();
+  cluster.profile = PROFILES.low;
+  await cluster.feedUsage();
+  await applyConfig(cluster.env, configYaml(PHASES['hot-full']));
+  await sleep(60_000);
+  const createPod = (name: string) =>
+    admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name },
+      spec: {
+        tolerations: [{ operator: 'Exists' }],
+        containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', resources: { requests: { cpu: `${POD_CPU * 1000}m`, memory: '256Mi' } } }],
+      },
+    });
+  for (let i = 0; i < NODES * 4; i++) await createPod(`hot-base-${i}`);
+  for (let t = 0; t < 60; t += 2) {
+    await cluster.feedUsage();
+    await sleep(2_000);
+  }
+  const nodeNames = [...cluster.endpoints.keys()];
+  const spiked = nodeNames.slice(0, SPIKED);
+  let below = 0;
+
+  // Spike while pods arrive, one a second for 2 minutes.
+  const spikeAt = Date.now();
+  for (const node of spiked) cluster.pinned.set(node, 0.95 * NODE_CPU);
+  await cluster.feedUsage();
+  const boundAtSpike = await cluster.bound();
+  const fullAt = new Map<string, { seconds: number; pods: number; boundThen: number }>();
+  let created = 0;
+  while (Date.now() - spikeAt < 120_000) {
+    await createPod(`hot-arrival-${created++}`);
+    if (created % 3 === 0) {
+      const bound = await cluster.bound();
+      for (const name of spiked) {
+        if (fullAt.has(name)) continue;
+        const node = await admin.get(`/api/v1/nodes/${name}`);
+        if (usageReason(node) === 'hot-full')
+          fullAt.set(name, { seconds: (Date.now() - spikeAt) / 1000, pods: Number(node.status.allocatable.pods), boundThen: bound.get(name)?.length ?? 0 });
+      }
+      below = Math.max(below, await cluster.belowCommitted());
+      await cluster.feedUsage();
+    }
+    await sleep(1_000);
+  }
+  const boundAfter = await cluster.bound();
+  const placedAfterFull = spiked.reduce((sum, name) => sum + Math.max(0, (boundAfter.get(name)?.length ?? 0) - (fullAt.get(name)?.pods ?? Infinity)), 0);
+  const placedBeforeFull = spiked.reduce((sum, name) => sum + Math.max(0, (fullAt.get(name)?.boundThen ?? 0) - (boundAtSpike.get(name)?.length ?? 0)), 0);
+  log(
+    `${created} pods created while ${spiked.length} nodes were hot: ${fullAt.size} full, ${placedBeforeFull} placed on them before, ${placedAfterFull} after`,
+  );
+
+  // Cooling: usage back to the profile; each node reopens (reason usage again).
+  for (const node of spiked) cluster.pinned.delete(node);
+  await cluster.feedUsage();
+  const coolAt = Date.now();
+  const reopenedAt = new Map<string, number>();
+  while (reopenedAt.size < spiked.length && Date.now() - coolAt < 300_000) {
+    for (const name of spiked)
+      if (!reopenedAt.has(name) && usageReason(await admin.get(`/api/v1/nodes/${name}`)) === 'usage') reopenedAt.set(name, (Date.now() - coolAt) / 1000);
+    below = Math.max(below, await cluster.belowCommitted());
+    await cluster.feedUsage();
+    await sleep(2_000);
+  }
+  log(`cooled: ${reopenedAt.size} of ${spiked.length} reopened, after ${[...reopenedAt.values()].map((s) => round(s, 0)).join(', ')} s`);
+
+  const oscillation = await oscillate(cluster, nodeNames.slice(SPIKED, SPIKED + 6));
+  return {
+    spikedNodes: spiked.length,
+    podsCreatedWhileHot: created,
+    placedOnHotAfterFull: placedAfterFull,
+    placedOnHotBeforeFull: placedBeforeFull,
+    hotToFullSeconds: spread([...fullAt.values()].map((f) => f.seconds)),
+    coolToReopenSeconds: spread([...reopenedAt.values()]),
+    nodesBelowCommitted: below,
+    oscillation,
+  };
+}
+
+/** Usage oscillating on two groups of nodes for 6 minutes; the published full/open changes per node, read every 2 s. */
+async function oscillate(cluster: Cluster, nodes: string[]): Promise<HotNodeFigures['oscillation']> {
+  const bands = { 'around hotThreshold (0.85-0.95)': [0.85, 0.95], 'across both thresholds (0.7-0.95)': [0.7, 0.95] } as const;
+  const halfPeriodMs = 20_000;
+  const minutes = 6;
+  const groups = Object.entries(bands).map(([band, levels], i) => ({ band, levels, nodes: nodes.slice(i * 3, i * 3 + 3) }));
+  const state = new Map<string, boolean>();
+  const changes = new Map<string, number>();
+  const start = Date.now();
+  while (Date.now() - start < minutes * 60_000) {
+    const high = Math.floor((Date.now() - start) / halfPeriodMs) % 2 === 0;
+    for (const { levels, nodes: group } of groups) for (const node of group) cluster.pinned.set(node, (high ? levels[1] : levels[0]) * NODE_CPU);
+    await cluster.feedUsage();
+    const cm = await cluster.admin.get(`/api/v1/namespaces/${cluster.env.webhook.namespace}/configmaps/kube-overcommit-usage`);
+    const published = JSON.parse(cm.data?.['ratios.json'] ?? '{}');
+    for (const node of nodes) {
+      const full = published[node]?.cpu?.reason === 'hot-full';
+      if (state.has(node) && state.get(node) !== full) changes.set(node, (changes.get(node) ?? 0) + 1);
+      state.set(node, full);
+    }
+    await sleep(2_000);
+  }
+  for (const node of nodes) cluster.pinned.delete(node);
+  const out: HotNodeFigures['oscillation'] = {};
+  for (const { band, nodes: group } of groups)
+    out[band] = {
+      nodes: group.length,
+      minutes,
+      halfPeriodSeconds: halfPeriodMs / 1000,
+      changesPerNodePerHour: group.map((node) => round(((changes.get(node) ?? 0) * 60) / minutes, 1)),
+    };
+  log(`oscillation: ${JSON.stringify(out)}`);
+  return out;
 }
 
 /** The run on the e2e stage: true when every target is met. */
@@ -328,11 +502,15 @@ async function measureOnStage({ env, onTearDown }: Stage): Promise<boolean> {
     results[phase] = {};
     for (const profile of Object.keys(PROFILES) as Profile[]) results[phase][profile] = await runPhase(cluster, phase, profile);
   }
+  const hotNodes = RUN_PHASES.includes('hot-full') ? await runHotNodes(cluster) : null;
   const usageAware = results['usage-aware'];
   const packingVsStatic = usageAware && results['static-2'] ? round(usageAware.low!.podsPlaced / results['static-2'].low!.podsPlaced, 3) : null;
   const overTargetAddedVsStatic1 = usageAware?.high!.overTargetAddedVsStatic1 ?? null;
   const worstNode = usageAware ? Math.max(...Object.values(usageAware).map((f) => f.nodeUtilizationP95Max)) : null;
   const belowEverywhere = Object.values(results).every((byProfile) => Object.values(byProfile).every((f) => f.nodesBelowCommitted === 0));
+  // Packing under low usage, where no node is hot: hotAction full places what ratio1 places.
+  const hotFull = results['hot-full'];
+  const hotFullPacking = hotFull && usageAware ? round(hotFull.low!.podsPlaced / usageAware.low!.podsPlaced, 3) : null;
   const spike = usageAware ? Math.max(...Object.values(usageAware).map((f) => f.spikeReactionSeconds ?? Infinity)) : null;
   const report = {
     bench: 'usage-aware',
@@ -350,6 +528,8 @@ async function measureOnStage({ env, onTearDown }: Stage): Promise<boolean> {
       spikedNodes: SPIKED,
     },
     phases: results,
+    hotNodes,
+    hotFullPackingVsUsageAware: hotFullPacking,
     packingVsStatic,
     overTargetAddedVsStatic1,
     worstNodeUtilization: worstNode,
@@ -359,6 +539,13 @@ async function measureOnStage({ env, onTearDown }: Stage): Promise<boolean> {
       worstNodeUtilization: { want: `<= hotThreshold ${HOT}`, met: worstNode !== null && worstNode <= HOT },
       nodesBelowCommitted: { want: 0, met: belowEverywhere },
       spikeReactionSeconds: { want: '<= 60', met: spike !== null && spike <= 60 },
+      ...(hotNodes
+        ? {
+            placedOnHotAfterFull: { want: 0, met: hotNodes.placedOnHotAfterFull === 0 },
+            hotFullPackingVsUsageAware: { want: '>= 0.98', met: hotFullPacking === null || hotFullPacking >= 0.98 },
+            hotNodesBelowCommitted: { want: 0, met: hotNodes.nodesBelowCommitted === 0 },
+          }
+        : {}),
     },
   };
   writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
