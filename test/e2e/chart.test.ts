@@ -108,6 +108,32 @@ describe('Helm chart charts/kube-overcommit', () => {
     expect(() => template('webhook.url=http://203.0.113.7/mutate')).toThrow(/at '\/webhook\/url'/);
   });
 
+  it('nodePolicy: auto renders k8s/base with the k8s/node-policy component where the API server serves MutatingAdmissionPolicy v1, k8s/base alone where it does not; true and false by name', () => {
+    const withPolicy = objects(kustomizeOf({ resources: ['k8s/base'], components: ['k8s/node-policy'] }));
+    const served = ['--api-versions', 'admissionregistration.k8s.io/v1/MutatingAdmissionPolicy'];
+    const auto = docsOf(helm(['template', 'kube-overcommit', CHART, '--namespace', 'kube-overcommit', '--set', 'namespace.create=true', ...served]));
+    expect(objects(auto)).toEqual(withPolicy);
+    expect(objects(template('nodePolicy.enabled=true', 'namespace.create=true'))).toEqual(withPolicy);
+    // This helm's own API versions (client-go 0.34) have no MutatingAdmissionPolicy v1: auto renders none.
+    expect(find(template(), 'MutatingAdmissionPolicy')).toBeUndefined();
+    const off = docsOf(
+      helm([
+        'template',
+        'kube-overcommit',
+        CHART,
+        '--namespace',
+        'kube-overcommit',
+        '--set',
+        'nodePolicy.enabled=false',
+        '--set',
+        'namespace.create=true',
+        ...served,
+      ]),
+    );
+    expect(objects(off)).toEqual(objects(kustomize('k8s')));
+    expect(() => template('nodePolicy.enabled=sometimes')).toThrow(/at '\/nodePolicy\/enabled'/);
+  });
+
   it('monitoring.* renders what `kubectl kustomize k8s/monitoring` renders: ServiceMonitor, PrometheusRule, dashboard ConfigMap', () => {
     const chart = template('monitoring.serviceMonitor.enabled=true', 'monitoring.prometheusRule.enabled=true', 'monitoring.dashboard.enabled=true');
     const monitoring = chart.filter((d) => ['ServiceMonitor', 'PrometheusRule'].includes(d.kind) || d.metadata.name === 'kube-overcommit-dashboard');

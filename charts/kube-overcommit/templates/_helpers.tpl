@@ -87,3 +87,14 @@ webhook.url (the URL of /mutate) with webhook.caBundle. Call with (dict "root" $
 {{- toYaml (dict "service" (dict "name" "kube-overcommit" "namespace" .root.Release.Namespace "path" (printf "/mutate/%s" .entry) "port" 443)) }}
 {{- end }}
 {{- end }}
+
+{{/*
+"true" when the node-status policy is rendered (nodePolicy.enabled): `auto` where the API server
+serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (Kubernetes 1.36 and later).
+*/}}
+{{- define "kube-overcommit.nodePolicy" -}}
+{{- $enabled := toString .Values.nodePolicy.enabled }}
+{{- if eq $enabled "auto" }}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" }}true{{ end }}
+{{- else if eq $enabled "true" }}true{{ end -}}
+{{- end }}
