@@ -104,6 +104,16 @@ function inflatedNode(name: string) {
 }
 
 const request = (review: any) => review.request as AdmissionRequest;
+/** The resources of container `name` (regular or init) once `result`'s patch, if any, is applied to the review's pod. */
+function resourcesAfter(review: any, result: { patch?: fastJsonPatch.Operation[] }, name = 'checkout') {
+  const pod = fastJsonPatch.applyPatch(structuredClone(review.request.object), result.patch ?? [], true, false).newDocument as any;
+  return [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find((c: any) => c.name === name)?.resources;
+}
+/**
+ * What MUTATE makes of deploymentPod()'s checkout container (memory limit 1Gi), no LimitRange: a cpu
+ * limit of 200 % per GiB = 2, requests at 25 % of it (500m) and 50 % of the memory limit.
+ */
+const MUTATED = { limits: { memory: '1Gi', cpu: '2' }, requests: { cpu: '500m', memory: '512Mi' } };
 
 describe('PodPolicyStrategy', () => {
   let facts: FakeFacts;
@@ -131,7 +141,8 @@ describe('PodPolicyStrategy', () => {
 
   describe('scope', () => {
     it('mutates a pod in a namespace whose labels match the selector', () => {
-      expect(strategy.admit(request(podReview(deploymentPod())), MUTATE, quietLog).patch?.length).toBeGreaterThan(0);
+      const review = podReview(deploymentPod());
+      expect(resourcesAfter(review, strategy.admit(request(review), MUTATE, quietLog))).toEqual(MUTATED);
     });
 
     it('in a cluster, unknown labels leave the pod and the binding alone, counted (not for dry runs)', async () => {
@@ -145,7 +156,8 @@ describe('PodPolicyStrategy', () => {
 
     it('outside a cluster, unknown labels are in scope: the webhook entry selector decided', async () => {
       labels.clear();
-      expect(outsideCluster().admit(request(podReview(deploymentPod())), MUTATE, quietLog).patch?.length).toBeGreaterThan(0);
+      const review = podReview(deploymentPod());
+      expect(resourcesAfter(review, outsideCluster().admit(request(review), MUTATE, quietLog))).toEqual(MUTATED);
       expect(await value(registry, CACHE_UNSYNCED, { cache: 'namespaces' })).toBe(0);
     });
 
@@ -154,7 +166,9 @@ describe('PodPolicyStrategy', () => {
       const custom = config(
         'pods: { namespaceSelector: { matchExpressions: [{ key: team, operator: In, values: [payments] }] }, defaultRequests: { cpu: 10m } }',
       );
-      expect(strategy.admit(request(podReview(deploymentPod())), custom, quietLog).patch).toBeDefined();
+      const review = podReview(deploymentPod());
+      // The one default set goes to the container without requests, the native sidecar.
+      expect(resourcesAfter(review, strategy.admit(request(review), custom, quietLog), 'log-shipper')).toEqual({ requests: { cpu: '10m' } });
       expect(strategy.admit(request(podReview(deploymentPod())), MUTATE, quietLog)).toEqual({});
     });
 
@@ -177,7 +191,8 @@ describe('PodPolicyStrategy', () => {
       labels.set('platform', { 'kube-overcommit.io/pod-policy': 'enabled' });
       labels.set('kube-overcommit', { 'kube-overcommit.io/pod-policy': 'enabled' });
       expect(custom.admit(request(podReview(deploymentPod({ namespace: 'platform' }))), MUTATE, quietLog)).toEqual({});
-      expect(custom.admit(request(podReview(deploymentPod({ namespace: 'kube-overcommit' }))), MUTATE, quietLog).patch).toBeDefined();
+      const ownDefault = podReview(deploymentPod({ namespace: 'kube-overcommit' }));
+      expect(resourcesAfter(ownDefault, custom.admit(request(ownDefault), MUTATE, quietLog))).toEqual(MUTATED);
     });
 
     it('skips mirror pods, in any namespace', () => {
@@ -212,7 +227,9 @@ describe('PodPolicyStrategy', () => {
     it('outside a cluster mutates without LimitRange clamps', () => {
       labels.clear();
       facts.synced.limitranges = false;
-      expect(outsideCluster().admit(request(podReview(deploymentPod())), MUTATE, quietLog).patch).toBeDefined();
+      facts.ranges.set('shop', [{ spec: { limits: [{ type: 'Container', max: { cpu: '1' } }] } }]);
+      const review = podReview(deploymentPod());
+      expect(resourcesAfter(review, outsideCluster().admit(request(review), MUTATE, quietLog))).toEqual(MUTATED);
     });
 
     it('counts mutated pods and each changed request and limit, not on reinvocation nor dry runs', async () => {
@@ -488,7 +505,7 @@ pods: { cap: { mode: ${mode} } }
         config('pods: { defaultRequests: { cpu: 100m }, cap: { mode: warn } }'),
         quietLog,
       );
-      expect(warned.patch).toBeDefined();
+      expect(warned.patch?.some((op) => op.path.endsWith(ORIGINAL_RESOURCES_ANNOTATION.replace('/', '~1')))).toBe(true);
       expect(warned.warnings).toEqual(['node worker-1 over its overcommit cap for cpu: 6050m requested > cap 6']);
     });
   });
