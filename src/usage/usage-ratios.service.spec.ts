@@ -138,6 +138,14 @@ function usageRatios(kube: KubeConfig, env: NodeJS.ProcessEnv, store: ConfigStor
   return { service, pods, ratio, input, publish, hot, events };
 }
 
+/** Resolves after the leader's next plan (a publication, written or unchanged), 9 s at most. */
+async function nextPlan(publish: Counter<string>): Promise<void> {
+  const plans = async () => (await publish.get()).values.reduce((sum, { labels, value }) => sum + (labels.result === 'error' ? 0 : value), 0);
+  const before = await plans();
+  const deadline = Date.now() + 9_000;
+  while ((await plans()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+}
+
 const values = async (gauge: Gauge<string>) => (await gauge.get()).values.map(({ labels, value }) => ({ ...labels, value }));
 
 describe('usageSections', () => {
@@ -255,12 +263,7 @@ describe('UsageRatios', () => {
       await pods.onApplicationShutdown();
     };
     service.onModuleInit();
-    const ticks = async () => (await publish.get()).values.reduce((sum, { labels, value }) => sum + (labels.result === 'error' ? 0 : value), 0);
-    const nextTick = async () => {
-      const before = await ticks();
-      const deadline = Date.now() + 9_000;
-      while ((await ticks()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    };
+    const nextTick = () => nextPlan(publish);
     const ratios = () => names.map((name) => service.published(name)?.cpu?.ratio);
 
     await nextTick(); // sample 1: all empty, wanted T ÷ L = 1.5, one step up
@@ -312,12 +315,7 @@ describe('UsageRatios', () => {
       await pods.onApplicationShutdown();
     };
     service.onModuleInit();
-    const ticks = async () => (await publish.get()).values.reduce((sum, { labels, value }) => sum + (labels.result === 'error' ? 0 : value), 0);
-    const nextTick = async () => {
-      const before = await ticks();
-      const deadline = Date.now() + 9_000;
-      while ((await ticks()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    };
+    const nextTick = () => nextPlan(publish);
 
     await nextTick(); // 3.9 of 4 CPUs > 0.9: hot-full; calm at 0.1 is open
     expect(service.published('hot')).toEqual({ cpu: { ratio: 1, reason: 'hot-full', A: '4', R: '0', U: '0' } });
