@@ -151,7 +151,7 @@ describe('webhook paths, HTTP metrics and request logs over HTTPS', () => {
 
     it('every strategy’s error series exists at 0 before any error', async () => {
       const metrics = await server.metrics();
-      for (const strategy of ['node-oversell', 'status-coalescing', 'pod-policy', 'sidecar']) {
+      for (const strategy of ['node-oversell', 'node-policy', 'status-coalescing', 'pod-policy', 'sidecar']) {
         expect(metricValue(metrics, 'kube_overcommit_admission_strategy_errors_total', { strategy }), strategy).toBe(0);
       }
     });
