@@ -1,3 +1,4 @@
+import fastJsonPatch from 'fast-json-patch';
 import { Counter, Registry } from 'prom-client';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { IN_CLUSTER_ENV, KnownNamespaces } from '../../test/fixtures/namespaces.js';
@@ -19,6 +20,11 @@ if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
 const CONFIG: OvercommitConfig = parsed.value;
 
 const OPTED_IN = { 'kube-overcommit.io/sidecars': 'enabled' };
+
+/** The pod's container names once `result`'s patch, if any, is applied: the logging template adds log-shipper last. */
+const containersAfter = (pod: Record<string, any>, result: { patch?: fastJsonPatch.Operation[] }) =>
+  (fastJsonPatch.applyPatch(structuredClone(pod), result.patch ?? [], true, false).newDocument as any).spec.containers.map((c: any) => c.name);
+const withShipper = (pod: Record<string, any>) => [...pod.spec.containers.map((c: any) => c.name), 'log-shipper'];
 
 describe('SidecarStrategy', () => {
   let registry: Registry;
@@ -44,8 +50,9 @@ describe('SidecarStrategy', () => {
   });
 
   it('injects and counts by template and outcome; an unknown template is counted without its name', async () => {
-    const result = strategy().admit(request(deploymentPod({ inject: 'logging, made-up' })), CONFIG, quietLog);
-    expect(result.patch?.length).toBeGreaterThan(0);
+    const pod = deploymentPod({ inject: 'logging, made-up' });
+    const result = strategy().admit(request(pod), CONFIG, quietLog);
+    expect(containersAfter(pod, result)).toEqual(withShipper(pod));
     expect(result.warnings).toEqual(['kube-overcommit.io/inject: unknown sidecar template "made-up"; not injected']);
     expect(await count({ template: 'logging', outcome: 'injected' })).toBe(1);
     expect(await count({ template: '_unknown', outcome: 'unknown_template' })).toBe(1);
@@ -53,8 +60,9 @@ describe('SidecarStrategy', () => {
   });
 
   it('does not count dry-run requests, but answers them the same', async () => {
-    const result = strategy().admit(request(deploymentPod({ inject: 'logging' }), { dryRun: true }), CONFIG, quietLog);
-    expect(result.patch?.length).toBeGreaterThan(0);
+    const pod = deploymentPod({ inject: 'logging' });
+    const result = strategy().admit(request(pod, { dryRun: true }), CONFIG, quietLog);
+    expect(containersAfter(pod, result)).toEqual(withShipper(pod));
     expect((await counter.get()).values).toEqual([]);
   });
 
@@ -84,17 +92,15 @@ describe('SidecarStrategy', () => {
     const custom = (env: NodeJS.ProcessEnv) => strategy({ platform: OPTED_IN, 'kube-overcommit': OPTED_IN }, env);
     const own = custom({ POD_NAMESPACE: 'platform' }).admit(request(deploymentPod({ namespace: 'platform', inject: 'logging' })), CONFIG, quietLog);
     expect(own).toEqual({ warnings: [`kube-overcommit.io/inject ignored: namespace "platform" is the platform's own, never in scope`] });
-    const notOurs = custom({ ...IN_CLUSTER_ENV, POD_NAMESPACE: 'platform' }).admit(
-      request(deploymentPod({ namespace: 'kube-overcommit', inject: 'logging' })),
-      CONFIG,
-      quietLog,
-    );
-    expect(notOurs.patch?.length).toBeGreaterThan(0);
+    const defaultOwn = deploymentPod({ namespace: 'kube-overcommit', inject: 'logging' });
+    const notOurs = custom({ ...IN_CLUSTER_ENV, POD_NAMESPACE: 'platform' }).admit(request(defaultOwn), CONFIG, quietLog);
+    expect(containersAfter(defaultOwn, notOurs)).toEqual(withShipper(defaultOwn));
     expect(await unsyncedCount()).toBe(0);
   });
 
   it('outside a cluster, injects where the labels are unknown: the webhook entry selector decided', () => {
-    expect(strategy({}, {}).admit(request(deploymentPod({ inject: 'logging' })), CONFIG, quietLog).patch?.length).toBeGreaterThan(0);
+    const pod = deploymentPod({ inject: 'logging' });
+    expect(containersAfter(pod, strategy({}, {}).admit(request(pod), CONFIG, quietLog))).toEqual(withShipper(pod));
   });
 
   it('in a cluster, does not inject where the labels are unknown (another entry may have called): warns and counts', async () => {
@@ -122,14 +128,14 @@ describe('SidecarStrategy', () => {
     unknown.admit(request(deploymentPod({ inject: 'logging' }), { dryRun: true }), CONFIG, quietLog);
     expect(await unsyncedCount()).toBe(1);
     // Once known and opted in, injected.
-    expect(strategy({ shop: OPTED_IN }, IN_CLUSTER_ENV).admit(request(deploymentPod({ inject: 'logging' })), CONFIG, quietLog).patch?.length).toBeGreaterThan(
-      0,
-    );
+    const pod = deploymentPod({ inject: 'logging' });
+    expect(containersAfter(pod, strategy({ shop: OPTED_IN }, IN_CLUSTER_ENV).admit(request(pod), CONFIG, quietLog))).toEqual(withShipper(pod));
   });
 
   it('injects in an opted-in namespace, and with a config that has no sidecars section', () => {
-    const optedIn = strategy({ shop: OPTED_IN }).admit(request(deploymentPod({ inject: 'logging' })), CONFIG, quietLog);
-    expect(optedIn.patch?.length).toBeGreaterThan(0);
+    const pod = deploymentPod({ inject: 'logging' });
+    const optedIn = strategy({ shop: OPTED_IN }).admit(request(pod), CONFIG, quietLog);
+    expect(containersAfter(pod, optedIn)).toEqual(withShipper(pod));
     const noSection = parseConfig('sidecars:\n');
     if (!noSection.ok) throw new Error(noSection.errors.join());
     expect(strategy().admit(request(deploymentPod({ inject: 'logging' })), noSection.value, quietLog).warnings).toEqual([
