@@ -1,9 +1,7 @@
-import fastJsonPatch from 'fast-json-patch';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
+import { admitStatusWrite, nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
-import type { AdmissionRequest } from '../admission/admission.types.js';
 import { FLOOR_ANNOTATION, USAGE_ANNOTATION } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
 import type { ResourceAmounts } from '../domain/resources.js';
@@ -11,7 +9,6 @@ import type { OvercommitConfig } from '../overcommit.config.js';
 import { NODE_ALLOCATABLE_REASON_METRIC } from './node-oversell.metrics.js';
 
 type Json = Record<string, any>;
-const { applyPatch } = fastJsonPatch;
 
 const FULL = {
   nodes: { defaultRatios: { cpu: 2 }, pools: [], defaultUsage: { target: { cpu: 0.6 }, hotAction: 'full' } },
@@ -32,22 +29,8 @@ function harness() {
     record: (_node, reason, message) => events.push({ reason, message }),
     usage: (name) => published.get(name),
   });
-  /** A kubelet's status write of `object` onto the stored `stored`, patched as the API server applies it. */
-  const admit = (object: Json, config = FULL, stored: Json = object): Json => {
-    const request = {
-      uid: 'u',
-      kind: { group: '', version: 'v1', kind: 'Node' },
-      resource: { group: '', version: 'v1', resource: 'nodes' },
-      subResource: 'status',
-      name: object.metadata.name,
-      operation: 'UPDATE',
-      userInfo: { username: `system:node:${object.metadata.name}`, groups: ['system:nodes'] },
-      object: structuredClone(object),
-      oldObject: structuredClone(stored),
-    } as AdmissionRequest;
-    const result = strategy.admit(request, config);
-    return result.patch ? applyPatch(structuredClone(object), result.patch, true, false).newDocument : object;
-  };
+  /** A kubelet's status write of `object` onto the stored `stored`: the Node stored after it. */
+  const admit = (object: Json, config = FULL, stored: Json = object): Json => admitStatusWrite(strategy, object, stored, config);
   const reasons = async () =>
     (await registry.getSingleMetric(NODE_ALLOCATABLE_REASON_METRIC)!.get()).values.map(({ labels }) => `${labels.resource}=${labels.reason}`);
   return { admit, committed, published, events, reasons };

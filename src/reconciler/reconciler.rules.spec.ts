@@ -1,7 +1,6 @@
 import fc from 'fast-check';
-import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
+import { admitStatusWrite, nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import { Outcomes, runs } from '../../test/support/property.js';
 import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
 import { DISABLED_LABEL } from '../domain/node-rules/node-oversell.rules.js';
@@ -11,7 +10,6 @@ import { NodeOversellStrategy } from '../node-oversell/node-oversell.strategy.js
 import { fullBucket, isNudgeDue, type Nudged, planNudges, readNudge, takeToken } from './reconciler.rules.js';
 import { type NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
 
-const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
 
 function config(yaml: string): OvercommitConfig {
@@ -47,21 +45,7 @@ function webhook(committed: ResourceAmounts | undefined, usage?: NodeUsageEntry)
 
 /** The nudge as the API server runs it: the stored Node, unchanged, admitted as an update of itself. */
 function nudge(stored: Json, cfg: OvercommitConfig, committed?: ResourceAmounts, usage?: NodeUsageEntry): Json {
-  const result = webhook(committed, usage).admit(
-    {
-      uid: 'u',
-      kind: { group: '', version: 'v1', kind: 'Node' },
-      resource: { group: '', version: 'v1', resource: 'nodes' },
-      subResource: 'status',
-      name: stored.metadata.name,
-      operation: 'UPDATE',
-      userInfo: { username: 'system:serviceaccount:kube-overcommit:kube-overcommit' },
-      object: structuredClone(stored),
-      oldObject: stored,
-    },
-    cfg,
-  );
-  return result.patch ? applyPatch(structuredClone(stored), result.patch, true, false).newDocument : structuredClone(stored);
+  return admitStatusWrite(webhook(committed, usage), stored, stored, cfg, 'system:serviceaccount:kube-overcommit:kube-overcommit');
 }
 
 describe('readNudge', () => {

@@ -1,7 +1,6 @@
 import fc from 'fast-check';
-import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { nodeOversellStrategy } from '../../../test/fixtures/node-oversell-strategy.js';
+import { admitStatusWrite, nodeOversellStrategy } from '../../../test/fixtures/node-oversell-strategy.js';
 import { parseConfig, type OvercommitConfig } from '../../overcommit.config.js';
 import { type NodesConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES } from '../resources.js';
@@ -13,7 +12,6 @@ import { formatPlanTable, planCluster, planNode, podsThatFit, readPodSize } from
 import { jsonEqual } from '../../common/json-equal.js';
 import { Outcomes, runs } from '../../../test/support/property.js';
 
-const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
 
 function config(yaml: string): OvercommitConfig {
@@ -39,25 +37,6 @@ const node = (name: string, labels: Record<string, string>, allocatable: Record<
 
 function strategy(): NodeOversellStrategy {
   return nodeOversellStrategy();
-}
-
-/** A kubelet status write of `object` over `stored`, admitted and stored as the API server would. */
-function kubeletWrite(webhook: NodeOversellStrategy, object: Json, stored: Json, cfg: OvercommitConfig): Json {
-  const result = webhook.admit(
-    {
-      uid: 'u',
-      kind: { group: '', version: 'v1', kind: 'Node' },
-      resource: { group: '', version: 'v1', resource: 'nodes' },
-      subResource: 'status',
-      name: object.metadata.name,
-      operation: 'UPDATE',
-      userInfo: { username: `system:node:${object.metadata.name}` },
-      object,
-      oldObject: stored,
-    },
-    cfg,
-  );
-  return result.patch ? applyPatch(structuredClone(object), result.patch, true, false).newDocument : structuredClone(object);
 }
 
 describe('readPodSize', () => {
@@ -122,7 +101,7 @@ describe('planNode', () => {
   it('matches once the webhook has written the plan, and recovers raw from our record', () => {
     const webhook = strategy();
     const raw = node('d1', {}, { cpu: '4000m', memory: '8Gi' });
-    const stored = kubeletWrite(webhook, raw, raw, cfg);
+    const stored = admitStatusWrite(webhook, raw, raw, cfg);
     expect(stored.status.allocatable.cpu).toBe('6');
     const row = planNode(stored, {}, cfg.nodes, null);
     expect(row).toMatchObject({
@@ -180,12 +159,12 @@ describe('shadow mode', () => {
   it('patches nothing, and a kubelet write brings an inflated node back to raw', () => {
     const webhook = strategy();
     const raw = node('b1', { 'node-pool': 'batch' }, { cpu: '4', memory: '8Gi' });
-    const inflated = kubeletWrite(webhook, raw, raw, config(POOLS('enforce')));
+    const inflated = admitStatusWrite(webhook, raw, raw, config(POOLS('enforce')));
     expect(inflated.status.allocatable.cpu).toBe('8');
     // The kubelet reads 8, computes 4 and patches it: in shadow the object stays as it sent it.
     const sent = structuredClone(inflated);
     sent.status.allocatable = { ...raw.status.allocatable };
-    const after = kubeletWrite(webhook, sent, inflated, config(POOLS('shadow')));
+    const after = admitStatusWrite(webhook, sent, inflated, config(POOLS('shadow')));
     expect(after).toEqual(sent);
     expect(after.metadata.annotations[RAW_ANNOTATION]).toBeDefined(); // ours, left as they were
   });
@@ -223,14 +202,14 @@ describe('shadow mode', () => {
           }) as unknown as OvercommitConfig;
         const webhook = strategy();
         const raw = node('n', labels, allocatable, capacity);
-        let stored = kubeletWrite(webhook, raw, raw, nodes('enforce', before ?? {}));
+        let stored = admitStatusWrite(webhook, raw, raw, nodes('enforce', before ?? {}));
         // Shadow: the kubelet's next write carries its raw values (it does when stored differs).
-        stored = kubeletWrite(webhook, { ...structuredClone(stored), status: structuredClone(raw.status) }, stored, nodes('shadow', ratios));
+        stored = admitStatusWrite(webhook, { ...structuredClone(stored), status: structuredClone(raw.status) }, stored, nodes('shadow', ratios));
         expect(readAmounts(stored.status.allocatable)).toEqual(readAmounts(raw.status.allocatable));
         const planned = planNode(stored, {}, nodes('shadow', ratios).nodes as NodesConfig, null);
         expect(planned.mode).toBe('shadow');
         // Enforce: the kubelet's next write, nothing changed on its side.
-        const written = kubeletWrite(webhook, structuredClone(stored), stored, nodes('enforce', ratios));
+        const written = admitStatusWrite(webhook, structuredClone(stored), stored, nodes('enforce', ratios));
         expect(readAmounts(written.status.allocatable)).toEqual(readAmounts(planned.planned));
         expect(planNode(written, {}, nodes('enforce', ratios).nodes as NodesConfig, null).matches).toBe(true);
         // Rule 4, computed here: every ratio has at most two decimals, so floor(raw × hundredths / 100) is exact.
