@@ -17,17 +17,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# MODFILE: the go.mod that pins the release (relative to $HERE); its go.sum is beside it.
-MODFILE=go.mod
-DEFAULT_BIN_DIR=$(cd "$HERE/.." && pwd)/.bin
-if [[ -n ${KUBE:-} && -f $HERE/versions/$KUBE.mod ]]; then
-  MODFILE=versions/$KUBE.mod
-  DEFAULT_BIN_DIR+=/v$KUBE
-elif [[ -n ${KUBE:-} ]]; then
-  default_minor=$(awk '$1 == "k8s.io/kubernetes" { sub(/^v/, "", $2); split($2, v, "."); print v[1] "." v[2]; exit }' "$HERE/go.mod")
-  [[ $KUBE == "$default_minor" ]] || { echo "build.sh: no versions/$KUBE.mod (pin it with pin.sh)" >&2; exit 1; }
-fi
-MODSUM=${MODFILE%.mod}.sum
+# shellcheck source=release.sh
+source "$HERE/release.sh"
 BIN_DIR=${BIN_DIR:-$DEFAULT_BIN_DIR}
 GO_BUILD_P=${GO_BUILD_P:-2}
 KWOK_VERSION=v0.7.0
@@ -58,7 +49,7 @@ K8S_MINOR=${BASH_REMATCH[2]}
 
 # Everything that decides what gets built.
 stamp_inputs() {
-  (cd "$HERE" && sha256sum build.sh "$MODFILE" "$MODSUM" etcd/go.mod etcd/go.sum etcd/main.go promtool/go.mod promtool/go.sum cmd/*/main.go)
+  (cd "$HERE" && sha256sum build.sh release.sh "$MODFILE" "$MODSUM" etcd/go.mod etcd/go.sum etcd/main.go promtool/go.mod promtool/go.sum cmd/*/main.go)
   echo "kwok $KWOK_VERSION"
   "$GO" env GOVERSION GOOS GOARCH
 }
