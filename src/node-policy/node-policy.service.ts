@@ -28,6 +28,8 @@ export type StatusPath = 'policy' | 'webhook-only';
 const DEBOUNCE_MS = 1_000;
 /** A full publication this often while leading: what an event did not show. */
 const RESYNC_MS = 30_000;
+/** The path looked up again this often (the policy installed or removed, the API server upgraded). */
+const DETECT_MS = 60_000;
 
 export const nodePolicyMetrics = [
   makeGaugeProvider({
@@ -66,6 +68,7 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
   private published?: Map<string, string>[];
   private timer?: NodeJS.Timeout;
   private resync?: NodeJS.Timeout;
+  private detect?: NodeJS.Timeout;
   private running?: Promise<void>;
   private again = false;
   private readonly unsubscribe: Array<() => void> = [];
@@ -107,10 +110,15 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     this.config.onChange(guard(({ config }) => this.follow(config.nodes)));
     this.lease.start();
     this.follow(this.config.snapshot().config.nodes);
+    this.detect = setInterval(
+      guard(() => this.follow(this.config.snapshot().config.nodes)),
+      DETECT_MS,
+    );
   }
 
   async onApplicationShutdown(): Promise<void> {
     this.unsubscribe.forEach((unsubscribe) => unsubscribe());
+    clearInterval(this.detect);
     await this.lease?.stop();
     this.lead(false);
     await this.running;
@@ -198,6 +206,7 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
   /** The entries the shards must hold now; undefined while a cache the plan reads has not listed. */
   private desired(): Shards | undefined {
     const nodesConfig = this.config.snapshot().config.nodes;
+    if (this.path === undefined) return undefined; // not looked up yet: neither publish nor withdraw
     if (this.path !== 'policy') return Array.from({ length: TARGET_SHARDS }, () => new Map());
     if (!this.nodes.isSynced() || (floorEnabled(nodesConfig) && !this.pods.isSynced())) return undefined;
     const entries = [];
