@@ -205,12 +205,12 @@ describe('config file reloads', () => {
     return applyResponse(review, (await server.mutate(review)).json()).status.allocatable.cpu;
   };
 
-  it('applies an edit within a second, and keeps the last good config on an invalid edit', async () => {
+  it('applies an edit to the next review, and keeps the last good config on an invalid edit', async () => {
     expect(await cpuAfterMutate()).toMatch(/^(8|8000m)$/);
     expect(metricValue(await server.metrics(), 'kube_overcommit_config_generation')).toBe(1);
 
     server.writeConfig('nodes: { defaultRatios: { cpu: 1.25 } }');
-    await eventually(async () => /^(5|5000m)$/.test(await cpuAfterMutate()), 1_000);
+    await eventually(async () => /^(5|5000m)$/.test(await cpuAfterMutate()));
     let metrics = await server.metrics();
     expect(metricValue(metrics, 'kube_overcommit_config_generation')).toBe(2);
     expect(metricValue(metrics, 'kube_overcommit_config_reloads_total', { result: 'success' })).toBe(2);
@@ -219,7 +219,7 @@ describe('config file reloads', () => {
     metrics = await eventually(async () => {
       const text = await server.metrics();
       return metricValue(text, 'kube_overcommit_config_reloads_total', { result: 'failure' }) === 1 && text;
-    }, 2_000);
+    });
     expect(metricValue(metrics, 'kube_overcommit_config_generation')).toBe(2);
     expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual([
       'nodes.defaultRatios.gpu: property gpu should not exist',

@@ -112,8 +112,12 @@ export async function startServer(config: string, env: Record<string, string> = 
   };
 }
 
-/** Polls (vi.waitFor) until `check` returns a value other than undefined or false, or the time runs out. */
-export function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 5_000): Promise<T> {
+/**
+ * Polls (vi.waitFor) until `check` returns a value other than undefined or false, which is
+ * returned. `timeoutMs` is when to give up, not a latency the test asserts: that is measured in
+ * bench/. The check holds no `expect` (scripts/check-tests.js): the test asserts what it returns.
+ */
+export function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
   return vi.waitFor(
     async () => {
       const value = await check();

@@ -169,7 +169,7 @@ describe('sidecar templates from a reloaded config', () => {
     server.writeConfig(
       TEMPLATES.replace('image: registry.example.com/obs/fluent-bit:3.2.1', 'imagePullPolicy: Always').replace('- name: logging', '- name: Logging'),
     );
-    await eventually(async () => metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }) === 1, 2_000);
+    await eventually(async () => metricValue(await server.metrics(), 'kube_overcommit_config_reloads_total', { result: 'failure' }) === 1);
     expect(server.logs(LEVEL.error).map((line) => line.errors)).toContainEqual([
       'sidecars.templates[1].name: name must be a DNS label (at most 63 lower-case letters, digits and -)',
       'sidecars.templates[1].containers: [0].image must be a non-empty string without surrounding whitespace',
@@ -177,7 +177,7 @@ describe('sidecar templates from a reloaded config', () => {
     expect(await shipperImage()).toBe('registry.example.com/obs/fluent-bit:3.2.1');
 
     server.writeConfig(TEMPLATES.replace('fluent-bit:3.2.1', 'fluent-bit:3.2.2'));
-    await eventually(async () => (await shipperImage()) === 'registry.example.com/obs/fluent-bit:3.2.2', 2_000);
+    await eventually(async () => (await shipperImage()) === 'registry.example.com/obs/fluent-bit:3.2.2');
   });
 });
 
