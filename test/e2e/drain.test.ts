@@ -2,9 +2,9 @@
  * The shutdown drain (src/server-drain.ts) against the real kube-apiserver: its webhook client
  * pools keep-alive connections to the webhook and keeps sending on them after a SIGTERM. While
  * the webhook drains, the API server keeps calling it (node status PATCHes); every call is
- * answered, and no connection the API server held at the signal is left once the drain is 2 s
- * old: the busy ones are retired after their next answer (`Connection: close`), the idle ones
- * closed after 1 s of idleness. The load stops before the listener closes, as a rollout's does
+ * answered, and no connection the API server held at the signal is left at the end of the load
+ * (3.5 s into the drain), once later calls went by: the busy ones are retired after their next
+ * answer (`Connection: close`), the idle ones closed after 1 s of idleness. The load stops before the listener closes, as a rollout's does
  * once the endpoint is gone: the harness points the webhook entries at 127.0.0.1, so there is
  * no other replica for the calls after the close to go to.
  *
@@ -33,9 +33,9 @@ const DRAIN_MS = 5_000;
 const LOAD_UNTIL_MS = 3_500;
 /** From when the connections are sampled: an idle one held at the signal is closed after 1 s (IDLE_GRACE_MS). */
 const SAMPLE_FROM_MS = 2_000;
-/** How long a port must stay established, from its first sample, to count as left open (see `drain`). */
-const LINGER_MS = 500;
 const WRITERS = 4;
+/** PATCHes the writers sent after a port's first sample for it to count as left open, if it is still there (see `drain`). */
+const LINGER_PATCHES = 2 * WRITERS;
 
 let env: E2eEnv;
 let admin: KubeClient;
@@ -93,27 +93,28 @@ function startWriters(): { patches: () => number; stop(): Promise<void> } {
 
 /**
  * SIGTERM, then `during(sample)` until LOAD_UNTIL_MS; the API server's ports seen from SAMPLE_FROM_MS; then waits for the exit.
- * `lingering`: the ports seen in samples at least LINGER_MS apart. A connection held at the signal may still be caught once
- * with a call in flight (the simulated kubelets' own updates go through the same pool); that answer says `Connection: close`,
- * so it is gone right after. One that stayed open is seen across the samples (CI once failed on a port held at the signal
- * and seen after 2 s, not knowing which).
+ * `lingering`: the ports of the last sample, before the load stops, that an earlier sample had seen LINGER_PATCHES PATCHes
+ * (`patches()`, the writers' count) before. A connection held at the signal may still be caught once with a call in flight
+ * (the simulated kubelets' own updates go through the same pool); that answer says `Connection: close`, so it is gone right
+ * after. One that stayed open is still there after the calls that followed, however slowly the loaded machine made them
+ * (CI once failed on a port held at the signal and seen after 2 s, not knowing which).
  */
-async function drain(during: (elapsedMs: number) => Promise<void>): Promise<{ seen: Set<number>; lingering: Set<number> }> {
+async function drain(during: (elapsedMs: number) => Promise<void>, patches: () => number): Promise<{ seen: Set<number>; lingering: Set<number> }> {
   const stopped = webhook.stop({ timeoutMs: 30_000 });
   const signalledAt = Date.now();
+  /** Each port sampled, with the writers' PATCH count at its first sample. */
   const firstSeen = new Map<number, number>();
-  const lingering = new Set<number>();
+  let last = new Set<number>();
   for (let elapsed = 0; elapsed < LOAD_UNTIL_MS; elapsed = Date.now() - signalledAt) {
     if (elapsed > SAMPLE_FROM_MS) {
-      for (const port of apiserverPorts(env.webhook.httpsPort)) {
-        const first = firstSeen.get(port) ?? elapsed;
-        firstSeen.set(port, first);
-        if (elapsed - first >= LINGER_MS) lingering.add(port);
-      }
+      last = apiserverPorts(env.webhook.httpsPort);
+      for (const port of last) if (!firstSeen.has(port)) firstSeen.set(port, patches());
     }
     await during(elapsed);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+  const sent = patches();
+  const lingering = new Set([...last].filter((port) => sent - firstSeen.get(port)! >= LINGER_PATCHES));
   await during(LOAD_UNTIL_MS);
   await stopped;
   return { seen: new Set(firstSeen.keys()), lingering };
@@ -130,7 +131,7 @@ it('a SIGTERM while the API server calls: every call answered, the connections i
     if (elapsed < LOAD_UNTIL_MS) return;
     duringDrain = webhookCallCounts(await apiserverMetrics(env), entry);
     await writers.stop();
-  });
+  }, writers.patches);
   const after = webhookCallCounts(await apiserverMetrics(env), entry);
 
   // Calls went on during the drain, and every one was answered 200: none failed (reset or refused).
@@ -151,10 +152,13 @@ it('pooled connections left idle at the signal are closed within the drain: call
   const before = webhookCallCounts(await apiserverMetrics(env), entry);
   const idleAtSignal = apiserverPorts(env.webhook.httpsPort);
   let resumed: ReturnType<typeof startWriters> | undefined;
-  const { seen, lingering } = await drain(async (elapsed) => {
-    if (elapsed > SAMPLE_FROM_MS && !resumed) resumed = startWriters();
-    if (elapsed >= LOAD_UNTIL_MS) await resumed?.stop();
-  });
+  const { seen, lingering } = await drain(
+    async (elapsed) => {
+      if (elapsed > SAMPLE_FROM_MS && !resumed) resumed = startWriters();
+      if (elapsed >= LOAD_UNTIL_MS) await resumed?.stop();
+    },
+    () => resumed?.patches() ?? 0,
+  );
   const after = webhookCallCounts(await apiserverMetrics(env), entry);
 
   expect(idleAtSignal.size).toBeGreaterThanOrEqual(2);

@@ -92,7 +92,8 @@ describe('status-write coalescing against a real control plane', () => {
         timeoutMs: 3 * UPDATE_MS + 5_000,
       });
       expect(readyOf(notReadyUpdate.stored)).toMatchObject({ status: 'False', reason: 'KubeletNotReady' });
-      expect(notReadyUpdate.at - notReadyAt).toBeLessThanOrEqual(UPDATE_MS * 1.04 + 500);
+      // The very next PATCH, whenever the loaded machine lets the kubelet send it: none went before it.
+      expect(flapping!.updates.find((u) => u.at >= notReadyAt)).toBe(notReadyUpdate);
       const storedNotReady = await admin.get(`/api/v1/nodes/${flapping!.name}`);
       expect(readyOf(storedNotReady).status).toBe('False');
       await flapping!.waitForPatches(2);
