@@ -25,6 +25,8 @@ const POLICIES: Array<() => NodePolicy | null> = [
   () => ({ pool: null, ratios: { cpu: 1.5, memory: 1.2 } }),
   () => ({ pool: 'batch', ratios: { cpu: 1.5 } }),
   () => ({ pool: 'batch', ratios: { cpu: 2, pods: 2 } }),
+  // A hot node under hotAction full (hot-nodes.rules.ts): the floor decides every resource.
+  () => ({ pool: 'batch', ratios: { cpu: 2 }, full: true }),
 ];
 const COMMITTED: Array<() => ResourceAmounts | undefined> = [
   () => undefined,
