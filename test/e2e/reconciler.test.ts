@@ -68,7 +68,7 @@ describe('the reconciler against a real control plane', () => {
     expect(await leader(webhook)).toBe(0);
     expect(await enabled(webhook)).toBe(0);
 
-    // On: every node stores floor(4 × 2) within seconds.
+    // On: every node stores floor(4 × 2), by a nudge before its kubelet's next write (below).
     await webhook.useConfig(config(2, true));
     const onAt = Date.now();
     await waitUntil(`every node to store cpu 8`, async () => (await Promise.all(kubelets.map((k) => cpuOf(k.name)))).every((cpu) => cpu === '8'), {
@@ -76,7 +76,6 @@ describe('the reconciler against a real control plane', () => {
       intervalMs: 200,
       describe: () => Promise.all(kubelets.map(async (k) => `${k.name}: ${await cpuOf(k.name)}`)),
     });
-    const tookMs = Date.now() - onAt;
     expect(await leader(webhook)).toBe(1);
     expect(await enabled(webhook)).toBe(1);
     expect(await nudges('applied')).toBeGreaterThanOrEqual(applied0 + NODES);
@@ -89,7 +88,6 @@ describe('the reconciler against a real control plane', () => {
       ).toBe(true);
       k.assertHealthy();
     }
-    expect(tookMs).toBeLessThan(15_000);
     expect((await getNode(admin, kubelets[0]!.name)).recordedRatios).toEqual({ cpu: 2 });
   });
 

@@ -199,17 +199,21 @@ describe('usage-aware ratios against a real control plane and metrics-server', (
     await storedCpu(busy!, '8', 'usage', 90_000);
 
     // A spike on busy: node usage 3.8 of 4 CPUs, above hotThreshold 0.9 → ratio 1 at once; busy is
-    // inflated (8 stored), so its kubelet writes every 10 s: stored within one period of publication.
+    // inflated (8 stored), so its kubelet writes at each period: stored within two of its writes
+    // after publication (the first may be admitted before the webhook's cache has it), counted,
+    // not timed.
     busyEndpoint.set({ ...calm, cpu: 3.8 });
-    const spikeAt = Date.now();
     await waitUntil('busy published hot', async () => ((await published(busy!.name))?.reason === 'hot' ? true : undefined), {
       timeoutMs: 60_000,
       intervalMs: 100,
     });
     const publishedAt = Date.now();
     const hotAt = await storedCpu(busy!, '4', 'hot', 30_000);
-    expect(hotAt - publishedAt).toBeLessThanOrEqual(11_000);
-    expect(hotAt - spikeAt).toBeLessThanOrEqual(60_000);
+    const writes = busy!.updates.filter((u) => u.ok && u.at >= publishedAt && u.at <= hotAt);
+    expect(
+      writes.length,
+      `the kubelet's writes until cpu 4 was seen: ${JSON.stringify(writes.map((u) => u.at - publishedAt))} ms after publication`,
+    ).toBeLessThanOrEqual(2);
     expect((await busy!.readmitPods()).rejected).toEqual([]);
     // idle is untouched by busy's spike.
     expect(baseUnits('cpu', (await getNode(admin, idle!.name)).allocatable.cpu!)).toBe(6000n);
