@@ -81,6 +81,7 @@ class FakeApiServer {
     for (const res of this.watches.get(resource) ?? []) res.write(`${JSON.stringify({ type, object })}\n`);
   }
 
+  /** Whether a watch of `resource` is open (the client has not closed it). */
   watching(resource: string): boolean {
     return (this.watches.get(resource) ?? []).length > 0;
   }
@@ -98,6 +99,12 @@ class FakeApiServer {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.flushHeaders();
       this.watches.set(resource, [...(this.watches.get(resource) ?? []), res]);
+      res.on('close', () =>
+        this.watches.set(
+          resource,
+          (this.watches.get(resource) ?? []).filter((open) => open !== res),
+        ),
+      );
       return;
     }
     const kind = { pods: 'PodList', nodes: 'NodeList', limitranges: 'LimitRangeList' }[resource];
@@ -155,9 +162,6 @@ describe('PodFactsService', () => {
       const gauge = syncedGauge();
       facts = podFacts(kubeFor(api), { OVERCOMMIT_KUBECONFIG: '/dev/null' }, store, gauge);
       facts.onModuleInit();
-      await new Promise((r) => setTimeout(r, 100));
-      // No pod policy: nothing listed or watched (every Node write would come back as an event).
-      expect(api.requests).toEqual([]);
       expect(await gaugeValues(gauge)).toEqual({});
 
       // The cap reads pods and nodes; no mutation, so no LimitRanges.
@@ -165,7 +169,10 @@ describe('PodFactsService', () => {
       await until(() => facts.isSynced('pods') && facts.isSynced('nodes'));
       expect(facts.node('worker-1')?.metadata?.name).toBe('worker-1');
       expect(facts.isSynced('limitranges')).toBe(false);
-      expect(api.requests.some((u) => u.pathname === '/api/v1/limitranges')).toBe(false);
+      // One LIST of each, both for the cap: under no pod policy nothing was listed (every Node
+      // write would come back as an event), which a request answered before these would show.
+      const lists = api.requests.filter((u) => u.searchParams.get('watch') !== 'true').map((u) => u.pathname);
+      expect(lists.sort()).toEqual(['/api/v1/nodes', '/api/v1/pods']);
       expect(await gaugeValues(gauge)).toEqual({ pods: 1, nodes: 1 });
 
       // Policy removed: caches stopped and forgotten.
@@ -173,9 +180,15 @@ describe('PodFactsService', () => {
       expect(facts.isSynced('nodes')).toBe(false);
       expect(facts.node('worker-1')).toBeUndefined();
       expect(await gaugeValues(gauge)).toEqual({});
-      // A stopped cache takes no more events.
+      // A stopped cache takes no more events: one sent to its watch is not seen, though a later one
+      // to the caches started again is.
       api.emit('nodes', 'ADDED', kubeadmNode({ name: 'worker-2' }));
-      await new Promise((r) => setTimeout(r, 100));
+      store.apply(CAP_ONLY, 'test');
+      await until(
+        () => facts.isSynced('nodes') && api.requests.filter((u) => u.pathname === '/api/v1/nodes' && u.searchParams.get('watch') === 'true').length === 2,
+      );
+      api.emit('nodes', 'ADDED', kubeadmNode({ name: 'worker-3' }));
+      await until(() => facts.node('worker-3') !== undefined);
       expect(facts.node('worker-2')).toBeUndefined();
     });
 
