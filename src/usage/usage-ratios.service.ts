@@ -88,8 +88,9 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
   private lastPlanned = new Map<string, number>();
   /** Leader state for rule 5's hold, per node: the pods bound at its latest sample, and those placed since and not measured yet. */
   private placements = new Map<string, Placements>();
-  /** Leader state of `hotAction: full` (hot-nodes.rules.ts): the hot nodes. */
+  /** Leader state of `hotAction: full` (hot-nodes.rules.ts): the hot nodes, seeded from the published entries at the first plan (rule 6). */
   private hot = new Map<string, HotState>();
+  private hotSeeded = false;
   private leaderSince = 0;
   private lastMetricsError = '';
 
@@ -175,10 +176,9 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
       this.lastPlanned.clear();
       this.placements.clear();
       this.hot.clear();
+      this.hotSeeded = false;
       this.leaderSince = performance.now();
       if (!leader) return;
-      // hot-nodes.rules.ts rule 6: a node published full stays hot, its cooling counted from here.
-      for (const [name, entry] of this.entries) if (isHotFull(entry)) this.hot.set(name, { hotSince: this.leaderSince });
       const seeded = this.seedHistory();
       this.logger.log(`leading: sampling metrics.k8s.io and publishing usage-aware ratios; ${seeded} nodes start from the published inputs`);
     });
@@ -254,6 +254,10 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     const nodes = (await core.listNode({ resourceVersion: '0' })).items;
     const now = performance.now();
     await this.sample(now);
+    // hot-nodes.rules.ts rule 6: a node published full stays hot, its cooling counted from here
+    // (at the first plan, an interval after taking the Lease: the published ConfigMap is read by then).
+    if (!this.hotSeeded) for (const [name, entry] of this.entries) if (isHotFull(entry)) this.hot.set(name, { hotSince: now });
+    this.hotSeeded = true;
     const entries = new Map<string, NodeUsageEntry>();
     for (const node of nodes) {
       const name = node.metadata?.name;
