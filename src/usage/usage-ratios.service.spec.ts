@@ -358,26 +358,4 @@ describe('UsageRatios', () => {
     expect(service.published('hot')).toEqual({ cpu: { ratio: 1, reason: 'hot-full', A: '4', R: '0', U: '0' } });
     expect(events).toEqual([]);
   }, 15_000);
-  it('a new leader keeps a node published hot-full hot, and counts its cooling from its own first reading (hot-nodes.rules.ts rule 6)', async () => {
-    api = new FakeApiServer();
-    await api.start();
-    api.nodes = [kubeadmNode({ name: 'hot' })];
-    api.nodeMetrics = [{ metadata: { name: 'hot' }, timestamp: new Date().toISOString(), window: '10s', usage: { cpu: '100m', memory: '1Gi' } }];
-    const full = { hot: { cpu: { ratio: 1, reason: 'hot-full', A: '4', R: '0', U: '0' } } };
-    api.configMap = {
-      metadata: { name: 'kube-overcommit-usage', namespace: 'kube-overcommit', resourceVersion: '5' },
-      data: { 'ratios.json': JSON.stringify(full) },
-    };
-    const store = configStore('nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { target: { cpu: 0.6 }, interval: 5s, hotAction: full, coolFor: 8s }\n');
-    const { service, pods, publish, events } = usageRatios(api.kube(), IN_CLUSTER_ENV, store);
-    stop = async () => {
-      await service.onApplicationShutdown();
-      await pods.onApplicationShutdown();
-    };
-    service.onModuleInit();
-    await nextPlan(publish);
-    // Usage 0.1 of 4 CPUs is cool, but the cooling starts at this leader's first reading: still full.
-    expect(service.published('hot')).toEqual({ cpu: { ratio: 1, reason: 'hot-full', A: '4', R: '0', U: '0' } });
-    expect(events).toEqual([]);
-  }, 15_000);
 });
