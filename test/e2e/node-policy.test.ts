@@ -14,9 +14,7 @@
  * stores the same Node after every step.
  */
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse, parseAllDocuments } from 'yaml';
 import fc from 'fast-check';
 import {
   apiserverMetrics,
@@ -30,8 +28,8 @@ import {
   deleteAllPods,
   getNode,
   HollowKubelet,
+  installNodePolicy,
   nodeClient,
-  nodesWebhookName,
   tearDown,
   waitUntil,
   type E2eEnv,
@@ -44,7 +42,6 @@ const NAMESPACE = 'e2e-node-policy';
 const ROLE_LABEL = 'e2e.kube-overcommit.io/node-policy';
 const POLICY = 'kube-overcommit-nodes';
 const SHARD_LABEL = 'kube-overcommit.io/node-targets';
-const MAP_API = '/apis/admissionregistration.k8s.io/v1';
 const UPDATE_MS = 10_000;
 const PODS = [
   { name: 'two-cpu', cpu: '2' },
@@ -55,9 +52,8 @@ let env: E2eEnv;
 let admin: KubeClient;
 let webhook: WebhookProcess;
 let hollow: HollowKubelet | undefined;
-/** Objects the component created, to delete after the file (other files run without the policy). */
-const created: string[] = [];
-let entryIndex = -1;
+/** The component as installed, removed after the file (other files run without the policy). */
+let installed: { uninstall(): Promise<void> } | undefined;
 /** The node the model-based sequences drive (no kubelet: the test writes as its kubelet). */
 let modelNode: string;
 
@@ -72,57 +68,6 @@ const config = (cpu: number, nodes: Record<string, unknown> = {}, modelCpu = 1.5
     ...nodes,
   },
 });
-
-/** The component's files as shipped: its objects, and the matchConditions its patch adds to the nodes entry. */
-function component(): { objects: any[]; matchConditions: any[] } {
-  const dir = join(env.repoRoot, 'k8s', 'node-policy');
-  const objects = ['policy.yaml', 'targets.yaml'].flatMap((file) =>
-    parseAllDocuments(readFileSync(join(dir, file), 'utf8'))
-      .map((doc) => doc.toJS())
-      .filter(Boolean),
-  );
-  const kustomization = parse(readFileSync(join(dir, 'kustomization.yaml'), 'utf8'));
-  const ops = parse(kustomization.patches[0].patch);
-  return { objects, matchConditions: ops.find((op: any) => op.op === 'add').value };
-}
-
-function collectionPath(object: any): string {
-  const [group, version] = object.apiVersion.includes('/') ? object.apiVersion.split('/') : ['', object.apiVersion];
-  const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
-  const plural = `${object.kind.toLowerCase()}${object.kind.endsWith('y') ? '' : 's'}`.replace(/ys$/, 'ies');
-  const ns = object.metadata.namespace ? `/namespaces/${env.webhook.namespace}` : '';
-  return `${base}${ns}/${plural}`;
-}
-
-async function installComponent(): Promise<void> {
-  const { objects, matchConditions } = component();
-  for (const object of objects) {
-    if (object.metadata.namespace) object.metadata.namespace = env.webhook.namespace;
-    for (const subject of object.subjects ?? []) if (subject.namespace) subject.namespace = env.webhook.namespace;
-    if (object.spec?.paramRef) object.spec.paramRef.namespace = env.webhook.namespace;
-    await admin.post(collectionPath(object), object);
-    created.push(`${collectionPath(object)}/${object.metadata.name}`);
-  }
-  const configuration = await admin.get(`${MAP_API}/mutatingwebhookconfigurations/${env.webhook.configurationName}`);
-  entryIndex = configuration.webhooks.findIndex((w: any) => w.name === nodesWebhookName(env));
-  await admin.patch(
-    `${MAP_API}/mutatingwebhookconfigurations/${env.webhook.configurationName}`,
-    [{ op: 'add', path: `/webhooks/${entryIndex}/matchConditions`, value: matchConditions }],
-    'json',
-  );
-}
-
-async function uninstallComponent(): Promise<void> {
-  for (const path of created.reverse()) await admin.delete(path).catch(() => undefined);
-  if (entryIndex >= 0)
-    await admin
-      .patch(
-        `${MAP_API}/mutatingwebhookconfigurations/${env.webhook.configurationName}`,
-        [{ op: 'remove', path: `/webhooks/${entryIndex}/matchConditions` }],
-        'json',
-      )
-      .catch(() => undefined);
-}
 
 /** Every published entry, by node name. */
 async function publishedEntries(): Promise<Map<string, string>> {
@@ -161,7 +106,7 @@ async function pods(): Promise<Map<string, any>> {
 
 beforeAll(async () => {
   ({ env, admin, webhook } = webhookFixture());
-  await installComponent();
+  installed = await installNodePolicy(env, admin);
   await webhook.start();
   await createNamespace(env, NAMESPACE);
   await webhook.useConfig(config(3));
@@ -177,7 +122,7 @@ afterAll(async () => {
     await admin.delete(`/api/v1/nodes/${modelNode}`).catch(() => undefined);
     await admin.delete(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${modelNode}`).catch(() => undefined);
   }
-  if (admin) await uninstallComponent();
+  await installed?.uninstall();
   await tearDown({ env, admin, webhook, namespaces: [NAMESPACE] });
 }, 60_000);
 

@@ -12,6 +12,7 @@ export * from '../../support/kube-client.js';
 export * from '../../support/kubelet-admission.js';
 export * from '../../support/metrics.js';
 export * from '../../support/nodes.js';
+export * from '../../support/node-policy.js';
 export * from '../../support/pods.js';
 export * from '../../support/quantity.js';
 export * from '../../support/sim-kubelet.js';
