@@ -8,6 +8,7 @@ import { backgroundTasks } from '../../test/fixtures/background.js';
 import { IN_CLUSTER_ENV } from '../../test/fixtures/namespaces.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { container, runningPod } from '../../test/fixtures/pods.js';
+import { waitUntil } from '../../test/support/wait.js';
 import { ConfigStore } from '../config/config.store.js';
 import { OVERCOMMIT_CONFIG } from '../overcommit.config.js';
 import { PodCache } from '../kube/pod-cache.service.js';
@@ -138,12 +139,11 @@ function usageRatios(kube: KubeConfig, env: NodeJS.ProcessEnv, store: ConfigStor
   return { service, pods, ratio, input, publish, hot, events };
 }
 
-/** Resolves after the leader's next plan (a publication, written or unchanged), 9 s at most. */
+/** Resolves after the leader's next plan (a publication, written or unchanged); fails after 9 s without one. */
 async function nextPlan(publish: Counter<string>): Promise<void> {
   const plans = async () => (await publish.get()).values.reduce((sum, { labels, value }) => sum + (labels.result === 'error' ? 0 : value), 0);
   const before = await plans();
-  const deadline = Date.now() + 9_000;
-  while ((await plans()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  await waitUntil('the next plan', async () => (await plans()) !== before, { timeoutMs: 9_000, intervalMs: 50 });
 }
 
 const values = async (gauge: Gauge<string>) => (await gauge.get()).values.map(({ labels, value }) => ({ ...labels, value }));
@@ -209,8 +209,7 @@ describe('UsageRatios', () => {
     service.onModuleInit();
 
     // The first tick comes after one interval (5 s).
-    const deadline = Date.now() + 9_000;
-    while (service.published('busy') === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    await waitUntil('busy published', () => service.published('busy') !== undefined, { timeoutMs: 9_000, intervalMs: 100 });
     expect(service.published('busy')).toEqual({ cpu: { ratio: 2, reason: 'usage', A: '4', R: '4', U: '800m' } });
     // idle: nothing bound, nothing used: e = estimatedLoad 0.4, (2.4/0.4)/4 = 1.5.
     expect(service.published('idle')).toEqual({ cpu: { ratio: 1.5, reason: 'usage', A: '4', R: '0', U: '0' } });
@@ -231,8 +230,7 @@ describe('UsageRatios', () => {
       await previousStop();
     };
     replica.service.onModuleInit();
-    const until = Date.now() + 3_000;
-    while (replica.service.published('busy') === undefined && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    await waitUntil('the replica reading busy', () => replica.service.published('busy') !== undefined, { timeoutMs: 9_000, intervalMs: 50 });
     for (const name of ['busy', 'idle']) {
       const stored = kubeadmNode({ name });
       expect(replica.service.effective(name, policy, stored)).toEqual(service.effective(name, policy, stored));
