@@ -122,6 +122,8 @@ afterAll(async () => {
     await admin.delete(`/api/v1/nodes/${modelNode}`).catch(() => undefined);
     await admin.delete(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${modelNode}`).catch(() => undefined);
   }
+  // The webhook first: it releases its Lease while the component's RBAC still lets it.
+  await webhook?.stop();
   await installed?.uninstall();
   await tearDown({ env, admin, webhook, namespaces: [NAMESPACE] });
 }, 60_000);
@@ -433,7 +435,15 @@ async function settle(label: 'policy' | 'webhook', state: KubeletState): Promise
       since = ok ? since || Date.now() : 0;
       return ok && Date.now() - since >= 2_000;
     },
-    { timeoutMs: 4 * UPDATE_MS, intervalMs: 250 },
+    {
+      timeoutMs: 4 * UPDATE_MS,
+      intervalMs: 250,
+      describe: async () => ({
+        expected: { cpu: String(expected.cpu), memory: String(expected.memory) },
+        stored: (await admin.get(`/api/v1/nodes/${modelNode}`)).status.allocatable,
+        published: (await publishedEntries()).get(modelNode),
+      }),
+    },
   );
 }
 
