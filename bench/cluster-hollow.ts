@@ -4,13 +4,16 @@
  * kubelet's status loop at its own frequencies, update every 10 s, report every 5 min, over a
  * fake runtime and fake cAdvisor, 1 CPU each) — instead of bench/fleet.ts's simulated ones.
  *
- * Three phases of one run:
+ * Four phases of one run:
  *
  *   inflation   cpu ratio `--ratio` (1.5), nodes.coalesceStatusWrites false; `--minutes` (3)
  *               after `--settle` s (20)
  *   coalescing  the same with coalesceStatusWrites true (the default) and the default
  *               statusReportPeriod (5m, the kubelet's nodeStatusReportFrequency); `--baseline-minutes`
  *               (5: one whole report period, so every node's heartbeats pass once) after `--settle` s
+ *   policy      the same with the node-status policy installed (k8s/node-policy, from its files:
+ *               test/support/node-policy.ts; docs/adr/0006-node-policy.md), on an API server that
+ *               serves it; `--baseline-minutes` after `--settle` s. `--no-policy` skips it
  *   no-webhook  the MutatingWebhookConfiguration deleted: what the kubelets write without us
  *               (their raw value once, then a report every 5 min, the first one delayed by a
  *               random ±50 %); `--baseline-minutes` after `--baseline-settle` s (180: the window
@@ -27,11 +30,12 @@ import os from 'node:os';
 import { nodesWebhookName } from '../test/support/apiserver.js';
 import type { E2eEnv } from '../test/support/env.js';
 import { HollowKubelet } from '../test/support/hollow-kubelet.js';
+import { installNodePolicy } from '../test/support/node-policy.js';
 import { adminClient, KubeApiError } from '../test/support/kube-client.js';
 import { claimNodeNames } from '../test/support/nodes.js';
 import { onStage } from '../test/support/stage.js';
 import { WebhookProcess } from '../test/support/webhook.js';
-import { clusterProcesses, counterDelta, machineBusy, machineCpu, nodeWatcher, ProcessWatch, scrape } from './cluster.js';
+import { clusterProcesses, counterDelta, histogramDelta, machineBusy, machineCpu, nodeWatcher, ProcessWatch, scrape } from './cluster.js';
 import { type Bench, machineInfo, round, sleep, statusKiB, table } from './lib.js';
 
 export interface HollowOptions {
@@ -42,6 +46,8 @@ export interface HollowOptions {
   baselineSettleSeconds: number;
   ratio: number;
   keep: boolean;
+  /** Measure the node-status policy phase. */
+  policy: boolean;
 }
 
 const FLEET_LABEL = 'bench.kube-overcommit.io/fleet';
@@ -54,6 +60,10 @@ interface Phase {
   nodeEtcdWritesPerMin: number;
   nodeWatchEventsPerMin: number;
   webhookCallsPerMin: number;
+  /** Webhook calls of the nodes entry per node-status PATCH. */
+  webhookCallsPerPatch: number;
+  /** The API server's latency of node-status PATCHes (apiserver_request_duration_seconds), ms. */
+  statusPatchP99Ms: number | null;
   /** kube_overcommit_status_writes_total deltas by decision/reason (coalescing on only). */
   decisions: Record<string, number>;
   failedPatches: number;
@@ -144,6 +154,12 @@ export function hollowMain(
         webhookCallsPerMin: perMin(
           counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', { name: nodesEntry, type: 'admit' }),
         ),
+        webhookCallsPerPatch: round(
+          counterDelta(before.apiserver, after.apiserver, 'apiserver_admission_webhook_request_total', { name: nodesEntry, type: 'admit' }) /
+            counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', statusPatch),
+          3,
+        ),
+        statusPatchP99Ms: histogramDelta(before.apiserver, after.apiserver, 'apiserver_request_duration_seconds', statusPatch, 1000)?.p99 ?? null,
         decisions,
         failedPatches: counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', {
           ...statusPatch,
@@ -172,6 +188,20 @@ export function hollowMain(
       options.baselineMinutes,
     );
     const admin = adminClient(env);
+    let policy: Phase | undefined;
+    if (options.policy) {
+      const installed = await installNodePolicy(env, admin);
+      stage.onTearDown(() => installed.uninstall());
+      policy = await measure(
+        'policy',
+        `cpu ratio ${options.ratio}, coalescing on, the node-status policy installed (k8s/node-policy)`,
+        options.settleSeconds,
+        options.baselineMinutes,
+      );
+      await webhook.stop();
+      await installed.uninstall();
+      await webhook.start();
+    }
     try {
       await admin.delete(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${env.webhook.configurationName}`).catch((e) => {
         if (!(e instanceof KubeApiError && e.status === 404)) throw e;
@@ -181,7 +211,7 @@ export function hollowMain(
     }
     const baseline = await measure('no-webhook', 'MutatingWebhookConfiguration deleted', options.baselineSettleSeconds, options.baselineMinutes);
 
-    const phases = [inflation, coalescing, baseline];
+    const phases = [inflation, coalescing, ...(policy ? [policy] : []), baseline];
     const ratio = (x: number, y: number) => (y === 0 ? null : round(x / y, 2));
     const report = {
       benchmark: 'cluster-hollow',
@@ -203,6 +233,13 @@ export function hollowMain(
         watchEventsInflation: ratio(inflation.nodeWatchEventsPerMin, baseline.nodeWatchEventsPerMin),
         watchEventsCoalesced: ratio(coalescing.nodeWatchEventsPerMin, baseline.nodeWatchEventsPerMin),
         statusPatchesCoalesced: ratio(coalescing.statusPatchesPerMin, baseline.statusPatchesPerMin),
+        ...(policy
+          ? {
+              etcdWritesPolicy: ratio(policy.nodeEtcdWritesPerMin, baseline.nodeEtcdWritesPerMin),
+              apiserverCoresPolicy: ratio(policy.cores.apiserver!, baseline.cores.apiserver!),
+              apiserverCoresCoalesced: ratio(coalescing.cores.apiserver!, baseline.cores.apiserver!),
+            }
+          : {}),
       },
       phases,
     };

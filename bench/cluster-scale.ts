@@ -45,7 +45,7 @@
  *
  * `--kubelet hollow` runs kubemark's hollow kubelets instead of the simulated fleet
  * (bench/cluster-hollow.ts: --nodes, --minutes (3), --ratio, --settle (20), --baseline-minutes (5),
- * --baseline-settle (180), --keep, --out).
+ * --baseline-settle (180), --no-policy (no phase with the node-status policy), --keep, --out).
  */
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -105,6 +105,8 @@ const bench = benchMain(
       coalesce: { type: 'boolean' },
       'baseline-minutes': { type: 'number', default: 5, min: 0.1 },
       'baseline-settle': { type: 'number', default: 180 },
+      /** `--kubelet hollow`: skip the node-status policy phase (it needs an API server ≥ 1.36). */
+      'no-policy': { type: 'boolean' },
     },
   },
   (started): Promise<number> =>
@@ -118,6 +120,7 @@ const bench = benchMain(
             baselineSettleSeconds: started.flags['baseline-settle'],
             ratio: started.flags.ratio,
             keep: started.flags.keep,
+            policy: !started.flags['no-policy'],
           },
           started,
         )
