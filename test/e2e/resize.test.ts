@@ -3,11 +3,25 @@
  * (1 CPU raw) in a pool at cpu ratio 3, the pod cap in deny mode, the webhook registered through
  * the shipped manifests (its pod-policy entry sends pods/resize UPDATE).
  *
- * `other` (500m) and `web` (500m, resized) are placed by kube-scheduler. In order: a resize of
- * `web` within the cap is stored and allocated by the kubelet; one past it is refused with the
- * cap's message and changes nothing; with the ratio lowered to 1 the commitment floor keeps the
- * resized requests stored and the restarted kubelet re-admits both pods; on that node, now over
- * its cap, a resize down passes and one up is refused.
+ * What kubemark does with a resize: the kubelet's own allocation runs (its resize admission
+ * against the Node as stored), and the pod's allocated requests take the new value
+ * (status.containerStatuses[].allocatedResources and the pod-level status.allocatedResources);
+ * then the actuation fails — kubemark's stub pod cgroup manager answers "not implemented" to
+ * GetPodCgroupConfig — so the pod shows PodResizeInProgress, reason Error, retried at each sync,
+ * and its actual requests stay as they were: the fake runtime reports none, so the kubelet keeps
+ * the value it reported before. The container's (status.containerStatuses[].resources) changes
+ * when the container starts again (a kubelet restart); the pod-level one (status.resources, read
+ * from the pod's cgroup) never does: it stays at the pod's requests when it started. kube-scheduler
+ * counts the pod at the largest of its desired, allocated and actual requests — the pod-level
+ * ones, since the kubelet reports both — and so do the cap and the commitment floor.
+ *
+ * `other` (500m) and `web` (started at 1500m) are placed by kube-scheduler. In order: a resize of
+ * `web` within the cap (to 2500m) is stored and allocated by the kubelet; one past it is refused
+ * with the cap's message and changes nothing; with the ratio lowered to 1 the commitment floor
+ * keeps the resized requests stored and the restarted kubelet re-admits both pods; on that node,
+ * now over its cap, a resize down to 500m passes, and `web` still counts the 1500m it runs with
+ * for kube-scheduler (no room for 100m more), the floor (2 CPUs stored) and the cap (a resize up
+ * to 1500m passes, one past it is refused).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -69,24 +83,27 @@ async function resize(name: string, cpu: string): Promise<{ status: number; body
   }
 }
 
-/** What the kubelet reports of `app`'s cpu, and the pod's resize conditions. */
+/** What the kubelet reports of `app`'s cpu and of the pod's (allocated, actual), and the pod's resize conditions. */
 function resizeStatus(p: any) {
   const container = p.status?.containerStatuses?.find((c: any) => c.name === 'app');
   return {
     desired: p.spec.containers[0].resources.requests.cpu,
-    allocated: container?.allocatedResources?.cpu,
-    actual: container?.resources?.requests?.cpu,
+    allocated: [container?.allocatedResources?.cpu, p.status?.allocatedResources?.cpu],
+    actual: [container?.resources?.requests?.cpu, p.status?.resources?.requests?.cpu],
     conditions: (p.status?.conditions ?? []).filter((c: any) => c.type.startsWith('PodResize')).map((c: any) => `${c.type}/${c.reason ?? ''}`),
   };
 }
 
-/** Waits until the kubelet has allocated `cpu` to `web` (and holds no resize pending or in progress); answers what it reports. */
+/** The condition kubemark's kubelet sets on a resize it allocated and could not actuate (see the header). */
+const ACTUATION_FAILED = 'PodResizeInProgress/Error';
+
+/** Waits until the kubelet has allocated `cpu` to `web` and tried to actuate it; answers what it reports. */
 function allocated(cpu: string) {
   return waitUntil(
     `web allocated ${cpu}`,
     async () => {
       const status = resizeStatus(await get('web'));
-      return status.allocated === cpu && status.conditions.length === 0 ? status : undefined;
+      return status.allocated.every((value) => value === cpu) && status.conditions.includes(ACTUATION_FAILED) ? status : undefined;
     },
     { timeoutMs: 60_000, describe: async () => resizeStatus(await get('web')) },
   );
@@ -118,20 +135,25 @@ describe('in-place resize on the real kubelet (kubemark), the pod cap in deny mo
       const answer = await postWithWarnings(env, `/api/v1/namespaces/${NAMESPACE}/pods`, pod('probe', '4', kubelet!.name), { dryRun: 'All' });
       return answer.status === 403;
     });
-    for (const name of ['other', 'web']) await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod(name, '500m'));
+    await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod('other', '500m'));
+    await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod('web', '1500m'));
     await waitUntil(
       'other and web Running on the hollow node',
       async () => (await Promise.all(['other', 'web'].map(get))).every((p) => p.spec.nodeName === kubelet!.name && p.status.phase === 'Running'),
       { timeoutMs: 60_000 },
     );
 
-    // 500m + 1500m ≤ 3.
-    const answer = await resize('web', '1500m');
+    // 500m + 2500m ≤ 3.
+    const answer = await resize('web', '2500m');
     expect(answer.status).toBe(200);
-    expect(answer.body.spec.containers[0].resources.requests.cpu).toBe('1500m');
-    const status = await allocated('1500m');
-    expect(status).toMatchObject({ desired: '1500m', allocated: '1500m', conditions: [] });
-    console.log(`web after the resize: ${JSON.stringify(status)}`);
+    expect(answer.body.spec.containers[0].resources.requests.cpu).toBe('2500m');
+    // Allocated by the kubelet; not actuated under kubemark: the pod runs with its 1500m.
+    expect(await allocated('2500m')).toEqual({
+      desired: '2500m',
+      allocated: ['2500m', '2500m'],
+      actual: ['1500m', '1500m'],
+      conditions: [ACTUATION_FAILED],
+    });
     expect((await get('web')).status.phase).toBe('Running');
   }, 150_000);
 
@@ -143,17 +165,17 @@ describe('in-place resize on the real kubelet (kubemark), the pod cap in deny mo
       `admission webhook "pod-policy.kube-overcommit.io" denied the request: kube-overcommit: pod ${NAMESPACE}/web would exceed the overcommit cap of node ${kubelet!.name}: ` +
         'cpu: 3001m requested (500m by 1 pod on the node + 2501m by this pod) > cap 3 (raw allocatable 1 × ratio 3)',
     );
-    expect(resizeStatus(await get('web'))).toMatchObject({ desired: '1500m', allocated: '1500m', conditions: [] });
+    expect(resizeStatus(await get('web'))).toMatchObject({ desired: '2500m', allocated: ['2500m', '2500m'] });
     expect((await capDenials()) - before).toBe(1);
   });
 
   it('ratio lowered to 1: the commitment floor keeps the resized requests stored, and the restarted kubelet re-admits both pods', async () => {
     await webhook.useConfig(config(1));
-    const node = await waitUntil('the floor at 2 CPUs (500m + the resized 1500m)', async () => {
+    const node = await waitUntil('the floor at 3 CPUs (500m + the resized 2500m)', async () => {
       const view = await getNode(admin, kubelet!.name);
-      return view.allocatable.cpu === '2' ? view : undefined;
+      return view.allocatable.cpu === '3' && view.annotations[FLOOR_ANNOTATION] ? view : undefined;
     });
-    expect(JSON.parse(node.annotations[FLOOR_ANNOTATION]!)).toEqual({ cpu: '2' });
+    expect(JSON.parse(node.annotations[FLOOR_ANNOTATION]!)).toEqual({ cpu: '3' });
     const restartedAt = Date.now();
     await kubelet!.restart();
     // Re-admitted: the new kubelet (a new fake runtime) starts each pod's container again; a rejected one goes Failed.
@@ -168,16 +190,36 @@ describe('in-place resize on the real kubelet (kubemark), the pod cap in deny mo
       { timeoutMs: 60_000, describe: async () => (await Promise.all(['other', 'web'].map(get))).map((p) => [p.metadata.name, p.status]) },
     );
     expect(phases).toEqual({ other: { phase: 'Running', reason: undefined }, web: { phase: 'Running', reason: undefined } });
-    expect((await getNode(admin, kubelet!.name)).allocatable.cpu).toBe('2');
-    expect(resizeStatus(await get('web'))).toMatchObject({ desired: '1500m', allocated: '1500m' });
+    expect((await getNode(admin, kubelet!.name)).allocatable.cpu).toBe('3');
+    // The container started again at its allocated 2500m; the pod-level actual stays at 1500m (see the header).
+    expect(resizeStatus(await get('web'))).toMatchObject({ desired: '2500m', allocated: ['2500m', '2500m'], actual: ['2500m', '1500m'] });
   }, 150_000);
 
-  it('on the node now over its cap (2 CPUs requested, cap 1 × 1): a resize down passes, one up is refused', async () => {
-    const down = await resize('web', '1200m');
+  it('on the node now over its cap (3 CPUs requested, cap 1 × 1): a resize down passes; the pod still counts the 1500m it runs with for kube-scheduler, the floor and the cap', async () => {
+    const down = await resize('web', '500m');
     expect(down.status).toBe(200);
-    await allocated('1200m');
-    const up = await resize('web', '1201m');
+    expect(await allocated('500m')).toMatchObject({ desired: '500m', allocated: ['500m', '500m'], actual: ['2500m', '1500m'] });
+    // The floor: 500m + the 1500m web runs with (not its 500m desired and allocated).
+    const node = await waitUntil('the floor at 2 CPUs', async () => {
+      const view = await getNode(admin, kubelet!.name);
+      return view.allocatable.cpu !== '3' ? view : undefined;
+    });
+    expect(node.allocatable.cpu).toBe('2');
+    expect(JSON.parse(node.annotations[FLOOR_ANNOTATION]!)).toEqual({ cpu: '2' });
+    // kube-scheduler counts the same 2 CPUs on the node: 100m more does not fit its allocatable of 2.
+    await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod('more', '100m'));
+    const unschedulable = await waitUntil(
+      '`more` Unschedulable',
+      async () => (await get('more')).status.conditions?.find((c: any) => c.type === 'PodScheduled' && c.reason === 'Unschedulable'),
+      { timeoutMs: 30_000, describe: async () => (await get('more')).status },
+    );
+    expect(unschedulable.message).toContain('Insufficient cpu');
+    // The cap: up to what web holds is no increase; past it is.
+    expect((await resize('web', '1500m')).status).toBe(200);
+    const up = await resize('web', '1501m');
     expect(up.status).toBe(403);
-    expect(up.body.message).toContain('cpu: 1701m requested (500m by 1 pod on the node + 1201m by this pod) > cap 1 (raw allocatable 1 × ratio 1)');
-  }, 90_000);
+    expect(up.body.message).toContain(
+      `pod ${NAMESPACE}/web would exceed the overcommit cap of node ${kubelet!.name}: cpu: 2001m requested (500m by 1 pod on the node + 1501m by this pod) > cap 1 (raw allocatable 1 × ratio 1)`,
+    );
+  }, 120_000);
 });
