@@ -4,9 +4,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
+import { configStore } from '../../test/fixtures/config-store.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { container, runningPod } from '../../test/fixtures/pods.js';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
 import { BACKGROUND_ERRORS } from '../common/background-tasks.js';
 import { ConfigStore } from '../config/config.store.js';
 import { NON_TERMINAL_PODS, PodCache } from '../kube/pod-cache.service.js';
@@ -15,21 +16,10 @@ import { NodeCache, trimCachedNode } from '../kube/node-cache.service.js';
 import { watchForPlan } from '../plan/plan-caches.js';
 import { PodFactsService } from './pod-facts.service.js';
 import { effectivePodRequests } from '../domain/pod-resources.js';
-import { OVERCOMMIT_CONFIG } from '../overcommit.config.js';
 
 const CAP_AND_DEFAULTS = 'pods:\n  cap: { mode: deny }\n  defaultRequests: { cpu: 100m }\n';
 const CAP_ONLY = 'pods:\n  cap: { mode: warn }\n';
 const NO_POD_POLICY = 'nodes:\n  defaultRatios: { cpu: 1.5 }\n';
-
-function configStore(text?: string): ConfigStore {
-  const store = new ConfigStore(
-    new Counter({ name: 'reloads', help: 'test', labelNames: ['result'], registers: [] }),
-    new Gauge({ name: 'generation', help: 'test', registers: [] }),
-    OVERCOMMIT_CONFIG,
-  );
-  if (text !== undefined) expect(store.apply(text, 'test').ok).toBe(true);
-  return store;
-}
 
 /** The shared caches of the last podFacts(): GET /plan reads them directly. */
 let caches: { nodes: NodeCache; pods: PodCache } | undefined;

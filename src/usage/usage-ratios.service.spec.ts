@@ -5,12 +5,12 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
+import { configStore } from '../../test/fixtures/config-store.js';
 import { IN_CLUSTER_ENV } from '../../test/fixtures/namespaces.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { container, runningPod } from '../../test/fixtures/pods.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { ConfigStore } from '../config/config.store.js';
-import { OVERCOMMIT_CONFIG } from '../overcommit.config.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { UsageRatios, usageSections } from './usage-ratios.service.js';
@@ -113,16 +113,6 @@ class FakeApiServer {
     for (const watch of this.watches) watch.write(`${JSON.stringify({ type, object: this.configMap })}\n`);
     res.writeHead(type === 'ADDED' ? 201 : 200, { 'content-type': 'application/json' }).end(JSON.stringify(this.configMap));
   }
-}
-
-function configStore(text: string): ConfigStore {
-  const store = new ConfigStore(
-    new Counter({ name: 'reloads', help: 'test', labelNames: ['result'], registers: [] }),
-    new Gauge({ name: 'generation', help: 'test', registers: [] }),
-    OVERCOMMIT_CONFIG,
-  );
-  expect(store.apply(text, 'test').ok).toBe(true);
-  return store;
 }
 
 function usageRatios(kube: KubeConfig, env: NodeJS.ProcessEnv, store: ConfigStore) {
