@@ -2,6 +2,7 @@ import { Controller, Get } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import { ConfigStore } from '../config/config.store.js';
 import { NamespaceCache } from '../kube/namespace-cache.service.js';
+import { PodCache } from '../kube/pod-cache.service.js';
 import { TlsReloader } from '../tls/tls-reloader.service.js';
 import { LifecycleService } from './lifecycle.service.js';
 
@@ -15,6 +16,7 @@ export class HealthController {
     private readonly tls: TlsReloader,
     private readonly lifecycle: LifecycleService,
     private readonly namespaces: NamespaceCache,
+    private readonly pods: PodCache,
   ) {}
 
   /** Liveness: the process answers. Nothing here depends on the API server. */
@@ -24,7 +26,10 @@ export class HealthController {
     return this.health.check([]);
   }
 
-  /** Readiness: serving a valid certificate, config loaded (ConfigMap listed), namespaces listed, not draining. */
+  /**
+   * Readiness: serving a valid certificate, config loaded (ConfigMap listed), namespaces listed,
+   * pods listed while the commitment floor reads them (for at most FLOOR_READY_WAIT_MS), not draining.
+   */
   @Get('readyz')
   @HealthCheck()
   readiness() {
@@ -41,6 +46,10 @@ export class HealthController {
       () => {
         const namespaces = this.indicators.check('namespaces');
         return this.namespaces.isReady() ? namespaces.up() : namespaces.down('namespace cache not synced yet');
+      },
+      () => {
+        const pods = this.indicators.check('pods');
+        return this.pods.readyForFloor() ? pods.up() : pods.down('pod cache not listed yet (the commitment floor counts bound pods)');
       },
       () => {
         const lifecycle = this.indicators.check('lifecycle');

@@ -17,6 +17,22 @@ export const NON_TERMINAL_PODS = 'status.phase!=Succeeded,status.phase!=Failed';
 export type PodCacheUser = 'node-cap' | 'commitment-floor' | 'usage-aware' | 'plan';
 
 /**
+ * How long readiness waits for the pod cache's first list while the commitment floor reads it. A
+ * replica that has not listed writes what the ratios give where the others write the floor, and
+ * since Kubernetes 1.37 the API server picks a replica per call, so a new replica serving before
+ * its list would make a floor-decided node's allocatable dip between calls (docs/operating.md,
+ * "Several replicas"). A LIST takes seconds; past this bound the replica serves anyway, since a
+ * cluster whose every replica stays unready stores raw values, which is worse than no floor.
+ */
+export const FLOOR_READY_WAIT_MS = 60_000;
+
+/** Readiness as the commitment floor sees the cache: ready unless the floor reads it and its first list, started under FLOOR_READY_WAIT_MS ago, has not completed. */
+export function floorCacheReady(state: { floorReads: boolean; synced: boolean; startedAt: number | undefined; now: number }): boolean {
+  if (!state.floorReads || state.synced) return true;
+  return state.startedAt !== undefined && state.now - state.startedAt >= FLOOR_READY_WAIT_MS;
+}
+
+/**
  * One informer of the cluster's non-terminal pods (all namespaces), each kept as a CachedPod
  * (identity, node, phase, effective requests), indexed by node on every event (PodsByNode),
  * shared by every feature that reads it. It runs while at least one user
@@ -30,6 +46,8 @@ export class PodCache implements OnApplicationShutdown {
   private readonly users = new Set<PodCacheUser>();
   private readonly listedListeners = new Set<() => void>();
   private informer?: ResilientInformer<V1Pod>;
+  /** When the informer last started (Date.now()), for floorCacheReady. */
+  private startedAt?: number;
   private index = new PodsByNode();
   readonly available: boolean;
 
@@ -88,12 +106,18 @@ export class PodCache implements OnApplicationShutdown {
       this.background.guard('informer-event', (pod: V1Pod) => this.index.remove(pod as PodLike)),
     );
     this.informer = informer;
+    this.startedAt = Date.now();
     this.logger.log(`pods cache started for ${[...this.users].join(', ')}`);
     void informer.start();
   }
 
   isSynced(): boolean {
     return this.informer?.isSynced() ?? false;
+  }
+
+  /** Readiness: floorCacheReady for this process (always ready outside a cluster, where the cache never runs). */
+  readyForFloor(now = Date.now()): boolean {
+    return floorCacheReady({ floorReads: this.users.has('commitment-floor'), synced: this.isSynced(), startedAt: this.startedAt, now });
   }
 
   /** The pod as the cache keeps it: identity, node, phase and its effective requests. */
