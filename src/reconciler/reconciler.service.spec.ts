@@ -66,7 +66,7 @@ class FakeApiServer {
   }
 
   private answer(method: string, url: URL, body: string, res: http.ServerResponse): void {
-    const json = (status: number, object: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(object));
+    const json = (status: number, object: unknown) => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(object));
     const path = url.pathname;
     if (url.searchParams.get('watch') === 'true') {
       res.writeHead(200, { 'content-type': 'application/json' }).flushHeaders();
