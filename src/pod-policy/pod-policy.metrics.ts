@@ -26,12 +26,12 @@ export const podPolicyMetrics = [
   }),
   makeCounterProvider({
     name: CAP_DENIALS,
-    help: 'Pods refused by the node cap (mode deny), by the managed resource that would exceed raw allocatable × ratio (one count per resource exceeded).',
+    help: 'Bindings, pod creations and in-place resizes refused by the node cap (mode deny), by the managed resource that would exceed raw allocatable × ratio (one count per resource exceeded).',
     labelNames: ['resource'],
   }),
   makeCounterProvider({
     name: CAP_WARNINGS,
-    help: 'Pods admitted with a warning by the node cap (mode warn), by the managed resource that would exceed raw allocatable × ratio.',
+    help: 'Bindings, pod creations and in-place resizes admitted with a warning by the node cap (mode warn), by the managed resource that would exceed raw allocatable × ratio.',
     labelNames: ['resource'],
   }),
   makeCounterProvider({
