@@ -17,10 +17,11 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
-const ROOT = new URL('..', import.meta.url).pathname;
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CONTROL_PLANE = join(ROOT, 'test/e2e/control-plane');
 const RESULTS = join(ROOT, 'test/e2e/compat-results.json');
 const DOC = join(ROOT, 'docs/compatibility.md');
@@ -126,7 +127,8 @@ const END = '<!-- compat:end -->';
 /** The table of docs/compatibility.md from the recorded results: a column per minor (newest first), a row per area. */
 export function renderTable(results, pins) {
   const runs = pins.filter((p) => results[p.minor]).map((p) => ({ ...results[p.minor], minor: p.minor }));
-  const cell = (counts) => (counts === undefined ? '–' : counts.failed > 0 ? `**${counts.failed} failed** of ${counts.passed + counts.failed}` : `${counts.passed} passed`);
+  const cell = (counts) =>
+    counts === undefined ? '–' : counts.failed > 0 ? `**${counts.failed} failed** of ${counts.passed + counts.failed}` : `${counts.passed} passed`;
   const verdict = (r) => (r.failed === 0 && r.exitCode === 0 && r.passed > 0 ? (r.files === 'all' ? 'passed' : 'passed (subset)') : '**failed**');
   const row = (label, of) => `| ${label} | ${runs.map(of).join(' | ')} |`;
   return [
@@ -176,4 +178,4 @@ function main() {
   process.exit(failed ? 1 : 0);
 }
 
-if (process.argv[1] === new URL(import.meta.url).pathname) main();
+if (process.argv[1] === fileURLToPath(import.meta.url)) main();
