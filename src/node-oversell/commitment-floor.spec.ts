@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { Outcomes, runs } from '../../test/support/property.js';
+import { Outcomes, propertyTimeout, runs } from '../../test/support/property.js';
 import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import type { NodesConfig } from '../domain/node-rules/node-oversell.config.js';
@@ -205,33 +205,41 @@ function runScenario(m: { cores: number; memGi: number; maxPods: number }, k0: H
 }
 
 describe('the commitment floor under ratio edits, opt-outs, bindings and deletions (property)', () => {
-  it('stored allocatable ≥ Σ requests of the bound pods after every step; exactly max(floor(raw × ratio), committed) after every write', () => {
-    const seen = scenarioEvents();
-    const parameters = runs(300);
-    fc.assert(
-      fc.property(machine, ratioSet, fc.array(step, { minLength: 1, maxLength: 60, size: 'max' }), (m, k, steps) => {
-        runScenario(m, k, steps, true, seen);
-      }),
-      parameters,
-    );
-    // Not vacuous: pods were bound and the floor decided and stopped deciding (per run over two
-    // seeds: 5.6-6.1 binds, 0.46-0.62 decisions, 0.32-0.44 lifts).
-    seen.expectPerRun('bind', 3, parameters);
-    seen.expectPerRun('floor decided', 0.2, parameters);
-    seen.expectPerRun('floor lifted', 0.12, parameters);
-  }, 60_000);
+  it(
+    'stored allocatable ≥ Σ requests of the bound pods after every step; exactly max(floor(raw × ratio), committed) after every write',
+    () => {
+      const seen = scenarioEvents();
+      const parameters = runs(300);
+      fc.assert(
+        fc.property(machine, ratioSet, fc.array(step, { minLength: 1, maxLength: 60, size: 'max' }), (m, k, steps) => {
+          runScenario(m, k, steps, true, seen);
+        }),
+        parameters,
+      );
+      // Not vacuous: pods were bound and the floor decided and stopped deciding (per run over two
+      // seeds: 5.6-6.1 binds, 0.46-0.62 decisions, 0.32-0.44 lifts).
+      seen.expectPerRun('bind', 3, parameters);
+      seen.expectPerRun('floor decided', 0.2, parameters);
+      seen.expectPerRun('floor lifted', 0.12, parameters);
+    },
+    propertyTimeout(60_000),
+  );
 
-  it('without the floor the same steps leave running pods above the stored allocatable', () => {
-    const seen = new Outcomes('pods stranded', 'none stranded');
-    fc.assert(
-      fc.property(machine, ratioSet, fc.array(step, { minLength: 1, maxLength: 60, size: 'max' }), (m, k, steps) => {
-        seen.add(runScenario(m, k, steps, false) > 0 ? 'pods stranded' : 'none stranded');
-      }),
-      runs(300),
-    );
-    // A third of the scenarios (two seeds).
-    seen.expectShare('pods stranded', 0.15);
-  }, 60_000);
+  it(
+    'without the floor the same steps leave running pods above the stored allocatable',
+    () => {
+      const seen = new Outcomes('pods stranded', 'none stranded');
+      fc.assert(
+        fc.property(machine, ratioSet, fc.array(step, { minLength: 1, maxLength: 60, size: 'max' }), (m, k, steps) => {
+          seen.add(runScenario(m, k, steps, false) > 0 ? 'pods stranded' : 'none stranded');
+        }),
+        runs(300),
+      );
+      // A third of the scenarios (two seeds).
+      seen.expectShare('pods stranded', 0.15);
+    },
+    propertyTimeout(60_000),
+  );
 
   it('pods up to 1.8 × raw at ratio 2, ratio set to 1: the kubelet keeps every pod', () => {
     const steps: Step[] = [

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { Outcomes, runs } from '../../test/support/property.js';
+import { Outcomes, propertyTimeout, runs } from '../../test/support/property.js';
 import { deploymentPod } from '../../test/fixtures/sidecar-pods.js';
 import type { KubeObject } from '../domain/kube-objects.js';
 import { containsFields, INJECTED_ANNOTATION, parseTemplateList, planInjection, type InjectionPlan, type TemplateLike } from './sidecar.merge.js';
@@ -386,119 +386,135 @@ const unique = (list: unknown[]) => new Set(list).size === list.length;
 const decisionOutcomes = () => new Outcomes('injected', 'already_present', 'conflict', 'unknown_template');
 
 describe('planInjection properties', () => {
-  it('is idempotent: inject(inject(p)) = inject(p), and the second pass asks for no change', () => {
-    const seen = decisionOutcomes();
-    fc.assert(
-      fc.property(podArb, templatesArb, requestedArb, (pod, templates, requested) => {
-        const first = planInjection(pod, requested, templates);
-        for (const d of first.decisions) seen.add(d.outcome);
-        const once = apply(pod, first);
-        const second = planInjection(once, requested, templates);
-        expect(second.patch).toEqual([]);
-        expect(apply(once, second)).toEqual(once);
-        expect(second.decisions.map((d) => d.outcome)).not.toContain('injected');
-      }),
-      runs(500),
-    );
-    // About 29 % of the decisions inject (two seeds).
-    seen.expectEach();
-    seen.expectShare('injected', 0.15);
-  }, 60_000);
+  it(
+    'is idempotent: inject(inject(p)) = inject(p), and the second pass asks for no change',
+    () => {
+      const seen = decisionOutcomes();
+      fc.assert(
+        fc.property(podArb, templatesArb, requestedArb, (pod, templates, requested) => {
+          const first = planInjection(pod, requested, templates);
+          for (const d of first.decisions) seen.add(d.outcome);
+          const once = apply(pod, first);
+          const second = planInjection(once, requested, templates);
+          expect(second.patch).toEqual([]);
+          expect(apply(once, second)).toEqual(once);
+          expect(second.decisions.map((d) => d.outcome)).not.toContain('injected');
+        }),
+        runs(500),
+      );
+      // About 29 % of the decisions inject (two seeds).
+      seen.expectEach();
+      seen.expectShare('injected', 0.15);
+    },
+    propertyTimeout(60_000),
+  );
 
-  it('never duplicates a container or volume name, and every patch applies cleanly', () => {
-    const seen = new Outcomes('patched', 'left as it was');
-    fc.assert(
-      fc.property(podArb, templatesArb, requestedArb, (pod, templates, requested) => {
-        const plan = planInjection(pod, requested, templates);
-        seen.add(plan.patch.length > 0 ? 'patched' : 'left as it was');
-        const out = apply(pod, plan) as any;
-        expect(unique(allContainerNames(out))).toBe(true);
-        expect(unique(names(out.spec.volumes))).toBe(true);
-        for (const c of [...out.spec.containers, ...(out.spec.initContainers ?? [])]) expect(unique(names(c.env))).toBe(true);
-      }),
-      runs(500),
-    );
-    seen.expectShare('patched', 0.3);
-    seen.expectShare('left as it was', 0.05);
-  }, 60_000);
+  it(
+    'never duplicates a container or volume name, and every patch applies cleanly',
+    () => {
+      const seen = new Outcomes('patched', 'left as it was');
+      fc.assert(
+        fc.property(podArb, templatesArb, requestedArb, (pod, templates, requested) => {
+          const plan = planInjection(pod, requested, templates);
+          seen.add(plan.patch.length > 0 ? 'patched' : 'left as it was');
+          const out = apply(pod, plan) as any;
+          expect(unique(allContainerNames(out))).toBe(true);
+          expect(unique(names(out.spec.volumes))).toBe(true);
+          for (const c of [...out.spec.containers, ...(out.spec.initContainers ?? [])]) expect(unique(names(c.env))).toBe(true);
+        }),
+        runs(500),
+      );
+      seen.expectShare('patched', 0.3);
+      seen.expectShare('left as it was', 0.05);
+    },
+    propertyTimeout(60_000),
+  );
 
-  it("keeps the pod's own containers, in order, only adding env; injected init containers come first", () => {
-    // Per pod, what the injection added (not exclusive).
-    const seen = new Outcomes('container added', 'init container added', "env added to the pod's own container", 'volume added');
-    const parameters = runs(500);
-    fc.assert(
-      fc.property(podArb, templatesArb, requestedArb, (pod, templates, requested) => {
-        const plan = planInjection(pod, requested, templates);
-        const out = apply(pod, plan) as any;
-        const own = pod.spec!.containers! as KubeObject[];
-        own.forEach((c, i) => {
-          const { env: outEnv, ...rest } = out.spec.containers[i];
-          const { env: inEnv, ...inRest } = c;
-          expect(rest).toEqual(inRest);
-          expect((outEnv ?? []).slice(0, (inEnv ?? []).length)).toEqual(inEnv ?? []);
-        });
-        const ownInit = names(pod.spec!.initContainers);
-        const outInit = names(out.spec.initContainers);
-        expect(outInit.filter((n) => ownInit.includes(n))).toEqual(ownInit);
-        // Injected init containers go before the pod's own (when no earlier pass is recorded).
-        if (!pod.metadata?.annotations?.[INJECTED_ANNOTATION]) expect(outInit.slice(outInit.length - ownInit.length)).toEqual(ownInit);
-        expect(names(out.spec.volumes).slice(0, names(pod.spec!.volumes).length)).toEqual(names(pod.spec!.volumes));
-        if (out.spec.containers.length > own.length) seen.add('container added');
-        if (outInit.length > ownInit.length) seen.add('init container added');
-        if (own.some((c, i) => (out.spec.containers[i].env ?? []).length > (c.env ?? []).length)) seen.add("env added to the pod's own container");
-        if (names(out.spec.volumes).length > names(pod.spec!.volumes).length) seen.add('volume added');
-      }),
-      parameters,
-    );
-    // Per run over two seeds: 0.11 a container, 0.12-0.13 an init container, 0.24-0.27 env, 0.35 a volume.
-    seen.expectPerRun('container added', 0.05, parameters);
-    seen.expectPerRun('init container added', 0.05, parameters);
-    seen.expectPerRun("env added to the pod's own container", 0.12, parameters);
-    seen.expectPerRun('volume added', 0.17, parameters);
-  }, 60_000);
+  it(
+    "keeps the pod's own containers, in order, only adding env; injected init containers come first",
+    () => {
+      // Per pod, what the injection added (not exclusive).
+      const seen = new Outcomes('container added', 'init container added', "env added to the pod's own container", 'volume added');
+      const parameters = runs(500);
+      fc.assert(
+        fc.property(podArb, templatesArb, requestedArb, (pod, templates, requested) => {
+          const plan = planInjection(pod, requested, templates);
+          const out = apply(pod, plan) as any;
+          const own = pod.spec!.containers! as KubeObject[];
+          own.forEach((c, i) => {
+            const { env: outEnv, ...rest } = out.spec.containers[i];
+            const { env: inEnv, ...inRest } = c;
+            expect(rest).toEqual(inRest);
+            expect((outEnv ?? []).slice(0, (inEnv ?? []).length)).toEqual(inEnv ?? []);
+          });
+          const ownInit = names(pod.spec!.initContainers);
+          const outInit = names(out.spec.initContainers);
+          expect(outInit.filter((n) => ownInit.includes(n))).toEqual(ownInit);
+          // Injected init containers go before the pod's own (when no earlier pass is recorded).
+          if (!pod.metadata?.annotations?.[INJECTED_ANNOTATION]) expect(outInit.slice(outInit.length - ownInit.length)).toEqual(ownInit);
+          expect(names(out.spec.volumes).slice(0, names(pod.spec!.volumes).length)).toEqual(names(pod.spec!.volumes));
+          if (out.spec.containers.length > own.length) seen.add('container added');
+          if (outInit.length > ownInit.length) seen.add('init container added');
+          if (own.some((c, i) => (out.spec.containers[i].env ?? []).length > (c.env ?? []).length)) seen.add("env added to the pod's own container");
+          if (names(out.spec.volumes).length > names(pod.spec!.volumes).length) seen.add('volume added');
+        }),
+        parameters,
+      );
+      // Per run over two seeds: 0.11 a container, 0.12-0.13 an init container, 0.24-0.27 env, 0.35 a volume.
+      seen.expectPerRun('container added', 0.05, parameters);
+      seen.expectPerRun('init container added', 0.05, parameters);
+      seen.expectPerRun("env added to the pod's own container", 0.12, parameters);
+      seen.expectPerRun('volume added', 0.17, parameters);
+    },
+    propertyTimeout(60_000),
+  );
 
-  it('decides every template asked for once; an injected template is fully present and recorded, a skipped one added nothing', () => {
-    const seen = decisionOutcomes();
-    fc.assert(
-      fc.property(podArb, templatesArb, requestedArb, (pod, templates, requested) => {
-        const plan = planInjection(pod, requested, templates);
-        for (const d of plan.decisions) seen.add(d.outcome);
-        const out = apply(pod, plan) as any;
-        expect(plan.decisions.map((d) => d.template)).toEqual(requested);
-        expect(plan.warnings).toHaveLength(plan.decisions.filter((d) => d.outcome === 'conflict' || d.outcome === 'unknown_template').length);
-        const recorded = parseTemplateList(out.metadata?.annotations?.[INJECTED_ANNOTATION]);
-        const present = new Set(allContainerNames(out));
-        for (const { template, outcome } of plan.decisions) {
-          const t = templates.find((x) => x.name === template);
-          if (outcome === 'unknown_template') expect(t).toBeUndefined();
-          if (outcome === 'injected' || outcome === 'already_present') {
-            expect(recorded).toContain(template);
-            for (const c of [...(t!.containers ?? []), ...(t!.initContainers ?? [])]) expect(present.has(c.name)).toBe(true);
-            for (const v of t!.volumes ?? []) expect(names(out.spec.volumes)).toContain(v.name);
+  it(
+    'decides every template asked for once; an injected template is fully present and recorded, a skipped one added nothing',
+    () => {
+      const seen = decisionOutcomes();
+      fc.assert(
+        fc.property(podArb, templatesArb, requestedArb, (pod, templates, requested) => {
+          const plan = planInjection(pod, requested, templates);
+          for (const d of plan.decisions) seen.add(d.outcome);
+          const out = apply(pod, plan) as any;
+          expect(plan.decisions.map((d) => d.template)).toEqual(requested);
+          expect(plan.warnings).toHaveLength(plan.decisions.filter((d) => d.outcome === 'conflict' || d.outcome === 'unknown_template').length);
+          const recorded = parseTemplateList(out.metadata?.annotations?.[INJECTED_ANNOTATION]);
+          const present = new Set(allContainerNames(out));
+          for (const { template, outcome } of plan.decisions) {
+            const t = templates.find((x) => x.name === template);
+            if (outcome === 'unknown_template') expect(t).toBeUndefined();
+            if (outcome === 'injected' || outcome === 'already_present') {
+              expect(recorded).toContain(template);
+              for (const c of [...(t!.containers ?? []), ...(t!.initContainers ?? [])]) expect(present.has(c.name)).toBe(true);
+              for (const v of t!.volumes ?? []) expect(names(out.spec.volumes)).toContain(v.name);
+            }
           }
-        }
-        // Whatever is new comes from a template that was injected.
-        const fromInjected = (pick: (t: TemplateLike) => KubeObject[] | readonly KubeObject[] | null | undefined) =>
-          new Set(
-            plan.decisions
-              .filter((d) => d.outcome === 'injected' || d.outcome === 'already_present')
-              .flatMap((d) => names(pick(templates.find((x) => x.name === d.template)!) as KubeObject[])),
-          );
-        const injectedContainers = new Set([...fromInjected((t) => t.containers), ...fromInjected((t) => t.initContainers)]);
-        for (const name of allContainerNames(out)) expect(allContainerNames(pod).includes(name) || injectedContainers.has(name)).toBe(true);
-        for (const name of names(out.spec.volumes)) expect(names(pod.spec!.volumes).includes(name) || fromInjected((t) => t.volumes).has(name)).toBe(true);
-        // Every mount of every container resolves to a volume of the pod.
-        const vols = new Set(names(out.spec.volumes));
-        const injected = [...out.spec.containers.slice(pod.spec!.containers!.length), ...(out.spec.initContainers ?? [])];
-        for (const c of injected) {
-          if (allContainerNames(pod).includes(c.name)) continue;
-          for (const m of c.volumeMounts ?? []) expect(vols.has(m.name)).toBe(true);
-        }
-      }),
-      runs(500),
-    );
-    // About 29 % of the decisions inject (two seeds).
-    seen.expectEach();
-    seen.expectShare('injected', 0.15);
-  }, 60_000);
+          // Whatever is new comes from a template that was injected.
+          const fromInjected = (pick: (t: TemplateLike) => KubeObject[] | readonly KubeObject[] | null | undefined) =>
+            new Set(
+              plan.decisions
+                .filter((d) => d.outcome === 'injected' || d.outcome === 'already_present')
+                .flatMap((d) => names(pick(templates.find((x) => x.name === d.template)!) as KubeObject[])),
+            );
+          const injectedContainers = new Set([...fromInjected((t) => t.containers), ...fromInjected((t) => t.initContainers)]);
+          for (const name of allContainerNames(out)) expect(allContainerNames(pod).includes(name) || injectedContainers.has(name)).toBe(true);
+          for (const name of names(out.spec.volumes)) expect(names(pod.spec!.volumes).includes(name) || fromInjected((t) => t.volumes).has(name)).toBe(true);
+          // Every mount of every container resolves to a volume of the pod.
+          const vols = new Set(names(out.spec.volumes));
+          const injected = [...out.spec.containers.slice(pod.spec!.containers!.length), ...(out.spec.initContainers ?? [])];
+          for (const c of injected) {
+            if (allContainerNames(pod).includes(c.name)) continue;
+            for (const m of c.volumeMounts ?? []) expect(vols.has(m.name)).toBe(true);
+          }
+        }),
+        runs(500),
+      );
+      // About 29 % of the decisions inject (two seeds).
+      seen.expectEach();
+      seen.expectShare('injected', 0.15);
+    },
+    propertyTimeout(60_000),
+  );
 });

@@ -24,6 +24,14 @@ export function runs(base: number): { numRuns: number } {
 }
 
 /**
+ * The timeout of a test whose property needs more than its project's: `ms` at the default
+ * PROPERTY_RUNS, scaled as the runs are.
+ */
+export function propertyTimeout(ms: number): number {
+  return Math.max(ms, Math.round(ms * factor()));
+}
+
+/**
  * The outcomes a property claims to test, counted as its cases run, so that the test fails when a
  * class never occurs (a generator that stops producing it, a branch no case reaches) instead of
  * passing without exercising it. Floors are shares of the cases counted, so they hold at any

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { Outcomes, runs } from '../../../test/support/property.js';
+import { Outcomes, propertyTimeout, runs } from '../../../test/support/property.js';
 import { nodeOversellStrategy } from '../../../test/fixtures/node-oversell-strategy.js';
 import type { AdmissionRequest } from '../../admission/admission.types.js';
 import { type NodesConfig } from './node-oversell.config.js';
@@ -1029,43 +1029,51 @@ function runScenario(
 }
 
 describe('node oversell rules under every writer (property)', () => {
-  it('stored allocatable is always floor(current raw × current ratio); capacity untouched; idempotent', () => {
-    const seen = new Outcomes(...SCENARIO_EVENTS);
-    const parameters = runs(400);
-    fc.assert(
-      fc.property(
-        initialTruth,
-        fc.constantFrom(true, true, false),
-        fc.record({ defaults: ratioSet, pool: ratioSet, poolLabel: fc.boolean() }),
-        fc.array(step, { minLength: 1, maxLength: 40, size: 'max' }),
-        (truth, up, ratios, steps) => {
-          runScenario(truth, up, ratios, steps, seen);
-        },
-      ),
-      parameters,
-    );
-    // Not vacuous: the interesting cases were all exercised.
-    for (const [event, rate] of HONEST_EVENT_RATES) seen.expectPerRun(event, rate, parameters);
-  }, 60_000);
+  it(
+    'stored allocatable is always floor(current raw × current ratio); capacity untouched; idempotent',
+    () => {
+      const seen = new Outcomes(...SCENARIO_EVENTS);
+      const parameters = runs(400);
+      fc.assert(
+        fc.property(
+          initialTruth,
+          fc.constantFrom(true, true, false),
+          fc.record({ defaults: ratioSet, pool: ratioSet, poolLabel: fc.boolean() }),
+          fc.array(step, { minLength: 1, maxLength: 40, size: 'max' }),
+          (truth, up, ratios, steps) => {
+            runScenario(truth, up, ratios, steps, seen);
+          },
+        ),
+        parameters,
+      );
+      // Not vacuous: the interesting cases were all exercised.
+      for (const [event, rate] of HONEST_EVENT_RATES) seen.expectPerRun(event, rate, parameters);
+    },
+    propertyTimeout(60_000),
+  );
 
-  it('a node forging its annotations, echoing stored values, writing one resource: never above floor(capacity × ratio); idempotent', () => {
-    const seen = new Outcomes(...SCENARIO_EVENTS);
-    const parameters = runs(800);
-    fc.assert(
-      fc.property(
-        initialTruth,
-        fc.constantFrom(true, true, false),
-        fc.record({ defaults: ratioSet, pool: ratioSet, poolLabel: fc.boolean() }),
-        fc.array(adversarialStep, { minLength: 1, maxLength: 40, size: 'max' }),
-        (truth, up, ratios, steps) => {
-          runScenario(truth, up, ratios, steps, seen);
-        },
-      ),
-      parameters,
-    );
-    // Adversary writes: 2.4 per run over three seeds.
-    for (const [event, rate] of [...HONEST_EVENT_RATES, ['adversary write', 1.2] as const]) seen.expectPerRun(event, rate, parameters);
-  }, 60_000);
+  it(
+    'a node forging its annotations, echoing stored values, writing one resource: never above floor(capacity × ratio); idempotent',
+    () => {
+      const seen = new Outcomes(...SCENARIO_EVENTS);
+      const parameters = runs(800);
+      fc.assert(
+        fc.property(
+          initialTruth,
+          fc.constantFrom(true, true, false),
+          fc.record({ defaults: ratioSet, pool: ratioSet, poolLabel: fc.boolean() }),
+          fc.array(adversarialStep, { minLength: 1, maxLength: 40, size: 'max' }),
+          (truth, up, ratios, steps) => {
+            runScenario(truth, up, ratios, steps, seen);
+          },
+        ),
+        parameters,
+      );
+      // Adversary writes: 2.4 per run over three seeds.
+      for (const [event, rate] of [...HONEST_EVENT_RATES, ['adversary write', 1.2] as const]) seen.expectPerRun(event, rate, parameters);
+    },
+    propertyTimeout(60_000),
+  );
 
   it('the webhook-down case: stale annotations on raw values, then a third-party write', () => {
     // Hand-written sequence of the subtle case: up → down (kubelet stores a new raw, our
