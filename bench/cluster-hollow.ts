@@ -32,6 +32,7 @@ import type { E2eEnv } from '../test/support/env.js';
 import { HollowKubelet } from '../test/support/hollow-kubelet.js';
 import { installNodePolicy } from '../test/support/node-policy.js';
 import { adminClient, KubeApiError } from '../test/support/kube-client.js';
+import type { LabelMatch } from '../test/support/metrics.js';
 import { claimNodeNames } from '../test/support/nodes.js';
 import { onStage } from '../test/support/stage.js';
 import { WebhookProcess } from '../test/support/webhook.js';
@@ -51,6 +52,8 @@ export interface HollowOptions {
 }
 
 const FLEET_LABEL = 'bench.kube-overcommit.io/fleet';
+/** The node-status policy (k8s/node-policy/policy.yaml). */
+const NODE_POLICY = 'kube-overcommit-nodes';
 
 interface Phase {
   name: string;
@@ -64,6 +67,14 @@ interface Phase {
   webhookCallsPerPatch: number;
   /** The API server's latency of node-status PATCHes (apiserver_request_duration_seconds), ms. */
   statusPatchP99Ms: number | null;
+  /** Time the API server spent a node-status PATCH in the nodes entry's calls (apiserver_admission_webhook_admission_duration_seconds), ms. */
+  webhookMsPerPatch: number;
+  /**
+   * Time it spent a PATCH in the node-status policy: its mutations
+   * (apiserver_mutating_admission_policy_check_duration_seconds) and its match conditions, one per
+   * shard (apiserver_admission_match_condition_evaluation_seconds), ms.
+   */
+  policyMsPerPatch: number;
   /** kube_overcommit_status_writes_total deltas by decision/reason (coalescing on only). */
   decisions: Record<string, number>;
   failedPatches: number;
@@ -136,6 +147,10 @@ export function hollowMain(
       const events = nodeWatcher.events - eventsBefore;
       const after = await scrape(env, processes, webhook);
       const perMin = (n: number) => round((n * 60) / seconds, 2);
+      const patches = counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', { resource: 'nodes', subresource: 'status', verb: 'PATCH' });
+      /** Seconds summed over histograms between the scrapes, per node-status PATCH, in ms. */
+      const msPerPatch = (...sums: Array<[string, LabelMatch]>) =>
+        round((sums.reduce((total, [name, labels]) => total + counterDelta(before.apiserver, after.apiserver, name, labels), 0) * 1000) / patches, 3);
       const statusPatch = { resource: 'nodes', subresource: 'status', verb: 'PATCH' };
       const decisions: Record<string, number> = {};
       for (const sample of after.webhook?.find('kube_overcommit_status_writes_total') ?? []) {
@@ -160,6 +175,11 @@ export function hollowMain(
           3,
         ),
         statusPatchP99Ms: histogramDelta(before.apiserver, after.apiserver, 'apiserver_request_duration_seconds', statusPatch, 1000)?.p99 ?? null,
+        webhookMsPerPatch: msPerPatch(['apiserver_admission_webhook_admission_duration_seconds_sum', { name: nodesEntry, type: 'admit' }]),
+        policyMsPerPatch: msPerPatch(
+          ['apiserver_mutating_admission_policy_check_duration_seconds_sum', { policy: NODE_POLICY }],
+          ['apiserver_admission_match_condition_evaluation_seconds_sum', { kind: 'policy', name: NODE_POLICY }],
+        ),
         decisions,
         failedPatches: counterDelta(before.apiserver, after.apiserver, 'apiserver_request_total', {
           ...statusPatch,
