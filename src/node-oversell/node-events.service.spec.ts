@@ -1,8 +1,9 @@
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
+import { kubeConfigFor } from '../../test/fixtures/kube-config.js';
 import { IN_CLUSTER_ENV } from '../../test/fixtures/namespaces.js';
 import { nestLogs } from '../../test/setup/nest-logs.js';
 import { MAX_QUEUED_NODE_EVENTS, NodeEvents } from './node-events.service.js';
@@ -26,14 +27,7 @@ class EventSink {
 
   async start(): Promise<KubeConfig> {
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    const kube = new KubeConfig();
-    kube.loadFromOptions({
-      clusters: [{ name: 'fake', server: `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-      users: [{ name: 'webhook', token: 'not-used' }],
-      contexts: [{ name: 'fake', cluster: 'fake', user: 'webhook' }],
-      currentContext: 'fake',
-    });
-    return kube;
+    return kubeConfigFor(`http://127.0.0.1:${(this.server.address() as AddressInfo).port}`);
   }
 
   async stop(): Promise<void> {

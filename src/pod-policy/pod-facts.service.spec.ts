@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import { configStore } from '../../test/fixtures/config-store.js';
+import { kubeConfigFor } from '../../test/fixtures/kube-config.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { container, runningPod } from '../../test/fixtures/pods.js';
 import { Gauge, Registry } from 'prom-client';
@@ -133,16 +134,7 @@ describe('PodFactsService', () => {
       await api?.stop();
     });
 
-    function kubeFor(server: FakeApiServer): KubeConfig {
-      const kube = new KubeConfig();
-      kube.loadFromOptions({
-        clusters: [{ name: 'fake', server: server.url, skipTLSVerify: true }],
-        users: [{ name: 'webhook', token: 'not-used' }],
-        contexts: [{ name: 'fake', cluster: 'fake', user: 'webhook' }],
-        currentContext: 'fake',
-      });
-      return kube;
-    }
+    const kubeFor = (server: FakeApiServer) => kubeConfigFor(server.url);
 
     it('runs only the caches the pod policy in force reads, following config changes', async () => {
       api = new FakeApiServer();

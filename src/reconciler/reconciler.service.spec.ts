@@ -1,10 +1,11 @@
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import { configStore } from '../../test/fixtures/config-store.js';
+import { kubeConfigFor } from '../../test/fixtures/kube-config.js';
 import { IN_CLUSTER_ENV } from '../../test/fixtures/namespaces.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { admitStatusWrite, nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
@@ -42,14 +43,7 @@ class FakeApiServer {
 
   async start(): Promise<KubeConfig> {
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    const kube = new KubeConfig();
-    kube.loadFromOptions({
-      clusters: [{ name: 'fake', server: `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-      users: [{ name: 'webhook', token: 'not-used' }],
-      contexts: [{ name: 'fake', cluster: 'fake', user: 'webhook' }],
-      currentContext: 'fake',
-    });
-    return kube;
+    return kubeConfigFor(`http://127.0.0.1:${(this.server.address() as AddressInfo).port}`);
   }
 
   async stop(): Promise<void> {
