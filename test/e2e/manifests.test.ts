@@ -205,7 +205,11 @@ describe('shipped manifests', () => {
       );
       return kustomize(dir);
     };
-    for (const docs of [overlay({ resources: ['k8s'] }), overlay({ resources: ['k8s/base'], components: ['k8s/cert-manager'] })]) {
+    for (const docs of [
+      overlay({ resources: ['k8s'] }),
+      overlay({ resources: ['k8s/base'], components: ['k8s/cert-manager'] }),
+      overlay({ resources: ['k8s/base'], components: ['k8s/node-policy'] }),
+    ]) {
       const text = JSON.stringify(docs);
       // Nothing names the base's namespace any more, in any form.
       expect(text).not.toMatch(/"namespace":"kube-overcommit"|kube-overcommit\.kube-overcommit\.svc|"kube-overcommit\//);
@@ -220,6 +224,9 @@ describe('shipped manifests', () => {
       for (const entry of webhook.webhooks) expect(entry.clientConfig.service.namespace, entry.name).toBe('platform');
       for (const entry of webhook.webhooks.slice(1))
         expect(entry.namespaceSelector.matchExpressions[0].values, entry.name).toEqual(['kube-system', 'kube-node-lease', 'kube-public', 'platform']);
+      // The node-status policy reads its params in the platform's namespace.
+      const binding = find(docs, 'MutatingAdmissionPolicyBinding');
+      if (binding) expect(binding.spec.paramRef.namespace).toBe('platform');
       const certificate = find(docs, 'Certificate', 'kube-overcommit');
       if (certificate) {
         expect(certificate.spec.dnsNames).toEqual(['kube-overcommit.platform.svc', 'kube-overcommit.platform.svc.cluster.local']);
