@@ -17,7 +17,16 @@ import type { Counter } from 'prom-client';
 
 export const BACKGROUND_ERRORS = 'kube_overcommit_background_errors_total';
 
-export const BACKGROUND_TASKS = ['config-reload', 'informer-event', 'node-events', 'node-metrics-prune', 'node-targets', 'reconcile', 'tls-reload', 'usage-ratios'] as const;
+export const BACKGROUND_TASKS = [
+  'config-reload',
+  'informer-event',
+  'node-events',
+  'node-metrics-prune',
+  'node-targets',
+  'reconcile',
+  'tls-reload',
+  'usage-ratios',
+] as const;
 export type BackgroundTask = (typeof BACKGROUND_TASKS)[number];
 
 @Injectable()
