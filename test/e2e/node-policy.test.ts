@@ -18,25 +18,26 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import {
   apiserverMetrics,
-  expectedAllocatable,
-  inBaseUnits,
-  kubeletNode,
-  nodeLease,
-  renewedLease,
   claimNodeNames,
   createNamespace,
   deleteAllPods,
-  getNode,
   e2eEnv,
+  type E2eEnv,
+  expectedAllocatable,
+  getNode,
   HollowKubelet,
+  inBaseUnits,
   installNodePolicy,
+  type KubeClient,
+  kubeletNode,
+  kubeMinor,
   nodeClient,
+  nodeLease,
+  renewedLease,
   tearDown,
   waitUntil,
-  type E2eEnv,
-  type KubeClient,
-  type WebhookProcess,
   webhookFixture,
+  type WebhookProcess,
 } from './harness/index.js';
 
 const NAMESPACE = 'e2e-node-policy';
@@ -106,7 +107,7 @@ async function pods(): Promise<Map<string, any>> {
 }
 
 /** MutatingAdmissionPolicy v1 is served from 1.36 (`npm run test:compat` runs this file on 1.35 too). */
-const POLICY_SERVED = Number(/^v1\.(\d+)\./.exec(e2eEnv().k8sVersion)?.[1]) >= 36;
+const POLICY_SERVED = kubeMinor(e2eEnv()) >= 36;
 
 beforeAll(async () => {
   ({ env, admin, webhook } = webhookFixture());

@@ -19,17 +19,18 @@ import {
   apiserverMetrics,
   claimNodeNames,
   createNamespace,
+  type E2eEnv,
   getNode,
+  type KubeClient,
+  kubeMinor,
   listPods,
-  tearDown,
+  type Metrics,
   sameQuantity,
   SimKubelet,
+  tearDown,
   waitUntil,
-  WebhookProcess,
-  type E2eEnv,
-  type KubeClient,
-  type Metrics,
   webhookFixture,
+  WebhookProcess,
 } from './harness/index.js';
 import {
   deleteIfExists,
@@ -270,7 +271,7 @@ describe('pod policies against a real control plane', () => {
     expectQuantities(resources(cpuOnly, 'checkout').limits, { memory: '1Gi' }, 'cpu-only checkout limits');
     // From 1.37 the API server also fills the pod-level requests of a pod with pod-level requests alone, after the
     // webhooks (PodLevelResourcesFixDefaulting): memory, the containers' sum as the policy left them (128Mi + 512Mi).
-    const defaultedAfterWebhooks = Number(env.k8sVersion.replace(/^v/, '').split('.')[1]) >= 37;
+    const defaultedAfterWebhooks = kubeMinor(env) >= 37;
     expectQuantities(cpuOnly.spec.resources.requests, defaultedAfterWebhooks ? { cpu: '1', memory: '640Mi' } : { cpu: '1' }, 'cpu-only pod-level requests');
 
     // One pod mutated (cpu-only: two memory requests, one added and one lowered); no cpu touched.

@@ -9,6 +9,7 @@ export interface E2eEnv {
   runDir: string;
   /** Control-plane binaries (etcd, kube-apiserver, kubectl, kwok, ...). */
   binDir: string;
+  /** The control plane's release, `v1.37.2` (go.mod's, or the matrix minor's: KUBE). */
   k8sVersion: string;
   apiserverUrl: string;
   /** The cluster CA (it signs the API server's and the webhook's serving certificates). */
@@ -45,4 +46,11 @@ export interface WebhookEnv {
   kubeconfig: string;
   /** Folder laid out like the image's /app: dist/ (a copy of the build) and node_modules/ (production dependencies). */
   appDir: string;
+}
+
+/** The control plane's minor (37 for v1.37.2): what a test that follows an upstream change between minors branches on. */
+export function kubeMinor(env: Pick<E2eEnv, 'k8sVersion'>): number {
+  const match = /^v1\.(\d+)\./.exec(env.k8sVersion);
+  if (!match) throw new Error(`not a Kubernetes version: ${env.k8sVersion}`);
+  return Number(match[1]);
 }
