@@ -388,8 +388,15 @@ describe('helm install on the real control plane', () => {
   });
 
   it("installs, serves the chart's config through the chart's webhook configuration, and a helm upgrade changes the ratio live", async () => {
+    // Without the node-status policy, which auto would install here (this API server serves it)
+    // and the afterAll would not remove: test/e2e/node-policy.test.ts installs it and removes it.
     const values = (cpu: number) =>
-      writeValues({ namespace: { create: true }, config: { nodes: { defaultRatios: { cpu }, pools: [] } }, webhook: { url: env.webhook.url, caBundle } });
+      writeValues({
+        namespace: { create: true },
+        config: { nodes: { defaultRatios: { cpu }, pools: [] } },
+        webhook: { url: env.webhook.url, caBundle },
+        nodePolicy: { enabled: false },
+      });
     const install = helm(['install', 'kube-overcommit', CHART, '--namespace', env.webhook.namespace, '--take-ownership', '--values', values(2)]);
     expect(install).toMatch(/STATUS: deployed/);
     await webhook.waitForConfig(await configMapVersion());
