@@ -163,13 +163,14 @@ function main() {
     process.exit(2);
   }
   const files = values.files ? values.files.split(',').map((f) => f.trim().replace(/\.test\.ts$/, '')) : [];
-  const results = existsSync(RESULTS) ? JSON.parse(readFileSync(RESULTS, 'utf8')) : {};
   let failed = false;
   for (const pin of wanted) {
     const result = runMinor(pin, files);
     failed ||= result.failed > 0 || result.exitCode !== 0 || result.passed === 0;
     console.log(`compat: ${pin.version}: ${result.passed} passed, ${result.failed} failed in ${result.minutes} min`);
     if (!values['no-record']) {
+      // Read at the end of each run, not at the start: runs of other minors may have recorded meanwhile.
+      const results = existsSync(RESULTS) ? JSON.parse(readFileSync(RESULTS, 'utf8')) : {};
       results[pin.minor] = result;
       writeFileSync(RESULTS, JSON.stringify(results, null, 2) + '\n');
       writeFileSync(DOC, withTable(readFileSync(DOC, 'utf8'), renderTable(results, pins)));
