@@ -6,8 +6,8 @@
 // one, the files the server imports (@kubernetes/client-node's most of all), and V8 keeps every
 // module's source text, comments included, for as long as the process lives. One file without
 // comments or whitespace, with the compile cache the image fills (scripts/warm-compile-cache.js),
-// answers its first review sooner and holds less memory (docs/performance.md, "One bundled file
-// and a warmed compile cache"). The same libraries do the same work: nothing is replaced or stubbed.
+// answers its first review sooner and holds less memory (docs/adr/0002-bundled-dist-main.md). The
+// same libraries do the same work: nothing is replaced or stubbed.
 //
 // dist/cli.js and the other compiled modules stay as tsc wrote them (`kube-overcommit plan`, and
 // `npm run start:dev`, which does not bundle).
@@ -33,8 +33,9 @@ const external = [
   'pino-pretty',
   // The code every admission call runs through: Fastify and its JSON parser, the patch check.
   // Bundled, they cost more CPU per node review (measured twice, not explained: the CPU profiles of
-  // the two builds look alike; docs/performance.md, "One bundled file and a warmed compile cache"
-  // and "Fifth pass"); as Node's own modules they cost what they did before, and the rest of the
+  // the two builds look alike; docs/adr/0002-bundled-dist-main.md, and "One bundled file and a
+  // warmed compile cache" and "Fifth pass" in git log -p docs/performance.md); as Node's own
+  // modules they cost what they did before, and the rest of the
   // bundle keeps most of the start-up and memory gain. prom-client is bundled: since the metrics
   // are kept apart from the path (admission.metrics.ts) no admission call runs its code.
   'fastify',

@@ -3,9 +3,8 @@
 // with SIGTERM and checks that the cache was written. The Dockerfile runs it once, as the user the
 // container runs as (Node keeps the cache per user, readable by that user only), so that every
 // start of the image reads V8's compiled code instead of compiling the bundle again (a shorter
-// time from spawn to the first answered review, and less memory: docs/performance.md, "One
-// bundled file and a warmed compile cache"). The e2e set-up and the benchmarks warm their own
-// cache the same way.
+// time from spawn to the first answered review, and less memory: docs/adr/0002-bundled-dist-main.md).
+// The e2e set-up and the benchmarks warm their own cache the same way.
 //
 // Usage: NODE_COMPILE_CACHE=<dir> node scripts/warm-compile-cache.js [app dir, default .]
 import { spawn } from 'node:child_process';

@@ -5,9 +5,9 @@
  * module graph, the config's validation), and most of it survives a scavenge or two, so V8 grows
  * the young generation towards the Deployment's `--max-semi-space-size` and keeps those pages
  * committed: an idle replica held about 21 MiB of young generation with 5 MiB of it in use
- * (docs/performance.md, "Start-up and idle memory"). V8's memory reducer gives it back only after
- * seconds of idleness, and a webhook that answers a heartbeat every few seconds is never idle
- * that long.
+ * (docs/adr/0010-start-up-heap-trim.md; issue 26's "Third pass": git log -p docs/performance.md).
+ * V8's memory reducer gives it back only after seconds of idleness, and a webhook that answers a
+ * heartbeat every few seconds is never idle that long.
  *
  * Invariants:
  *  1. One last-resort major collection (V8's CollectAllAvailableGarbage: reduce-memory mode,

@@ -52,7 +52,7 @@ interface Tracked {
    * The answers in flight on it. An array, not a Set: a Set that goes from one entry to none
    * on every call reallocates its table as it shrinks, and that table, held by a long-lived
    * connection, outlived young-generation collections: about 100 bytes promoted per call, which
-   * brought mark-compacts under load (docs/performance.md, "Third pass").
+   * brought mark-compacts under load (issue 26's "Third pass": git log -p docs/performance.md).
    */
   responses: http.ServerResponse[];
 }

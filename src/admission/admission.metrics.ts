@@ -15,7 +15,8 @@ export const IN_FLIGHT = 'kube_overcommit_admission_in_flight_requests';
  * A Counter's per-call counts kept as plain numbers, keyed by two bounded values, and added to
  * the Counter when the registry collects it (its `collect()`, at every scrape): prom-client
  * builds a key string from the label set and checks it on every `inc()`, its `labels()` children
- * included, well beyond a Map update (docs/performance.md, "what the metrics cost per call").
+ * included, well beyond a Map update ("what the metrics cost per call", 2026-11-25: git log -p
+ * docs/performance.md).
  * Counts are kept until that scrape, and every key ever counted keeps its entry: the key sets
  * must be bounded (as the label values are).
  * Histograms are kept apart the same way (ObservationBuffer).
@@ -57,9 +58,9 @@ interface PendingObservations {
  * every scrape) or when the buffer fills. The same values reach the same buckets by the time
  * anything reads them; what moves is when observe() runs: once per call on the admission path,
  * where the code is cold after TLS and the kernel ran, it cost several times what it costs in a
- * loop (docs/performance.md, "Fourth pass"). prom-client has no public way to add counts to
- * buckets, so the values themselves are kept; at most OBSERVATIONS_PER_FLUSH per label value,
- * and the label values must be bounded (as for Tally).
+ * loop (issue 26's "Fourth pass": git log -p docs/performance.md). prom-client has no public
+ * way to add counts to buckets, so the values themselves are kept; at most
+ * OBSERVATIONS_PER_FLUSH per label value, and the label values must be bounded (as for Tally).
  */
 export class ObservationBuffer {
   private readonly pending = new Map<string, PendingObservations>();

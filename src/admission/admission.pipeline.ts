@@ -189,8 +189,8 @@ function lastRunning(config: OvercommitConfig, selected: readonly RegisteredStra
  * the patch goes through are copied: the rest of the object may be nested arbitrarily deep. The
  * last strategy's patch is only checked (patchError: most patches without a copy). With `ownBody`
  * a patch that certainly applies (a node heartbeat's) is applied to the object itself: the copies
- * were most of a node review's patch handling (docs/performance.md, "Fourth pass"). Throws when
- * the patch does not apply.
+ * were most of a node review's patch handling (issue 26's "Fourth pass": git log -p
+ * docs/performance.md). Throws when the patch does not apply.
  */
 function applyStrategyPatch(working: AdmissionRequest, patch: PatchOperation[], isLast: boolean, ownBody: boolean): AdmissionRequest {
   if (isLast) {

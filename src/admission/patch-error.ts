@@ -10,8 +10,8 @@ const isContainer = (value: unknown): value is Container => typeof value === 'ob
  * applies. `document` is never modified.
  *
  * fast-json-patch's own `validate` deep-clones the whole document first (JSON round trip): for
- * a node review, every heartbeat, a second pass over the body (docs/performance.md, section 1,
- * "Every patch is checked against `request.object`"). Written by hand
+ * a node review, every heartbeat, a second pass over the body ("Every patch is checked against
+ * `request.object`", 2026-11-23: git log -p docs/performance.md). Written by hand
  * because no library trial-applies without a full copy: each operation gets a copy of only the
  * containers along its path (and `from`), then fast-json-patch applies it to that copy with its
  * validation on, so what applies is decided by the library's own rules.

@@ -4,9 +4,10 @@
  *
  * Unless `schemaController.compilersFactory` gives both factories, Fastify require()s Ajv (through
  * @fastify/ajv-compiler) and fast-json-stringify's compiler for every root instance: about 15–20 ms of
- * each start (docs/performance.md, "Fifth pass"), for compilers that no route of this server uses —
- * no route declares a schema; the admission decoder and class-validator check what comes in. These
- * factories are Fastify's own, required from where Fastify resolves them at their first call.
+ * each start (issue 26's "Fifth pass": git log -p docs/performance.md), for compilers that no
+ * route of this server uses — no route declares a schema; the admission decoder and
+ * class-validator check what comes in. These factories are Fastify's own, required from where
+ * Fastify resolves them at their first call.
  *
  * One difference, for a route that would declare a `headers` schema: Fastify lowercases that
  * schema's keys for its own compiler and leaves them as written for a custom one. No route here

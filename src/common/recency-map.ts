@@ -6,8 +6,9 @@
  * when a delete leaves it a quarter full, and when its deleted slots fill it. For a map held as
  * long as the process (the node gauges' export: one touch per node-status review) those tables
  * outlive young-generation collections and are promoted, and the old generation they fill brings
- * mark-compacts under load (docs/performance.md, "Third pass"). Here an entry is a node of a
- * doubly linked list, found through a Map that is only written when a key comes or goes.
+ * mark-compacts under load (issue 26's "Third pass": git log -p docs/performance.md). Here an
+ * entry is a node of a doubly linked list, found through a Map that is only written when a key
+ * comes or goes.
  *
  * Invariants:
  *  1. Iteration, `oldest()` and `keys()` follow the order of the last `set` or `touch` of each

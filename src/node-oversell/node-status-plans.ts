@@ -5,7 +5,7 @@
  * policy, so its plan (node-oversell.rules.ts planNodeStatus) is the one the last heartbeat got.
  * Planning is cheap in a loop (about 2 µs) but not on the admission path under load: parsing and
  * formatting bigint quantities and the two annotations' JSON cost about 16 µs of a bare node's
- * review there (docs/performance.md, "Sixth pass").
+ * review there (docs/adr/0009-node-plan-reuse.md).
  *
  * Invariants:
  *  1. A plan is reused only when every input planNodeStatus reads (planInputs) is the same, by
