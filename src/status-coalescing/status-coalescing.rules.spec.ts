@@ -204,6 +204,8 @@ const UNMODELLED_CHANGES = {
     .map(([field, index, key, value]) => (n: Json) => {
       const part = n.status[field];
       const target = Array.isArray(part) ? part[index % part.length] : part;
+      // JSON has keys on objects only: an item another change made an array (or null, a string) takes none.
+      if (typeof target !== 'object' || target === null || Array.isArray(target)) throw new Error(`${field} item is not an object`);
       target[key] = value;
     }),
   'condition type added': fc
