@@ -511,7 +511,8 @@ describe.runIf(POLICY_SERVED)('one behaviour, two engines', () => {
     policy.forEach((result, i) => {
       const other = webhookAlone[i]!;
       expect(withoutHeartbeats(result.stored), `step ${i} (${result.step})`).toEqual(withoutHeartbeats(other.stored));
-      if (JSON.stringify(result.stored) !== JSON.stringify(other.stored))
+      // Conditions hold strings and numbers only (the projection's quantities are bigints: not compared here).
+      if (JSON.stringify(result.stored.conditions) !== JSON.stringify(other.stored.conditions))
         heartbeatOnly.push(`step ${i} (${result.step}): ${JSON.stringify([result.stored.conditions, other.stored.conditions])}`);
       // Never compounds: floor(raw × ratio) of the kubelet's raw, whatever was forged; never above floor(capacity × ratio).
       const expected = expectedAllocatable({ cpu: result.raw.cpu!, memory: result.raw.memory! }, { cpu: result.ratio, memory: 1.2 });
