@@ -31,6 +31,8 @@ import {
   type KubeClient,
   kubeMinor,
   nodeClient,
+  pinnedPod,
+  podsByName,
   SimKubelet,
   tearDown,
   TerminalStateError,
@@ -83,24 +85,9 @@ function config(ratios: { inflated: number; plain?: number }, nodes: Record<stri
   };
 }
 
-function pod(name: string, node: string, cpu: string): any {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: NAMESPACE },
-    spec: {
-      nodeSelector: { 'kubernetes.io/hostname': node },
-      automountServiceAccountToken: false,
-      terminationGracePeriodSeconds: 0,
-      containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', resources: { requests: { cpu, memory: '64Mi' } } }],
-    },
-  };
-}
+const pod = (name: string, node: string, cpu: string) => pinnedPod(NAMESPACE, name, node, cpu);
 
-async function pods(): Promise<Map<string, any>> {
-  const list = await admin.get(`/api/v1/namespaces/${NAMESPACE}/pods`);
-  return new Map(list.items.map((p: any) => [p.metadata.name, p]));
-}
+const pods = () => podsByName(admin, NAMESPACE);
 
 /**
  * The guard measured (not shipped): a second webhook configuration whose one entry calls the

@@ -33,6 +33,8 @@ import {
   kubeMinor,
   nodeClient,
   nodeLease,
+  pinnedPod,
+  podsByName,
   renewedLease,
   tearDown,
   waitUntil,
@@ -87,24 +89,9 @@ async function statusPatches(): Promise<number> {
   return (await apiserverMetrics(env)).sum('apiserver_request_total', { resource: 'nodes', subresource: 'status', verb: 'PATCH' });
 }
 
-function pod(name: string, node: string, cpu: string): any {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: NAMESPACE },
-    spec: {
-      nodeSelector: { 'kubernetes.io/hostname': node },
-      automountServiceAccountToken: false,
-      terminationGracePeriodSeconds: 0,
-      containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', resources: { requests: { cpu, memory: '64Mi' } } }],
-    },
-  };
-}
+const pod = (name: string, node: string, cpu: string) => pinnedPod(NAMESPACE, name, node, cpu);
 
-async function pods(): Promise<Map<string, any>> {
-  const list = await admin.get(`/api/v1/namespaces/${NAMESPACE}/pods`);
-  return new Map(list.items.map((p: any) => [p.metadata.name, p]));
-}
+const pods = () => podsByName(admin, NAMESPACE);
 
 /** MutatingAdmissionPolicy v1 is served from 1.36 (`npm run test:compat` runs this file on 1.35 too). */
 const POLICY_SERVED = kubeMinor(e2eEnv()) >= 36;

@@ -66,3 +66,27 @@ export async function deleteAllPods(client: KubeClient, namespace: string, optio
   await client.delete(`/api/v1/namespaces/${namespace}/pods`, { ...(force ? { gracePeriodSeconds: 0 } : {}), ...(labelSelector ? { labelSelector } : {}) });
   await waitUntil(`pods in ${namespace} deleted`, async () => (await listPods(client, namespace, labelSelector)).length === 0, { timeoutMs: 60_000 });
 }
+
+/**
+ * A pod for `node` (its hostname label: kube-scheduler still binds it, so the cap sees the binding): one pause
+ * container requesting `cpu` and 64Mi, no ServiceAccount token, no grace period.
+ */
+export function pinnedPod(namespace: string, name: string, node: string, cpu: string): any {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace },
+    spec: {
+      nodeSelector: { 'kubernetes.io/hostname': node },
+      automountServiceAccountToken: false,
+      terminationGracePeriodSeconds: 0,
+      containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10', resources: { requests: { cpu, memory: '64Mi' } } }],
+    },
+  };
+}
+
+/** The namespace's pods by name. */
+export async function podsByName(client: KubeClient, namespace: string): Promise<Map<string, any>> {
+  const list = await client.get(`/api/v1/namespaces/${namespace}/pods`);
+  return new Map(list.items.map((p: any) => [p.metadata.name, p]));
+}
