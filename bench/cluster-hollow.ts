@@ -27,17 +27,18 @@
  */
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { join } from 'node:path';
 import { nodesWebhookName } from '../test/support/apiserver.js';
 import type { E2eEnv } from '../test/support/env.js';
 import { HollowKubelet } from '../test/support/hollow-kubelet.js';
-import { installNodePolicy } from '../test/support/node-policy.js';
+import { installNodePolicy, NODE_POLICY } from '../test/support/node-policy.js';
 import { adminClient, KubeApiError } from '../test/support/kube-client.js';
 import type { LabelMatch } from '../test/support/metrics.js';
 import { claimNodeNames } from '../test/support/nodes.js';
 import { onStage } from '../test/support/stage.js';
 import { WebhookProcess } from '../test/support/webhook.js';
-import { clusterProcesses, counterDelta, histogramDelta, machineBusy, machineCpu, nodeWatcher, ProcessWatch, scrape } from './cluster.js';
-import { type Bench, machineInfo, round, sleep, statusKiB, table } from './lib.js';
+import { apiserverProfile, type ApiserverProfile, clusterProcesses, counterDelta, histogramDelta, machineBusy, machineCpu, nodeWatcher, ProcessWatch, scrape } from './cluster.js';
+import { type Bench, machineInfo, round, RUN_DIR, sleep, statusKiB, table } from './lib.js';
 
 export interface HollowOptions {
   nodes: number;
@@ -49,11 +50,11 @@ export interface HollowOptions {
   keep: boolean;
   /** Measure the node-status policy phase. */
   policy: boolean;
+  /** A CPU profile of kube-apiserver in each phase (bench:cluster's `--pprof`). */
+  pprof: boolean;
 }
 
 const FLEET_LABEL = 'bench.kube-overcommit.io/fleet';
-/** The node-status policy (k8s/node-policy/policy.yaml). */
-const NODE_POLICY = 'kube-overcommit-nodes';
 
 interface Phase {
   name: string;
@@ -81,6 +82,8 @@ interface Phase {
   readyNodesAtEnd: number;
   cores: Record<string, number>;
   machineBusyCores: number;
+  /** `--pprof`: kube-apiserver's CPU profile over part of the window, and the admission plugins' CPU per PATCH in it. */
+  profile?: ApiserverProfile & { statusPatchesInProfile: number; admissionCpuMsPerPatch: number };
 }
 
 async function readyNodes(env: E2eEnv, names: readonly string[]): Promise<number> {
@@ -140,7 +143,10 @@ export function hollowMain(
       const cpuBefore = machineCpu();
       const eventsBefore = nodeWatcher.events;
       const start = Date.now();
+      const profileSeconds = Math.min(60, Math.max(5, minutes * 60 - 10));
+      const profiling = options.pprof ? apiserverProfile(env, profileSeconds, join(RUN_DIR, 'pprof', `apiserver-hollow-${name}.pb.gz`)) : undefined;
       await sleep(minutes * 60_000);
+      const profile = await profiling;
       const seconds = (Date.now() - start) / 1000;
       const cpu = watch.end();
       const machine = machineBusy(cpuBefore, machineCpu());
@@ -195,6 +201,15 @@ export function hollowMain(
         },
         machineBusyCores: machine.busyCores,
       };
+      if (profile) {
+        // The PATCHes in the profile's seconds, at the window's rate.
+        const inProfile = (patches / seconds) * profileSeconds;
+        phase.profile = {
+          ...profile,
+          statusPatchesInProfile: Math.round(inProfile),
+          admissionCpuMsPerPatch: round(((profile.cumSeconds.webhookPlugin! + profile.cumSeconds.policyPlugin!) * 1000) / inProfile, 3),
+        };
+      }
       log(`  ${JSON.stringify(phase)}`);
       return phase;
     };

@@ -41,24 +41,35 @@
  *   --update-seconds 10 --report-seconds 300 --start-spread 10 --max-sockets <nodes>
  *   --read lister|get (bench/fleet.ts: how a kubelet's sync reads its Node) --memory-limit MiB (the webhook's memory
  *   cgroup; the Deployment's limit by default, 0 for none) --keep (leave the run folder's data) --out FILE
+ * `--policy` (with `--coalesce`) adds a phase after coalescing's: the node-status policy installed
+ * (k8s/node-policy, docs/adr/0006-node-policy.md), measured side by side with the webhook's
+ * coalescing phase (report.policyVsWebhook: webhook calls per PATCH, etcd Node writes ÷ baseline,
+ * kube-apiserver CPU per PATCH policy ÷ webhook, p99 of the PATCH). `--pprof` starts kube-apiserver
+ * with --profiling=true and takes a 60 s CPU profile in every phase (bench/.run/pprof/), read with
+ * `go tool pprof`: the CPU under the PATCH handler, the mutating webhook plugin and the policy
+ * plugin, and the admission CPU per PATCH.
  * Writes bench/results/cluster-scale.json. Default run: about 25 minutes.
  *
  * `--kubelet hollow` runs kubemark's hollow kubelets instead of the simulated fleet
  * (bench/cluster-hollow.ts: --nodes, --minutes (3), --ratio, --settle (20), --baseline-minutes (5),
- * --baseline-settle (180), --no-policy (no phase with the node-status policy), --keep, --out).
+ * --baseline-settle (180), --no-policy (no phase with the node-status policy), --pprof, --keep, --out).
  */
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { nodesWebhookName } from '../test/support/apiserver.js';
 import type { E2eEnv } from '../test/support/env.js';
 import { adminClient, KubeApiError } from '../test/support/kube-client.js';
-import { not } from '../test/support/metrics.js';
+import { type LabelMatch, not } from '../test/support/metrics.js';
+import { installNodePolicy, NODE_POLICY } from '../test/support/node-policy.js';
 import { claimNodeNames } from '../test/support/nodes.js';
 import { baseUnits } from '../test/support/quantity.js';
 import { onStage } from '../test/support/stage.js';
 import { WebhookProcess } from '../test/support/webhook.js';
 import {
+  apiserverProfile,
+  type ApiserverProfile,
   type ClusterProcesses,
   clusterProcesses,
   counterDelta,
@@ -73,7 +84,7 @@ import {
 } from './cluster.js';
 import { hollowMain } from './cluster-hollow.js';
 import { Fleet, type FleetCounters, subtractCounters } from './fleet.js';
-import { benchMain, DEPLOYMENT_MEMORY_LIMIT_MIB, DEPLOYMENT_NODE_OPTIONS, loadAvg, machineInfo, resultsPath, round, sleep, table } from './lib.js';
+import { benchMain, DEPLOYMENT_MEMORY_LIMIT_MIB, DEPLOYMENT_NODE_OPTIONS, loadAvg, machineInfo, resultsPath, round, RUN_DIR, sleep, table } from './lib.js';
 
 const bench = benchMain(
   {
@@ -107,10 +118,16 @@ const bench = benchMain(
       'baseline-settle': { type: 'number', default: 180 },
       /** `--kubelet hollow`: skip the node-status policy phase (it needs an API server ≥ 1.36). */
       'no-policy': { type: 'boolean' },
+      /** The simulated fleet: a phase with the node-status policy installed, after --coalesce's (needs it). */
+      policy: { type: 'boolean' },
+      /** A CPU profile of kube-apiserver in each phase (its /debug/pprof, read with `go tool pprof`). */
+      pprof: { type: 'boolean' },
     },
   },
-  (started): Promise<number> =>
-    started.flags.kubelet === 'hollow'
+  (started): Promise<number> => {
+    // cluster.sh appends APISERVER_EXTRA_ARGS to kube-apiserver's flags (the last one wins).
+    if (started.flags.pprof) process.env.APISERVER_EXTRA_ARGS = `${process.env.APISERVER_EXTRA_ARGS ?? ''} --profiling=true`.trim();
+    return started.flags.kubelet === 'hollow'
       ? hollowMain(
           {
             nodes: started.flags.nodes,
@@ -121,12 +138,15 @@ const bench = benchMain(
             ratio: started.flags.ratio,
             keep: started.flags.keep,
             policy: !started.flags['no-policy'],
+            pprof: started.flags.pprof ?? false,
           },
           started,
         )
-      : main(),
+      : main();
+  },
 );
 const { flags, log, outFile } = bench;
+
 
 const options = {
   nodes: flags.nodes,
@@ -144,6 +164,8 @@ const options = {
   memoryLimitMiB: flags['memory-limit'],
   keep: flags.keep,
   coalesce: flags.coalesce,
+  policy: flags.policy ?? false,
+  pprof: flags.pprof ?? false,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -197,6 +219,14 @@ interface PhaseFigures {
   decisions?: Record<string, number>;
   /** At the end of the window: how many nodes store the phase's allocatable cpu (others: by value). */
   check: { nodes: number; expectedCpu: string; matching: number; others: Record<string, number> };
+  /** Webhook calls (nodes entry) ÷ status PATCHes. */
+  webhookCallsPerPatch: number;
+  /** Time a PATCH spent in the node-status policy: its mutations and its match conditions (one per param), ms. */
+  policyMsPerPatch: number;
+  /** kube-apiserver's CPU (all its work) ÷ status PATCHes, ms. */
+  apiserverCpuMsPerPatch: number;
+  /** `--pprof`: kube-apiserver's CPU profile over part of the window, and the admission plugins' CPU per PATCH in it. */
+  profile?: ApiserverProfile & { statusPatchesInProfile: number; admissionCpuMsPerPatch: number; patchHandlerCpuMsPerPatch: number };
 }
 
 /** Every fleet node's stored allocatable cpu against the expected value (one LIST). */
@@ -260,6 +290,8 @@ async function measure(
   fleet.newWindow();
   const loop = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
+  const profileSeconds = Math.min(60, Math.max(5, seconds - 10));
+  const profiling = options.pprof ? apiserverProfile(env, profileSeconds, join(RUN_DIR, 'pprof', `apiserver-${name}.pb.gz`)) : undefined;
   const windowStart = Date.now();
   const end = windowStart + seconds * 1000;
   while (Date.now() < end) {
@@ -272,6 +304,7 @@ async function measure(
     );
   }
   loop.disable();
+  const profile = await profiling;
   const cpu = watch.end();
   const machine = machineBusy(cpuBefore, machineCpu());
   const windowSeconds = (Date.now() - windowStart) / 1000;
@@ -306,6 +339,11 @@ async function measure(
     webhookRequests[outcome] = counterDelta(before.webhook, after.webhook, 'kube_overcommit_admission_requests_total', { resource: 'nodes/status', outcome });
   }
   const updatePeriodS = options.updateSeconds * 1.02;
+  const calls = calls200 + callsNot200;
+  const msPerPatch = (...sums: Array<[string, LabelMatch]>) =>
+    round((sums.reduce((total, [metric, labels]) => total + counterDelta(before.apiserver, after.apiserver, metric, labels), 0) * 1000) / statusPatches, 3);
+  // The PATCHes in the profile's seconds, at the window's rate.
+  const patchesInProfile = (statusPatches / windowSeconds) * profileSeconds;
   return {
     name,
     description,
@@ -371,6 +409,22 @@ async function measure(
       // Kept up: timers fire < 1 s late at p99 and the inflation phase's PATCH interval is within 10 % of the update period.
       keptUp: tickLate.p99 < 1000 && (name !== 'inflation' || patchInterval.mean < updatePeriodS * 1.1),
     },
+    webhookCallsPerPatch: round(calls / statusPatches, 3),
+    policyMsPerPatch: msPerPatch(
+      ['apiserver_mutating_admission_policy_check_duration_seconds_sum', { policy: NODE_POLICY }],
+      ['apiserver_admission_match_condition_evaluation_seconds_sum', { kind: 'policy', name: NODE_POLICY }],
+    ),
+    apiserverCpuMsPerPatch: round((((cpu.apiserver as { cpuSeconds: number }).cpuSeconds * 1000) / statusPatches), 3),
+    ...(profile
+      ? {
+          profile: {
+            ...profile,
+            statusPatchesInProfile: Math.round(patchesInProfile),
+            admissionCpuMsPerPatch: round(((profile.cumSeconds.webhookPlugin! + profile.cumSeconds.policyPlugin!) * 1000) / patchesInProfile, 3),
+            patchHandlerCpuMsPerPatch: round((profile.cumSeconds.patchHandler! * 1000) / patchesInProfile, 3),
+          },
+        }
+      : {}),
     webhookCpuMsPerCall: calls200 + callsNot200 > 0 ? round(((cpu.webhook as { cpuSeconds: number }).cpuSeconds * 1000) / (calls200 + callsNot200), 3) : null,
     nodeObject: { ...sizes, patchBodyMeanBytes: round(sims.patchBodyBytes / Math.max(1, sims.patchAttempts), 0) },
     check,
@@ -460,6 +514,36 @@ function main(): Promise<number> {
       phases.push(coalescing);
     }
 
+    if (options.policy) {
+      if (!options.coalesce) throw new Error('--policy compares with the --coalesce phase: give both');
+      const admin = adminClient(env);
+      const installed = await installNodePolicy(env, admin);
+      stage.onTearDown(() => installed.uninstall());
+      // The running webhook looks the path up every minute, then publishes every node's target.
+      const settle = Math.max(options.settleSeconds, 120);
+      log(`phase policy (k8s/node-policy installed): settling ${settle} s`);
+      await sleep(settle * 1000);
+      log(`phase policy: measuring ${options.minutes} min`);
+      phases.push(
+        await measure(
+          'policy',
+          `cpu ratio ${options.ratio}, coalescing on, the node-status policy installed (k8s/node-policy)`,
+          env,
+          processes,
+          webhook,
+          fleet,
+          names,
+          options.minutes * 60,
+          inflate(capacityCpu, options.ratio),
+        ),
+      );
+      // Removed with the webhook stopped, so that it does not publish into a component being deleted.
+      await webhook.stop();
+      await installed.uninstall();
+      await webhook.start();
+      admin.close();
+    }
+
     // Switch inflation off.
     const switchedAt = Date.now();
     const beforeSwitch = fleet.snapshot();
@@ -488,6 +572,7 @@ function main(): Promise<number> {
     const a = phases[0]!;
     const b = phases.at(-1)!;
     const coalescing = options.coalesce ? phases[1]! : undefined;
+    const policy = phases.find((p) => p.name === 'policy');
     const ratio = (x: number, y: number) => round(x / y, 1);
     const failuresOf = (p: PhaseFigures) =>
       p.sims.patchFailures + p.apiserver.statusPatchErrors + p.apiserver.webhook.rejections + p.apiserver.webhook.failOpen;
@@ -552,6 +637,19 @@ function main(): Promise<number> {
       webhookCpu,
       perNode,
       extrapolation: [extrapolate(options.nodes), extrapolate(5000)],
+      // The policy path against the webhook's (coalescing), measured side by side in this run.
+      ...(policy && coalescing
+        ? {
+            policyVsWebhook: {
+              webhookCallsPerPatch: policy.webhookCallsPerPatch,
+              nodeEtcdWritesVsBaseline: round(policy.nodeEtcdWritesPerSec / b.nodeEtcdWritesPerSec, 2),
+              apiserverCpuPerPatch: round(policy.apiserverCpuMsPerPatch / coalescing.apiserverCpuMsPerPatch, 3),
+              admissionCpuPerPatch:
+                policy.profile && coalescing.profile ? round(policy.profile.admissionCpuMsPerPatch / coalescing.profile.admissionCpuMsPerPatch, 3) : null,
+              statusPatchP99Ms: { webhook: coalescing.apiserver.statusPatchMs, policy: policy.apiserver.statusPatchMs },
+            },
+          }
+        : {}),
     };
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
     if (coalescing !== undefined) {
@@ -677,6 +775,12 @@ function main(): Promise<number> {
     console.log(
       `write amplification: ${report.amplification.measured} (API server count ${report.amplification.apiserver}, steady state ${report.amplification.steadyState}, expected ≈ ${report.amplification.expected})`,
     );
+    if (report.policyVsWebhook) {
+      const perPatch = (p: PhaseFigures) =>
+        `${p.name}: webhook calls/PATCH ${p.webhookCallsPerPatch}, policy ${p.policyMsPerPatch} ms/PATCH, API server CPU ${p.apiserverCpuMsPerPatch} ms/PATCH` +
+        (p.profile ? `, admission CPU ${p.profile.admissionCpuMsPerPatch} ms/PATCH (profile: ${JSON.stringify(p.profile.cumSeconds)})` : '');
+      console.log(`${phases.map(perPatch).join('\n')}\npolicy ÷ webhook: ${JSON.stringify(report.policyVsWebhook)}`);
+    }
     console.log(`failed or rejected status updates: ${failures} (target 0)`);
     console.log(`wrote ${outFile}`);
     return failures === 0;

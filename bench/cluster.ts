@@ -3,9 +3,11 @@
  * bench:config, bench:usage; the stage itself is the harness's stage.ts): the control plane's
  * processes and their CPU and RSS, and Prometheus histograms read as deltas between two scrapes.
  */
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
+import { dirname } from 'node:path';
 import type { E2eEnv } from '../test/support/env.js';
 import { adminClient, adminKubeConfig } from '../test/support/kube-client.js';
 import { Metrics, type LabelMatch } from '../test/support/metrics.js';
@@ -282,3 +284,88 @@ export const nodeWatcher = {
     request?.abort();
   },
 };
+
+/** Where a CPU profile of kube-apiserver spent its samples (bench:cluster's `--pprof`). */
+export interface ApiserverProfile {
+  /** Seconds the profile ran and CPU seconds it sampled. */
+  seconds: number;
+  sampledCpuSeconds: number;
+  /** CPU seconds under each named path (the largest `cum` of the functions matching it). */
+  cumSeconds: Record<string, number>;
+  /** The functions with the most cumulative time under a node-status PATCH, `cum s  name`. */
+  topUnderPatch: string[];
+}
+
+/**
+ * The paths a node-status PATCH's CPU is counted under (function names of kube-apiserver v1.37):
+ * the whole PATCH handler, the mutating webhook plugin (its dispatcher: matchConditions, the
+ * AdmissionReview, TLS, the answer's patch), the mutating admission policy plugin (match
+ * conditions per param, the mutations: CEL, then the Node encoded, patched and decoded), and the
+ * JSON (de)serialisation inside them.
+ */
+const PROFILE_PATHS: Record<string, RegExp> = {
+  patchHandler: /^k8s\.io\/apiserver\/pkg\/endpoints\/handlers\.PatchResource\.func1$/,
+  webhookPlugin: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/webhook\/mutating\.\(\*mutatingDispatcher\)\.Dispatch$/,
+  policyPlugin: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/mutating\.\(\*dispatcher\)\.dispatchInvocations$/,
+  policyMatch: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/matching\.\(\*matcher\)\.Match|^k8s\.io\/apiserver\/pkg\/admission\/plugin\/cel\.\(\*CompositedConditionEvaluator\)\.ForInput$/,
+  policyMutations: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/mutating\.\(\*dispatcher\)\.dispatchOne$/,
+  webhookCall: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/webhook\/mutating\.\(\*mutatingDispatcher\)\.callAttrMutatingHook$/,
+};
+
+/** A pprof duration (`10ms`, `1.25s`, `2.5mins`) in seconds. */
+function pprofSeconds(text: string): number {
+  const match = /^([\d.]+)(ns|us|µs|ms|s|mins|hrs)$/.exec(text);
+  if (!match) return NaN;
+  const scale: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, mins: 60, hrs: 3600 };
+  return Number(match[1]) * scale[match[2]!]!;
+}
+
+/** The Go toolchain's `go` (on PATH, or where the machine's Go is installed). */
+function goBinary(): string {
+  return process.env.GO ?? (existsSync('/usr/local/go/bin/go') ? '/usr/local/go/bin/go' : 'go');
+}
+
+/**
+ * kube-apiserver's CPU profile over `seconds` (GET /debug/pprof/profile: the API server started
+ * with --profiling=true, as bench:cluster's `--pprof` asks cluster.sh through APISERVER_EXTRA_ARGS),
+ * saved to `file` and read with `go tool pprof -top -cum` (no hand-written parser of the profile's
+ * protobuf: pprof is the tool made for it).
+ */
+export async function apiserverProfile(env: E2eEnv, seconds: number, file: string): Promise<ApiserverProfile> {
+  const body = await new Promise<Buffer>((resolve, reject) => {
+    const url = new URL(`/debug/pprof/profile?seconds=${Math.round(seconds)}`, env.apiserverUrl);
+    const req = https.get(url, { ca: readFileSync(env.caFile), headers: { authorization: `Bearer ${env.adminToken}` }, timeout: (seconds + 60) * 1000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () =>
+        res.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new Error(`/debug/pprof/profile: HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString().slice(0, 200)}`)),
+      );
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('/debug/pprof/profile: no answer in time')));
+    req.on('error', reject);
+  });
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, body);
+  const top = execFileSync(goBinary(), ['tool', 'pprof', '-top', '-cum', '-nodecount=3000', file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const total = /Total samples = (\S+)/.exec(top);
+  const rows = top
+    .split('\n')
+    .map((line) => /^\s*(\S+)\s+\S+%\s+\S+%\s+(\S+)\s+\S+%\s+(.+)$/.exec(line))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ cum: pprofSeconds(m[2]!), name: m[3]!.trim() }))
+    .filter((row) => Number.isFinite(row.cum));
+  const cumSeconds = Object.fromEntries(
+    Object.entries(PROFILE_PATHS).map(([path, pattern]) => [path, round(Math.max(0, ...rows.filter((r) => pattern.test(r.name)).map((r) => r.cum)), 3)]),
+  );
+  const underPatch = execFileSync(goBinary(), ['tool', 'pprof', '-top', '-cum', '-nodecount=40', '-focus=handlers\\.PatchResource', file], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const topUnderPatch = underPatch
+    .split('\n')
+    .map((line) => /^\s*\S+\s+\S+%\s+\S+%\s+(\S+)\s+\S+%\s+(.+)$/.exec(line))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => `${m[1]}  ${m[2]!.trim()}`);
+  return { seconds, sampledCpuSeconds: total ? round(pprofSeconds(total[1]!), 3) : NaN, cumSeconds, topUnderPatch };
+}

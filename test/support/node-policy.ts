@@ -17,6 +17,9 @@ import type { KubeClient } from './kube-client.js';
 
 const ADMISSION_API = '/apis/admissionregistration.k8s.io/v1';
 
+/** The MutatingAdmissionPolicy's name (k8s/node-policy/policy.yaml): its metrics' `policy` label. */
+export const NODE_POLICY = 'kube-overcommit-nodes';
+
 /** The component's objects and the matchConditions its patch adds to the nodes entry. */
 export function nodePolicyComponent(repoRoot: string): { objects: any[]; matchConditions: any[] } {
   const dir = join(repoRoot, 'k8s', 'node-policy');
