@@ -1,7 +1,7 @@
-import { KubeConfig, type KubernetesObject, type V1Node } from '@kubernetes/client-node';
+import { KubeConfig, type KubernetesObject, type V1Node, Watch } from '@kubernetes/client-node';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LIST_PAGE_SIZE, type ListPage, ResilientInformer, stripManagedFields, TransformingWatch } from './resilient-informer.js';
 
 /** A transform as the pod-policy Node cache has one: managedFields and the image list dropped. */
@@ -168,5 +168,45 @@ describe('ResilientInformer', () => {
     expect(nodes.cache.list()).toHaveLength(total);
     expect(nodes.cache.get(`n-${total - 1}`)?.status?.images).toBeUndefined();
     expect(nodes.cache.get('n-0')?.metadata?.managedFields).toBeUndefined();
+  });
+
+  it('stopped while its list is in flight, opens no watch when the list answers', async () => {
+    let watches = 0;
+    const server = await watchServer([], { keepOpen: true });
+    cleanup.push(server.close);
+    let answerList!: () => void;
+    const listAnswered = new Promise<void>((resolve) => (answerList = resolve));
+    let listAsked!: () => void;
+    const listStarted = new Promise<void>((resolve) => (listAsked = resolve));
+    const nodes = new ResilientInformer<V1Node>(
+      server.kube,
+      '/api/v1/nodes',
+      async () => {
+        listAsked();
+        await listAnswered;
+        return { metadata: { resourceVersion: '3' }, items: [node('a', '3')] };
+      },
+      { description: 'nodes' },
+    );
+    const opened = vi.spyOn(Watch.prototype, 'watch').mockImplementation(async () => {
+      watches++;
+      return new AbortController();
+    });
+    cleanup.push(async () => opened.mockRestore());
+    const starting = nodes.start();
+    await listStarted;
+    await nodes.stop();
+    answerList();
+    await starting;
+    expect(watches).toBe(0);
+    expect(nodes.isSynced()).toBe(true);
+
+    // A started informer does open its watch (the spy counts it).
+    const other = new ResilientInformer<V1Node>(server.kube, '/api/v1/nodes', async () => ({ metadata: { resourceVersion: '3' }, items: [] }), {
+      description: 'nodes',
+    });
+    cleanup.push(() => other.stop());
+    await other.start();
+    expect(watches).toBe(1);
   });
 });

@@ -29,16 +29,21 @@ export function stripManagedFields<T extends KubernetesObject>(object: T): T {
  * client-node's Watch, with the object of each ADDED/MODIFIED/DELETED event passed through
  * `transform` before ListWatch sees it. client-node's ListWatch has no transform hook of its
  * own, and this is its one way in for watch events (list results are transformed in listFn).
+ * While `stopped()` answers true no watch is opened: ListWatch (client-node 2.0) opens its watch
+ * after awaiting its list, without checking again whether it was stopped meanwhile, and that
+ * watch would stay open, unowned, after stop().
  */
 export class TransformingWatch<T extends KubernetesObject> extends Watch {
   constructor(
     kube: KubeConfig,
     private readonly transform: (object: T) => T,
+    private readonly stopped: () => boolean = () => false,
   ) {
     super(kube);
   }
 
-  override watch(...[path, queryParams, callback, done]: Parameters<Watch['watch']>): ReturnType<Watch['watch']> {
+  override async watch(...[path, queryParams, callback, done]: Parameters<Watch['watch']>): ReturnType<Watch['watch']> {
+    if (this.stopped()) return new AbortController();
     const transformed: typeof callback = (phase, object, watchObject) =>
       callback(phase, phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED' ? this.transform(object) : object, watchObject);
     return super.watch(path, queryParams, transformed, done);
@@ -103,7 +108,14 @@ export class ResilientInformer<T extends KubernetesObject> {
       options.onListed?.();
       return result;
     };
-    this.cache = new ListWatch(path, new TransformingWatch(kube, transform), listAndMark, false, options.labelSelector, options.fieldSelector);
+    this.cache = new ListWatch(
+      path,
+      new TransformingWatch(kube, transform, () => this.stopped),
+      listAndMark,
+      false,
+      options.labelSelector,
+      options.fieldSelector,
+    );
     this.cache.on('error', (error) => this.scheduleRestart(error));
   }
 
