@@ -37,7 +37,18 @@ import type { LabelMatch } from '../test/support/metrics.js';
 import { claimNodeNames } from '../test/support/nodes.js';
 import { onStage } from '../test/support/stage.js';
 import { WebhookProcess } from '../test/support/webhook.js';
-import { apiserverProfile, type ApiserverProfile, clusterProcesses, counterDelta, histogramDelta, machineBusy, machineCpu, nodeWatcher, ProcessWatch, scrape } from './cluster.js';
+import {
+  apiserverProfile,
+  type ApiserverProfile,
+  clusterProcesses,
+  counterDelta,
+  histogramDelta,
+  machineBusy,
+  machineCpu,
+  nodeWatcher,
+  ProcessWatch,
+  scrape,
+} from './cluster.js';
 import { type Bench, machineInfo, round, RUN_DIR, sleep, statusKiB, table } from './lib.js';
 
 export interface HollowOptions {

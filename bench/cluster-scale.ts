@@ -147,7 +147,6 @@ const bench = benchMain(
 );
 const { flags, log, outFile } = bench;
 
-
 const options = {
   nodes: flags.nodes,
   minutes: flags.minutes ?? 10,
@@ -414,7 +413,7 @@ async function measure(
       ['apiserver_mutating_admission_policy_check_duration_seconds_sum', { policy: NODE_POLICY }],
       ['apiserver_admission_match_condition_evaluation_seconds_sum', { kind: 'policy', name: NODE_POLICY }],
     ),
-    apiserverCpuMsPerPatch: round((((cpu.apiserver as { cpuSeconds: number }).cpuSeconds * 1000) / statusPatches), 3),
+    apiserverCpuMsPerPatch: round(((cpu.apiserver as { cpuSeconds: number }).cpuSeconds * 1000) / statusPatches, 3),
     ...(profile
       ? {
           profile: {

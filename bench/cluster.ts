@@ -307,7 +307,8 @@ const PROFILE_PATHS: Record<string, RegExp> = {
   patchHandler: /^k8s\.io\/apiserver\/pkg\/endpoints\/handlers\.PatchResource\.func1$/,
   webhookPlugin: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/webhook\/mutating\.\(\*mutatingDispatcher\)\.Dispatch$/,
   policyPlugin: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/mutating\.\(\*dispatcher\)\.dispatchInvocations$/,
-  policyMatch: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/matching\.\(\*matcher\)\.Match|^k8s\.io\/apiserver\/pkg\/admission\/plugin\/cel\.\(\*CompositedConditionEvaluator\)\.ForInput$/,
+  policyMatch:
+    /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/matching\.\(\*matcher\)\.Match|^k8s\.io\/apiserver\/pkg\/admission\/plugin\/cel\.\(\*CompositedConditionEvaluator\)\.ForInput$/,
   policyMutations: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/mutating\.\(\*dispatcher\)\.dispatchOne$/,
   webhookCall: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/webhook\/mutating\.\(\*mutatingDispatcher\)\.callAttrMutatingHook$/,
 };
@@ -334,14 +335,20 @@ function goBinary(): string {
 export async function apiserverProfile(env: E2eEnv, seconds: number, file: string): Promise<ApiserverProfile> {
   const body = await new Promise<Buffer>((resolve, reject) => {
     const url = new URL(`/debug/pprof/profile?seconds=${Math.round(seconds)}`, env.apiserverUrl);
-    const req = https.get(url, { ca: readFileSync(env.caFile), headers: { authorization: `Bearer ${env.adminToken}` }, timeout: (seconds + 60) * 1000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () =>
-        res.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new Error(`/debug/pprof/profile: HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString().slice(0, 200)}`)),
-      );
-      res.on('error', reject);
-    });
+    const req = https.get(
+      url,
+      { ca: readFileSync(env.caFile), headers: { authorization: `Bearer ${env.adminToken}` }, timeout: (seconds + 60) * 1000 },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          res.statusCode === 200
+            ? resolve(Buffer.concat(chunks))
+            : reject(new Error(`/debug/pprof/profile: HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString().slice(0, 200)}`)),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('/debug/pprof/profile: no answer in time')));
     req.on('error', reject);
   });
