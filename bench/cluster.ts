@@ -304,11 +304,9 @@ export interface ApiserverProfile {
  * JSON (de)serialisation inside them.
  */
 const PROFILE_PATHS: Record<string, RegExp> = {
-  patchHandler: /^k8s\.io\/apiserver\/pkg\/endpoints\/handlers\.PatchResource\.func1$/,
-  webhookPlugin: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/webhook\/mutating\.\(\*mutatingDispatcher\)\.Dispatch$/,
-  policyPlugin: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/mutating\.\(\*dispatcher\)\.dispatchInvocations$/,
-  policyMatch:
-    /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/matching\.\(\*matcher\)\.Match|^k8s\.io\/apiserver\/pkg\/admission\/plugin\/cel\.\(\*CompositedConditionEvaluator\)\.ForInput$/,
+  patchHandler: /^k8s\.io\/apiserver\/pkg\/endpoints\/handlers\.\(\*patcher\)\.patchResource(\.func\d+)?$/,
+  webhookPlugin: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/webhook\/mutating\.\(\*Plugin\)\.Admit$/,
+  policyPlugin: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/mutating\.\(\*Plugin\)\.Admit$/,
   policyMutations: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/policy\/mutating\.\(\*dispatcher\)\.dispatchOne$/,
   webhookCall: /^k8s\.io\/apiserver\/pkg\/admission\/plugin\/webhook\/mutating\.\(\*mutatingDispatcher\)\.callAttrMutatingHook$/,
 };
@@ -360,12 +358,12 @@ export async function apiserverProfile(env: E2eEnv, seconds: number, file: strin
     .split('\n')
     .map((line) => /^\s*(\S+)\s+\S+%\s+\S+%\s+(\S+)\s+\S+%\s+(.+)$/.exec(line))
     .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => ({ cum: pprofSeconds(m[2]!), name: m[3]!.trim() }))
+    .map((m) => ({ cum: pprofSeconds(m[2]!), name: m[3]!.replace(/ \(inline\)$/, '').trim() }))
     .filter((row) => Number.isFinite(row.cum));
   const cumSeconds = Object.fromEntries(
     Object.entries(PROFILE_PATHS).map(([path, pattern]) => [path, round(Math.max(0, ...rows.filter((r) => pattern.test(r.name)).map((r) => r.cum)), 3)]),
   );
-  const underPatch = execFileSync(goBinary(), ['tool', 'pprof', '-top', '-cum', '-nodecount=40', '-focus=handlers\\.PatchResource', file], {
+  const underPatch = execFileSync(goBinary(), ['tool', 'pprof', '-top', '-cum', '-nodecount=40', '-focus=handlers\\.\\(\\*patcher\\)\\.patchResource', file], {
     encoding: 'utf8',
     maxBuffer: 64 * 1024 * 1024,
   });
