@@ -31,6 +31,7 @@ import {
   type KubeClient,
   kubeletNode,
   kubeMinor,
+  NODE_POLICY,
   nodeClient,
   nodeLease,
   pinnedPod,
@@ -44,7 +45,6 @@ import {
 
 const NAMESPACE = 'e2e-node-policy';
 const ROLE_LABEL = 'e2e.kube-overcommit.io/node-policy';
-const POLICY = 'kube-overcommit-nodes';
 const SHARD_LABEL = 'kube-overcommit.io/node-targets';
 const UPDATE_MS = 10_000;
 const PODS = [
@@ -133,7 +133,7 @@ describe.runIf(!POLICY_SERVED)('an API server without MutatingAdmissionPolicy v1
 
 describe.runIf(POLICY_SERVED)('the node-status policy on the real API server', () => {
   it('start-up says the policy path is active; the node’s target is published; the hollow node is inflated (raw cpu 1 → 3) and runs 2.5 CPUs of pods', async () => {
-    expect(readFileSync(webhook.logFile!, 'utf8')).toContain(`node status path: the MutatingAdmissionPolicy ${POLICY}`);
+    expect(readFileSync(webhook.logFile!, 'utf8')).toContain(`node status path: the MutatingAdmissionPolicy ${NODE_POLICY}`);
     expect((await webhook.metrics()).sum('kube_overcommit_node_policy_active')).toBe(1);
     const entry = await waitUntil('the node’s entry published with target cpu 3', async () => {
       const text = (await publishedEntries()).get(hollow!.name);
