@@ -14,7 +14,8 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json nest-cli.json ./
 COPY scripts/bundle.js scripts/bundle-plugins.js ./scripts/
 COPY src ./src
-# tsc into dist/, then esbuild folds dist/main.js and its imports into one file (scripts/bundle.js).
+# tsc into dist/, then esbuild folds the entry point dist/server/main.js and its imports into one
+# file, dist/main.js (scripts/bundle.js).
 RUN npm run build
 
 # Production dependencies only, installed on the target platform (a native addon gets its binary):

@@ -11,6 +11,8 @@ import tseslint from 'typescript-eslint';
 /** The feature folders: each contributes its own Nest module, and none imports another. */
 const FEATURE_FOLDERS = ['node-oversell', 'usage', 'status-coalescing', 'reconciler', 'plan', 'node-policy', 'pod-policy', 'sidecar'];
 const FEATURES = FEATURE_FOLDERS.map((folder) => `../${folder}/**`);
+/** The process around the modules (entry, HTTP edge, drain, limits, logging): nothing it starts imports it. */
+const SERVER = '../server/**';
 
 /**
  * A feature folder's boundary: it imports no other feature. What the node features share is in
@@ -18,10 +20,10 @@ const FEATURES = FEATURE_FOLDERS.map((folder) => `../${folder}/**`);
  * (domain/node-rules/node-services.ts), the Node and pod caches in kube/.
  */
 function featureBoundary(folder) {
-  const group = FEATURE_FOLDERS.filter((other) => other !== folder).map((other) => `../${other}/**`);
+  const group = [...FEATURE_FOLDERS.filter((other) => other !== folder).map((other) => `../${other}/**`), SERVER];
   // The node-status policy applies status coalescing's rules inside the API server: it reads their window.
   if (folder === 'node-policy') group.push('!../status-coalescing/status-coalescing.rules.js');
-  const message = `${folder}/ imports no other feature: shared node rules and services are in domain/node-rules/, shared caches in kube/`;
+  const message = `${folder}/ imports no other feature, nor server/: shared node rules and services are in domain/node-rules/, shared caches in kube/`;
   return { files: [`src/${folder}/**/*.ts`], message, group };
 }
 
@@ -97,27 +99,33 @@ export default tseslint.config(
       group: ['../../*/**', '!../../domain/**', '!../../common/**', '../../*.js'],
     },
     {
+      // The bottom layer: every other folder may import it, so it imports none of them (types included).
       files: ['src/common/**/*.ts'],
-      message: 'common/ imports no config, cluster access or feature',
-      group: [...FEATURES, '../config/**', '../kube/**', '../*.js'],
-      allowTypeImports: true,
+      message: 'common/ imports nothing of src/ outside common/: what needs domain/, admission/ or a feature belongs there',
+      group: ['../*/**', '!../common/**', '../*.js'],
     },
     {
       files: ['src/kube/**/*.ts'],
-      message: 'kube/ (the API client, informers, shared caches) imports neither config/ nor a feature',
-      group: [...FEATURES, '../config/**', '../*.js'],
+      message: 'kube/ (the API client, informers, shared caches) imports neither config/ nor a feature nor server/',
+      group: [...FEATURES, '../config/**', SERVER, '../*.js'],
     },
     {
       files: ['src/config/**/*.ts'],
       message: 'config/ knows no feature: the root schema (src/overcommit.config.ts) is handed to ConfigModule.forRoot, and only its type is imported here',
-      group: [...FEATURES, '../*.js'],
+      group: [...FEATURES, SERVER, '../*.js'],
       allowTypeImports: true,
     },
     {
       files: ['src/admission/**/*.ts'],
-      message: 'admission/ imports no feature: it discovers the strategies at bootstrap',
-      group: [...FEATURES, '../*.js'],
+      message: 'admission/ imports no feature, nor server/: it discovers the strategies at bootstrap',
+      group: [...FEATURES, SERVER, '../*.js'],
       allowTypeImports: true,
+    },
+    {
+      // main.ts, the app factory, the edge: they start what app.module.ts composes.
+      files: ['src/server/**/*.ts'],
+      message: 'server/ (the process: entry, HTTP edge, drain, limits, logging) imports no feature: the features come in through app.module.ts',
+      group: [...FEATURES],
     },
     ...FEATURE_FOLDERS.map(featureBoundary),
   ]),

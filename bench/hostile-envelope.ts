@@ -200,7 +200,7 @@ async function inProcess(
   configFile: string,
   tls: { certFile: string; keyFile: string },
 ): Promise<Map<string, { parseMs: number; handleMs: number }>> {
-  const { createApp } = await dist('app.factory.js');
+  const { createApp } = await dist('server/app.factory.js');
   const { AdmissionPipeline } = await dist('admission/admission.pipeline.js');
   const running = await createApp({
     httpsPort: 0,

@@ -137,7 +137,7 @@ async function main(): Promise<void> {
 
 /** The app's per-call work: the HTTP edge's metrics and whole reviews, from a started app. */
 async function appRows(rows: (string | number)[][]): Promise<void> {
-  const { createApp } = await dist('app.factory.js');
+  const { createApp } = await dist('server/app.factory.js');
   const { AdmissionPipeline } = await dist('admission/admission.pipeline.js');
   const { AdmissionHttpMetrics } = await dist('admission/admission.metrics.js');
   const dir = join(RUN_DIR, 'hot-path');

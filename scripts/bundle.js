@@ -1,6 +1,7 @@
 // The second half of `npm run build`: after `nest build` compiles src/ into dist/, esbuild folds
-// dist/main.js and everything it imports into one file, written over dist/main.js, which is what
-// the image, the e2e tests and the benchmarks run (`node dist/main.js`).
+// the server's entry, dist/server/main.js (src/server/main.ts), and everything it imports into one
+// file, dist/main.js, which is what the image, the e2e tests and the benchmarks run
+// (`node dist/main.js`).
 //
 // Why: Node's module loader spends most of a cold start resolving, reading and linking, one by
 // one, the files the server imports (@kubernetes/client-node's most of all), and V8 keeps every
@@ -9,8 +10,9 @@
 // answers its first review sooner and holds less memory (docs/adr/0002-bundled-dist-main.md). The
 // same libraries do the same work: nothing is replaced or stubbed.
 //
-// dist/cli.js and the other compiled modules stay as tsc wrote them (`kube-overcommit plan`, and
-// `npm run start:dev`, which does not bundle).
+// dist/server/main.js, dist/cli.js and the other compiled modules stay as tsc wrote them
+// (`kube-overcommit plan`, and `npm run start:dev`, which does not bundle and runs
+// dist/server/main.js: nest-cli.json's entryFile).
 import { build } from 'esbuild';
 import { builtinsByRequire, lazyNestDateTimeFormatter, lazyModules, requireBanner } from './bundle-plugins.js';
 
@@ -48,9 +50,8 @@ const external = [
 // every start and 10 MiB of RSS (docs/performance.md, "Start-up and idle memory").
 
 await build({
-  entryPoints: ['dist/main.js'],
+  entryPoints: ['dist/server/main.js'],
   outfile: 'dist/main.js',
-  allowOverwrite: true,
   bundle: true,
   platform: 'node',
   format: 'esm',

@@ -1,7 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import { makeCounterProvider } from '@willsoto/nestjs-prometheus';
-import { HTTP_REFUSED_METRIC } from '../server-limits.js';
+import { HTTP_REFUSED_METRIC } from '../server/server-limits.js';
 import { HealthController } from './health.controller.js';
 import { LifecycleService } from './lifecycle.service.js';
 

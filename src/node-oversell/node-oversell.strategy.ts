@@ -3,7 +3,7 @@ import { InjectMetric } from '@willsoto/nestjs-prometheus';
 import type { Counter, Gauge } from 'prom-client';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import type { AdmissionRequest, AdmissionStrategy, PatchOperation, StrategyResult } from '../admission/admission.types.js';
-import { annotationPatch } from '../common/annotation-patch.js';
+import { annotationPatch } from '../admission/annotation-patch.js';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import { readEnvInteger } from '../common/env-integer.js';
 import { RecencyMap } from '../common/recency-map.js';

@@ -3,7 +3,7 @@ import { makeCounterProvider } from '@willsoto/nestjs-prometheus';
 import { AdmissionStrategyProvider } from '../admission/admission-strategy.decorator.js';
 import { Tally } from '../admission/admission.metrics.js';
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
-import { STRATEGY_ORDER } from '../strategy-order.js';
+import { STRATEGY_ORDER } from '../admission/strategy-order.js';
 import { isPolicyServable } from './node-targets.rules.js';
 
 /** Webhook calls the node-status policy could have served (node-targets.rules.ts, rule 7). */

@@ -27,7 +27,7 @@
  * changed can be held at the reinvocation, which must then change nothing.
  */
 import type { PatchOperation } from '../admission/admission.types.js';
-import { annotationPatch } from '../common/annotation-patch.js';
+import { annotationPatch } from '../admission/annotation-patch.js';
 import { jsonPointer } from '../domain/json-pointer.js';
 import { formatResourceQuantity } from '../domain/quantity.js';
 import { applyContainerPolicy, sameAmounts, settingsWithout, type ContainerAmounts, type PolicyAmounts, type PolicySettings } from './container-policy.js';

@@ -20,7 +20,7 @@ import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED,
 import { effectivePodRequests, exclusiveCpus, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
 import { resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { isRecord } from '../common/is-record.js';
-import { STRATEGY_ORDER } from '../strategy-order.js';
+import { STRATEGY_ORDER } from '../admission/strategy-order.js';
 
 /** The counters, bundled so the strategy can be built by hand in tests. */
 @Injectable()

@@ -16,7 +16,7 @@
  *   any later pass) changes nothing.
  */
 import type { PatchOperation } from '../admission/admission.types.js';
-import { annotationPatch } from '../common/annotation-patch.js';
+import { annotationPatch } from '../admission/annotation-patch.js';
 import { isRecord } from '../common/is-record.js';
 import type { KubeObject } from '../domain/kube-objects.js';
 import type { PodLike } from '../domain/pod-resources.js';

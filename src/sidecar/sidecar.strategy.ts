@@ -9,7 +9,7 @@ import { NamespaceCache, type NamespaceScope, type NamespaceScoper } from '../ku
 import { isRecord } from '../common/is-record.js';
 import { SIDECAR_CACHE_UNSYNCED, SIDECAR_INJECTIONS, UNKNOWN_TEMPLATE_LABEL } from './sidecar.metrics.js';
 import { MIRROR_POD_ANNOTATION, type PodLike } from '../domain/pod-resources.js';
-import { STRATEGY_ORDER } from '../strategy-order.js';
+import { STRATEGY_ORDER } from '../admission/strategy-order.js';
 import { INJECT_ANNOTATION, parseTemplateList, planInjection, type TemplateDecision } from './sidecar.merge.js';
 import { SidecarConfig } from './sidecar.config.js';
 

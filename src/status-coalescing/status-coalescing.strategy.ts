@@ -5,7 +5,7 @@ import { Tally } from '../admission/admission.metrics.js';
 import type { AdmissionRequest, AdmissionStrategy, StrategyResult } from '../admission/admission.types.js';
 import { parseDuration } from '../common/duration.js';
 import type { OvercommitConfig } from '../overcommit.config.js';
-import { STRATEGY_ORDER } from '../strategy-order.js';
+import { STRATEGY_ORDER } from '../admission/strategy-order.js';
 import { resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import type { NodeLike } from '../domain/node-like.js';
 import { planStatusCoalescing } from './status-coalescing.rules.js';

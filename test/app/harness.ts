@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import fastJsonPatch, { type Operation } from 'fast-json-patch';
 import { expect, vi } from 'vitest';
 import { Metrics } from '../support/metrics.js';
-import { createApp, type RunningApp } from '../../src/app.factory.js';
-import { createRootLogger } from '../../src/logging.js';
+import { createApp, type RunningApp } from '../../src/server/app.factory.js';
+import { createRootLogger } from '../../src/server/logging.js';
 
 /** A pino log line, parsed. */
 export type LogLine = { level: number; msg: string; context?: string } & Record<string, unknown>;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LifecycleService } from '../../src/health/lifecycle.service.js';
-import { IDLE_GRACE_MS } from '../../src/server-drain.js';
+import { IDLE_GRACE_MS } from '../../src/server/server-drain.js';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
 import { LEVEL, eventually, send, startServer, type TestServer } from './harness.js';
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { generate } from 'selfsigned';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createApp, portInUse } from '../../src/app.factory.js';
+import { createApp, portInUse } from '../../src/server/app.factory.js';
 import { kubeadmNode, nodeReview } from '../fixtures/nodes.js';
 import { eventually, metricValue, send, startServer, type TestServer } from './harness.js';
 

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { REQUIRED_NODE_MAJOR, unsupportedNode } from './node-version.js';
 
-const root = new URL('../', import.meta.url);
+const root = new URL('../../', import.meta.url);
 const packageJson = JSON.parse(readFileSync(new URL('package.json', root), 'utf8'));
 
 describe('unsupportedNode', () => {

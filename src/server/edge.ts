@@ -4,12 +4,12 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { Counter } from 'prom-client';
-import type { AdmissionHttpMetrics } from './admission/admission.metrics.js';
-import { isAdmissionTarget } from './admission/admission.routes.js';
+import type { AdmissionHttpMetrics } from '../admission/admission.metrics.js';
+import { isAdmissionTarget } from '../admission/admission.routes.js';
 import { ServerDrain } from './server-drain.js';
 import { BodyBudget, type ServerLimits, readDeclaredBodyBytes } from './server-limits.js';
-import type { TlsMaterial } from './tls/tls-material.js';
-import { secureContextOptions } from './tls/tls-policy.js';
+import type { TlsMaterial } from '../tls/tls-material.js';
+import { secureContextOptions } from '../tls/tls-policy.js';
 
 /** The largest AdmissionReview accepted: the API server's own request limit is 3 MiB; a larger body gets 413. */
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;

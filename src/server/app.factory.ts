@@ -8,16 +8,16 @@ import type { Duplex } from 'node:stream';
 import { getToken } from '@willsoto/nestjs-prometheus';
 import type { Logger as PinoLogger } from 'pino';
 import type { Counter } from 'prom-client';
-import { AdmissionHttpMetrics } from './admission/admission.metrics.js';
-import { AdmissionPipeline } from './admission/admission.pipeline.js';
-import { createAdmissionServer } from './admission/admission.server.js';
-import { AppModule } from './app.module.js';
-import { lazySchemaCompilers } from './common/fastify-schema-compilers.js';
+import { AdmissionHttpMetrics } from '../admission/admission.metrics.js';
+import { AdmissionPipeline } from '../admission/admission.pipeline.js';
+import { createAdmissionServer } from '../admission/admission.server.js';
+import { AppModule } from '../app.module.js';
+import { lazySchemaCompilers } from '../common/fastify-schema-compilers.js';
 import { AdmissionEdge, MAX_BODY_BYTES } from './edge.js';
-import { LifecycleService } from './health/lifecycle.service.js';
+import { LifecycleService } from '../health/lifecycle.service.js';
 import { contextLog, createRootLogger } from './logging.js';
 import { HTTP_REFUSED_METRIC, REFUSAL_REASONS, readServerLimits } from './server-limits.js';
-import { loadInitialTls } from './tls/tls-material.js';
+import { loadInitialTls } from '../tls/tls-material.js';
 
 export interface AppOptions {
   httpsPort: number;

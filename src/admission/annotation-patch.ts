@@ -12,8 +12,8 @@
  *      'throw'`, the default) or is replaced by a new one (`malformed: 'overwrite'`).
  *   5. Keys are taken in the order given.
  */
-import type { PatchOperation } from '../admission/admission.types.js';
-import { isRecord } from './is-record.js';
+import type { PatchOperation } from './admission.types.js';
+import { isRecord } from '../common/is-record.js';
 import { jsonPointer } from '../domain/json-pointer.js';
 
 export interface AnnotationPatchOptions {

@@ -2,10 +2,10 @@ import http from 'node:http';
 import https from 'node:https';
 import { Counter } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { AdmissionHttpMetrics } from './admission/admission.metrics.js';
+import type { AdmissionHttpMetrics } from '../admission/admission.metrics.js';
 import { AdmissionEdge, type EdgeHandlers } from './edge.js';
 import { readServerLimits } from './server-limits.js';
-import { generateSelfSigned } from './tls/tls-material.js';
+import { generateSelfSigned } from '../tls/tls-material.js';
 
 interface Answer {
   status: number;

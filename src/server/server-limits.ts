@@ -20,7 +20,7 @@
  *     non-negative integer stops the start naming the variable.
  */
 
-import { readEnvInteger } from './common/env-integer.js';
+import { readEnvInteger } from '../common/env-integer.js';
 
 /** Counter of what the limits refused, by `reason`: `connections` (closed on accept) or `body-bytes` (503). */
 export const HTTP_REFUSED_METRIC = 'kube_overcommit_http_refused_total';

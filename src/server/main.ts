@@ -3,9 +3,9 @@ import './node-version.js';
 import 'reflect-metadata';
 import { Logger } from 'nestjs-pino';
 import { createApp, portInUse } from './app.factory.js';
-import { readEnvInteger } from './common/env-integer.js';
-import { HealthController } from './health/health.controller.js';
-import { LifecycleService, readShutdownDelayMs } from './health/lifecycle.service.js';
+import { readEnvInteger } from '../common/env-integer.js';
+import { HealthController } from '../health/health.controller.js';
+import { LifecycleService, readShutdownDelayMs } from '../health/lifecycle.service.js';
 import { trimHeapWhenReady } from './heap-trim.js';
 import { createRootLogger } from './logging.js';
 
