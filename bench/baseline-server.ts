@@ -10,8 +10,8 @@
 import Fastify from 'fastify';
 import { readFileSync } from 'node:fs';
 
-const MAX_BODY_BYTES = 3 * 1024 * 1024; // src/edge.ts MAX_BODY_BYTES
-const KEEP_ALIVE_MS = 95_000; // the default of OVERCOMMIT_KEEP_ALIVE_TIMEOUT_MS, src/server-limits.ts
+const MAX_BODY_BYTES = 3 * 1024 * 1024; // src/server/edge.ts MAX_BODY_BYTES
+const KEEP_ALIVE_MS = 95_000; // the default of OVERCOMMIT_KEEP_ALIVE_TIMEOUT_MS, src/server/server-limits.ts
 
 const certFile = process.env.BASELINE_TLS_CERT_FILE;
 const keyFile = process.env.BASELINE_TLS_KEY_FILE;

@@ -17,7 +17,7 @@
  *
  * Two server settings: `node-defaults` (the limits set to what Node gives a server that sets
  * none: headers 60 s, request 300 s, handshake 120 s, no connection or body-bytes cap, as the
- * webhook ran before) and `ours` (the webhook's defaults, src/server-limits.ts).
+ * webhook ran before) and `ours` (the webhook's defaults, src/server/server-limits.ts).
  *
  * Output: a table and bench/results/transport.json (`--out`).
  */

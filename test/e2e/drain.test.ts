@@ -1,5 +1,5 @@
 /**
- * The shutdown drain (src/server-drain.ts) against the real kube-apiserver: its webhook client
+ * The shutdown drain (src/server/server-drain.ts) against the real kube-apiserver: its webhook client
  * pools keep-alive connections to the webhook and keeps sending on them after a SIGTERM. While
  * the webhook drains, the API server keeps calling it (node status PATCHes); every call is
  * answered, and no connection the API server held at the signal is left at the end of the load

@@ -5,7 +5,7 @@
  * must take V8's code from that cache, not compile the bundle again. Nest is in the bundle once:
  * no package left to Node loads a second copy from node_modules. What nothing here uses is not
  * loaded at start (scripts/bundle-plugins.js, src/common/fastify-schema-compilers.ts). Once ready, the webhook gives
- * start-up's memory back (src/heap-trim.ts), and the compile cache stays the image's.
+ * start-up's memory back (src/server/heap-trim.ts), and the compile cache stays the image's.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
