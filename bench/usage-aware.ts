@@ -224,8 +224,26 @@ async function runPhase(cluster: Cluster, phase: Phase, profile: Profile): Promi
   cluster.profile = PROFILES[profile];
   await cluster.feedUsage();
   await applyConfig(env, configYaml(phaseConfig(phase)));
-  // Ratios settle on the empty nodes (usage-aware: they start from 1 and rise one step per interval).
-  await sleep(phase === 'static-1' || phase === 'static-2' ? 15_000 : 60_000);
+  // Ratios settle on the empty nodes. Static: at once. Usage-aware: they rise one step per interval
+  // once the previous phase's usage (its high profile, its spiked nodes) has left the smoothing
+  // window, and a node the spike made full reopens after coolFor more: until no node's stored cpu
+  // allocatable has moved for 30 s, at least 60 s, at most 5 min — a phase does not start from
+  // the one before it.
+  if (phase === 'static-1' || phase === 'static-2') await sleep(15_000);
+  else {
+    const settleStart = Date.now();
+    let last = '';
+    let stableSince = Date.now();
+    while (Date.now() - settleStart < 300_000) {
+      await cluster.feedUsage();
+      const now = JSON.stringify([...(await cluster.allocatableCpu())].sort());
+      if (now !== last) stableSince = Date.now();
+      last = now;
+      if (Date.now() - settleStart >= 60_000 && Date.now() - stableSince >= 30_000) break;
+      await sleep(2_000);
+    }
+    log(`ratios settled on the empty nodes after ${round((Date.now() - settleStart) / 1000, 0)} s`);
+  }
 
   const allocatableAtBurst = await cluster.allocatableCpu();
   const burstStart = Date.now();
