@@ -32,7 +32,7 @@
  * runHotNodes: pods arriving one a second for 2 minutes while 10 nodes are at 95 % of their CPUs
  * (placedOnHotAfterFull: pods bound to a hot node beyond the `pods` allocatable of its first full
  * write, want 0; hotToFullSeconds), their usage falling back (coolToReopenSeconds), and usage
- * oscillating on 6 other nodes (full/open changes per node and hour); hotFullPackingVsUsageAware
+ * oscillating on 9 other nodes, fast and slow swings (full/open changes per node and hour); hotFullPackingVsUsageAware
  * (pods placed, low profile, want ≥ 0.98: no node is hot under low usage, so the same plan).
  *
  * Writes bench/results/usage-aware.json.
@@ -440,7 +440,7 @@ async function runHotNodes(cluster: Cluster): Promise<HotNodeFigures> {
   }
   log(`cooled: ${reopenedAt.size} of ${spiked.length} reopened, after ${[...reopenedAt.values()].map((s) => round(s, 0)).join(', ')} s`);
 
-  const oscillation = await oscillate(cluster, nodeNames.slice(SPIKED, SPIKED + 6));
+  const oscillation = await oscillate(cluster, nodeNames.slice(SPIKED, SPIKED + 9));
   return {
     spikedNodes: spiked.length,
     podsCreatedWhileHot: created,
@@ -455,16 +455,24 @@ async function runHotNodes(cluster: Cluster): Promise<HotNodeFigures> {
 
 /** Usage oscillating on two groups of nodes for 6 minutes; the published full/open changes per node, read every 2 s. */
 async function oscillate(cluster: Cluster, nodes: string[]): Promise<HotNodeFigures['oscillation']> {
-  const bands = { 'around hotThreshold (0.85-0.95)': [0.85, 0.95], 'across both thresholds (0.7-0.95)': [0.7, 0.95] } as const;
-  const halfPeriodMs = 20_000;
+  // Fast swings (20 s each way, within the 1m smoothing window) and a slow one (90 s each way, past
+  // the window and coolFor): the fast ones should turn a node full once and keep it so, the slow
+  // one may close and reopen it, never more than once per coolFor.
+  const bands = {
+    'around hotThreshold (0.85-0.95)': { levels: [0.85, 0.95], halfPeriodMs: 20_000 },
+    'across both thresholds (0.7-0.95)': { levels: [0.7, 0.95], halfPeriodMs: 20_000 },
+    'slow, across both thresholds (0.5-0.95, 90 s each way)': { levels: [0.5, 0.95], halfPeriodMs: 90_000 },
+  } as const;
   const minutes = 6;
-  const groups = Object.entries(bands).map(([band, levels], i) => ({ band, levels, nodes: nodes.slice(i * 3, i * 3 + 3) }));
+  const groups = Object.entries(bands).map(([band, { levels, halfPeriodMs }], i) => ({ band, levels, halfPeriodMs, nodes: nodes.slice(i * 3, i * 3 + 3) }));
   const state = new Map<string, boolean>();
   const changes = new Map<string, number>();
   const start = Date.now();
   while (Date.now() - start < minutes * 60_000) {
-    const high = Math.floor((Date.now() - start) / halfPeriodMs) % 2 === 0;
-    for (const { levels, nodes: group } of groups) for (const node of group) cluster.pinned.set(node, (high ? levels[1] : levels[0]) * NODE_CPU);
+    for (const { levels, halfPeriodMs, nodes: group } of groups) {
+      const high = Math.floor((Date.now() - start) / halfPeriodMs) % 2 === 0;
+      for (const node of group) cluster.pinned.set(node, (high ? levels[1] : levels[0]) * NODE_CPU);
+    }
     await cluster.feedUsage();
     const cm = await cluster.admin.get(`/api/v1/namespaces/${cluster.env.webhook.namespace}/configmaps/kube-overcommit-usage`);
     const published = JSON.parse(cm.data?.['ratios.json'] ?? '{}');
@@ -477,7 +485,7 @@ async function oscillate(cluster: Cluster, nodes: string[]): Promise<HotNodeFigu
   }
   for (const node of nodes) cluster.pinned.delete(node);
   const out: HotNodeFigures['oscillation'] = {};
-  for (const { band, nodes: group } of groups)
+  for (const { band, halfPeriodMs, nodes: group } of groups)
     out[band] = {
       nodes: group.length,
       minutes,
