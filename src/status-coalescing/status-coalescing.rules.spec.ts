@@ -544,3 +544,38 @@ describe('parseDuration', () => {
     for (const text of ['', '5', '5min', '1.5m', '-5m', 's', ' 5m']) expect(parseDuration(text), text).toBeNaN();
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Edges the mutation run (docs/testing.md) found untested
+// ---------------------------------------------------------------------------------------------
+
+describe('planStatusCoalescing: edges found by mutation testing', () => {
+  const at = T0 + 10_000;
+  const update = () => inflated(kubeletNode({ at, cpu: '4', address: '172.18.0.3', ready: true }, {}));
+  const plan = (object: Json, oldObject: Json | undefined, userInfo: StatusUpdateRequest['userInfo'] = KUBELET) =>
+    planStatusCoalescing({ name: NAME, userInfo, object, oldObject }, REPORT_PERIOD_MS);
+
+  it('the writer is the kubelet only for its own exact name; the request names the node when the object does not', () => {
+    expect(plan(update(), storedAt(), { username: 'system:node:xworker-1' })).toEqual({ decision: 'passed', reason: 'other-writer' });
+    expect(planStatusCoalescing({ name: NAME, object: update(), oldObject: storedAt() }, REPORT_PERIOD_MS)).toEqual({
+      decision: 'passed',
+      reason: 'other-writer',
+    });
+    const nameless = update();
+    delete nameless.metadata.name;
+    expect(plan(nameless, storedAt())).toEqual({ decision: 'passed', reason: 'status-changed' });
+  });
+
+  it('passes, saying why, an object without metadata, one without status, and a stored object without metadata', () => {
+    const bare = update();
+    delete bare.metadata;
+    expect(plan(bare, storedAt())).toEqual({ decision: 'passed', reason: 'not-inflated' });
+    expect(plan(update(), undefined)).toEqual({ decision: 'passed', reason: 'no-stored-object' });
+    const statusless = update();
+    delete statusless.status;
+    expect(plan(statusless, storedAt())).toEqual({ decision: 'passed', reason: 'condition-changed' });
+    const stored = storedAt();
+    delete stored.metadata;
+    expect(plan(update(), stored)).toEqual({ decision: 'passed', reason: 'status-changed' });
+  });
+});

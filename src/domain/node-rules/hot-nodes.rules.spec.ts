@@ -299,3 +299,39 @@ describe('planHotEvent (rule 7)', () => {
     expect(planHotEvent(undefined, undefined, config)).toBeUndefined();
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Edges the mutation run (docs/testing.md) found untested
+// ---------------------------------------------------------------------------------------------
+
+describe('hot nodes: edges found by mutation testing', () => {
+  const level = { cpu: { A: 4n * CORES, nodeUsage: 3900n } };
+  const config = usage({ hotThreshold: { cpu: 0.9, memory: 0.95 } });
+  const full = { cpu: { ratio: 1, reason: 'hot-full' as const, A: '4', R: '2', U: '3500m' }, memory: { ratio: 1, reason: 'hot-full' as const } };
+
+  it('readHeat does not read a resource without a hot threshold', () => {
+    expect(readHeat(level, 0, usage({ hotThreshold: undefined }))).toBe('cool');
+    expect(readHeat(level, 0, usage({ hotThreshold: { cpu: null as unknown as number } }))).toBe('cool');
+  });
+
+  it('NodeHot lists every resource, "?" for an input not published; without a usage section no threshold is named', () => {
+    expect(planHotEvent(undefined, full, config)).toEqual({
+      reason: 'NodeHot',
+      message:
+        'node usage above hotThreshold (cpu 0.9, memory 0.95 of raw allocatable): no new pod is placed or admitted here, its allocatable is the requests of its pods, until usage stays below coolThreshold (cpu 0.8, memory 0.85) for 2m; its pods stay (cpu: A 4, R 2, U 3500m; memory: A ?, R ?, U ?)',
+    });
+    expect(planHotEvent(undefined, full, undefined)?.message).toContain('node usage above hotThreshold ( of raw allocatable)');
+    expect(planHotEvent(undefined, full, undefined)?.message).toContain('until usage stays below coolThreshold () for');
+  });
+
+  it('NodeCooled: an entry no longer published reads as no longer full, whatever the config', () => {
+    expect(planHotEvent(full, undefined, config)).toEqual({
+      reason: 'NodeCooled',
+      message: 'hotAction is no longer full for this node: it takes new pods again (ratio 1 while hot)',
+    });
+    expect(planHotEvent(full, { cpu: { ratio: 1, reason: 'stale' } }, config)).toEqual({
+      reason: 'NodeCooled',
+      message: 'no usage measured for fallbackAfter (10m): the node takes new pods again, at ratio 1 (stale)',
+    });
+  });
+});

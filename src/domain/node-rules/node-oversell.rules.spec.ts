@@ -10,7 +10,9 @@ import { MANAGED_RESOURCES, type ManagedResource, type ResourceAmounts } from '.
 import {
   DISABLED_LABEL,
   FLOOR_ANNOTATION,
+  inflate,
   LEGACY_DISABLED_LABEL,
+  planInputs,
   planNodeStatus,
   planRecordedStatus,
   POOL_ANNOTATION,
@@ -110,9 +112,23 @@ describe('readRecord', () => {
     ['ratio of unknown resource', { [RAW_ANNOTATION]: raw, [RATIOS_ANNOTATION]: '{"gpu":2}' }],
     ['raw above capacity', { [RAW_ANNOTATION]: '{"allocatable":{"cpu":"6"},"capacity":{"cpu":"4"}}', [RATIOS_ANNOTATION]: '{}' }],
     ['quantity beyond int64', { [RAW_ANNOTATION]: '{"allocatable":{"cpu":"1e30"},"capacity":{"cpu":"1e30"}}', [RATIOS_ANNOTATION]: '{}' }],
+    ['ratios as a JSON array', { [RAW_ANNOTATION]: raw, [RATIOS_ANNOTATION]: '[]' }],
+    ['floor as a JSON array', { [RAW_ANNOTATION]: raw, [RATIOS_ANNOTATION]: '{"cpu":1.5}', [FLOOR_ANNOTATION]: '[]' }],
+    ['floor of unknown resource', { [RAW_ANNOTATION]: raw, [RATIOS_ANNOTATION]: '{"cpu":1.5}', [FLOOR_ANNOTATION]: '{"gpu":"1"}' }],
   ];
   it.each(garbage)('treats %s as absent', (_, annotations) => {
     expect(readRecord(annotations)).toBeNull();
+  });
+
+  it('accepts the bounds: ratios 1 and 10, an amount of exactly 2^63−1', () => {
+    expect(
+      readRecord({ [RAW_ANNOTATION]: '{"allocatable":{"pods":"9223372036854775807"},"capacity":{}}', [RATIOS_ANNOTATION]: '{"cpu":1,"pods":10}' }),
+    ).toEqual({
+      allocatable: { pods: 9223372036854775807n },
+      capacity: {},
+      ratios: { cpu: 1, pods: 10 },
+      floor: {},
+    });
   });
 });
 
@@ -1094,5 +1110,81 @@ describe('node oversell rules under every writer (property)', () => {
       { kind: 'ratios', defaults: { cpu: 205 }, pool: {} },
       { kind: 'thirdParty', canon: 0 },
     ]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Edges the mutation run (docs/testing.md) found untested
+// ---------------------------------------------------------------------------------------------
+
+describe('planNodeStatus: edges found by mutation testing', () => {
+  const record = (allocatable: string, capacity: string, ratios: string, floor?: string): Record<string, string> => ({
+    [RAW_ANNOTATION]: `{"allocatable":${allocatable},"capacity":${capacity}}`,
+    [RATIOS_ANNOTATION]: ratios,
+    ...(floor === undefined ? {} : { [FLOOR_ANNOTATION]: floor }),
+  });
+
+  it('a node without capacity or metadata, or with a null quantity: nothing inflated, nothing thrown', () => {
+    const plan = planNodeStatus({ status: { allocatable: { cpu: '4', memory: null as unknown as string } } }, policy({ cpu: 1.5 }));
+    expect(plan?.raw).toStrictEqual({ cpu: 4000n });
+    expect(plan?.allocatable).toStrictEqual({ cpu: 4000n });
+    expect(plan?.ratios).toStrictEqual({});
+    expect(planRecordedStatus({ status: { allocatable: { cpu: '4' } } })).toBeNull();
+    expect(planNodeStatus(kubeletNode({ cpu: '4' }), policy({ cpu: 1.5 }), { status: {} }, {})?.allocatable).toStrictEqual({ cpu: 6000n });
+  });
+
+  it('the plan holds only the resources present: no key for an absent one, no ratio for one not applied', () => {
+    const plan = planNodeStatus(kubeletNode({ cpu: '4' }), policy({ cpu: 1.5, memory: 2 }));
+    expect(Object.keys(plan!.raw)).toEqual(['cpu']);
+    expect(Object.keys(plan!.allocatable)).toEqual(['cpu']);
+    expect(plan!.ratios).toStrictEqual({ cpu: 1.5 });
+    expect(Object.keys(inflate({ memory: 1024n }, { cpu: 2 }))).toEqual(['memory']);
+  });
+
+  it('a config ratio outside [1, 10] throws; a null one counts as absent', () => {
+    expect(() => planNodeStatus(kubeletNode(RAW_ALLOCATABLE), policy({ cpu: 11 }))).toThrow('ratio for cpu must be a number in [1, 10], got 11');
+    expect(planNodeStatus(kubeletNode({ cpu: '4' }), policy({ cpu: null as unknown as number }))?.allocatable).toStrictEqual({ cpu: 4000n });
+  });
+
+  it('a record without the capacity of a resource does not explain it, even when the node has no capacity for it either', () => {
+    const node: NodeLike = { metadata: { annotations: record('{"cpu":"4"}', '{}', '{"cpu":1.5}') }, status: { allocatable: { cpu: '6' }, capacity: {} } };
+    expect(planNodeStatus(node, policy({ cpu: 1.5 }))?.raw).toEqual({ cpu: 6000n });
+  });
+
+  it('a floor-decided resource whose incoming value is not the floor value is raw', () => {
+    const annotations = record('{"cpu":"4"}', '{"cpu":"4"}', '{"cpu":1.5}', '{"cpu":"5"}');
+    expect(planNodeStatus(kubeletNode({ cpu: '3' }, annotations), policy({ cpu: 1.5 }))?.raw.cpu).toBe(3000n);
+    expect(planNodeStatus(kubeletNode({ cpu: '5' }, annotations), policy({ cpu: 1.5 }))?.raw.cpu).toBe(4000n);
+  });
+
+  it("opted out with the floor on: the stored Node's record explains a floor value the incoming object dropped", () => {
+    const stored = kubeletNode({ cpu: '5' }, record('{"cpu":"3"}', '{"cpu":"4"}', '{}', '{"cpu":"5"}'));
+    const plan = planNodeStatus(kubeletNode({ cpu: '5' }), null, stored, { cpu: 2000n });
+    expect(plan?.raw.cpu).toBe(3000n);
+    expect(plan?.allocatable.cpu).toBe(3000n);
+  });
+
+  it('the floor: committed equal to the planned value decides nothing; committed beyond int64 is ignored', () => {
+    expect(planNodeStatus(kubeletNode({ cpu: '4' }), policy({ cpu: 1.5 }), undefined, { cpu: 6000n })?.floor).toStrictEqual({});
+    expect(planNodeStatus(kubeletNode({ cpu: '4' }), policy({ cpu: 1.5 }), undefined, { cpu: 2n ** 63n })?.allocatable).toStrictEqual({ cpu: 6000n });
+  });
+
+  it('a full node: the floor decides the resources present only', () => {
+    const plan = planNodeStatus(kubeletNode({ cpu: '4' }), { ...policy({ cpu: 1.5 }), full: true }, undefined, { memory: 1024n });
+    expect(plan?.allocatable).toStrictEqual({ cpu: 0n });
+    expect(plan?.floor).toStrictEqual({ cpu: 0n });
+  });
+
+  it('resolveNodePolicy gives a pool its usage section', () => {
+    const usage = { target: { cpu: 0.6 } } as unknown as NonNullable<NodesConfig['defaultUsage']>;
+    const config = nodesConfig({ pools: [{ name: 'u', nodeSelector: { matchLabels: { u: 'yes' } }, ratios: { cpu: 2 }, usage }] });
+    expect(resolveNodePolicy({ u: 'yes' }, config)).toEqual({ pool: 'u', ratios: { cpu: 2 }, mode: 'enforce', usage: { target: { cpu: 0.6 } } });
+  });
+
+  it('planInputs: the committed requests known or not, and nodes without status or metadata, are inputs of their own', () => {
+    const node = kubeletNode({ cpu: '4' });
+    expect(planInputs(node, policy({ cpu: 1.5 }), undefined, {})).not.toEqual(planInputs(node, policy({ cpu: 1.5 })));
+    expect(planInputs(node, policy({ cpu: 1.5 }, 'a'))).not.toEqual(planInputs(node, policy({ cpu: 1.5 }, 'b')));
+    expect(planInputs({}, null, {})).toEqual([false, undefined, undefined, true, null, ...new Array<undefined>(4 * 4 + 3 * 2).fill(undefined)]);
   });
 });

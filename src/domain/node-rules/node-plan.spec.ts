@@ -4,11 +4,11 @@ import { admitStatusWrite, nodeOversellStrategy } from '../../../test/fixtures/n
 import { parseConfig, type OvercommitConfig } from '../../overcommit.config.js';
 import { type NodesConfig } from './node-oversell.config.js';
 import { MANAGED_RESOURCES } from '../resources.js';
-import { DISABLED_LABEL, RAW_ANNOTATION, readAmounts } from './node-oversell.rules.js';
+import { DISABLED_LABEL, RAW_ANNOTATION, readAmounts, USAGE_ANNOTATION } from './node-oversell.rules.js';
 import type { NodeLike } from '../node-like.js';
 import { NodeOversellStrategy } from '../../node-oversell/node-oversell.strategy.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../quantity.js';
-import { formatPlanTable, planCluster, planNode, podsThatFit, readPodSize } from './node-plan.js';
+import { type ClusterPlan, formatPlanTable, planCluster, planNode, planStoredNode, podsThatFit, readPodSize } from './node-plan.js';
 import { jsonEqual } from '../../common/json-equal.js';
 import { Outcomes, runs } from '../../../test/support/property.js';
 
@@ -261,5 +261,111 @@ describe('planCluster', () => {
     const nodes: NodeLike[] = [node('b', {}, { cpu: '1' }), node('a', {}, { cpu: '1' })];
     planCluster(nodes, (name) => (seen.push(name), {}), undefined);
     expect(seen).toEqual(['b', 'a']);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Edges the mutation run (docs/testing.md) found untested
+// ---------------------------------------------------------------------------------------------
+
+describe('node plan: edges found by mutation testing', () => {
+  it('readPodSize: a part with two =, the resources named; 0 is a size', () => {
+    expect(() => readPodSize('cpu=1=2')).toThrow('pod size "cpu=1=2": expected <resource>=<quantity>, resource one of cpu, memory, ephemeral-storage, pods');
+    expect(readPodSize('cpu=0')).toEqual({ cpu: 0n });
+  });
+
+  it('podsThatFit: a resource the pod does not request does not bound it', () => {
+    expect(podsThatFit({ cpu: 1000n, pods: 5n }, { cpu: 0n })).toBe(5);
+  });
+
+  it('a node without metadata or status: an empty row that matches', () => {
+    expect(planNode({}, {}, undefined, { cpu: 500n })).toEqual({
+      node: '',
+      pool: null,
+      reason: 'defaultRatios',
+      mode: 'enforce',
+      ratios: {},
+      ratioReasons: {},
+      raw: {},
+      planned: {},
+      stored: {},
+      requests: {},
+      headroom: {},
+      exclusiveCpus: null,
+      fits: 0,
+      matches: true,
+    });
+  });
+
+  it('exclusiveCpus: null on a node without allocatable or without cpu', () => {
+    const exclusive = config(POOLS('enforce').replace('mode: enforce', 'mode: enforce\n      exclusiveCpus: true'));
+    const labels = { 'node-pool': 'batch' };
+    expect(planNode({ metadata: { name: 'b0', labels } }, {}, exclusive.nodes, null, { exclusiveCpu: 1000n }).exclusiveCpus).toBeNull();
+    expect(planNode(node('b2', labels, { memory: '8Gi' }), {}, exclusive.nodes, null, { exclusiveCpu: 1000n }).exclusiveCpus).toBeNull();
+  });
+
+  it('planStoredNode: the usage annotation only when usage-aware decisions exist', () => {
+    const n = node('u', {}, { cpu: '4' });
+    expect(planStoredNode(n, {}, config(POOLS('enforce')).nodes).plan()?.annotations[USAGE_ANNOTATION]).toBeNull();
+    const usageAware = config('nodes:\n  defaultRatios: { cpu: 1.5 }\n  defaultUsage: {}\n');
+    expect(planStoredNode(n, {}, usageAware.nodes).plan()?.annotations[USAGE_ANNOTATION]).toBe('{"cpu":{"ratio":1,"reason":"stale"}}');
+  });
+
+  it('planCluster: rows sorted by name, the pod size formatted, a nameless node asked for as ""', () => {
+    const seen: string[] = [];
+    const plan = planCluster(
+      [node('b', {}, { cpu: '1' }), node('a', {}, { cpu: '1' }), node('c', {}, { cpu: '1' }), {}],
+      (name) => (seen.push(name), {}),
+      undefined,
+      {
+        cpu: 500n,
+      },
+    );
+    expect(plan.nodes.map((row) => row.node)).toEqual(['', 'a', 'b', 'c']);
+    expect(plan.podSize).toEqual({ cpu: '500m' });
+    expect(seen).toEqual(['b', 'a', 'c', '']);
+  });
+
+  it('formatPlanTable: hot-full and stale reasons, a resource stored or planned only, no fits, no allocatable', () => {
+    const row = (fields: Partial<ClusterPlan['nodes'][number]>): ClusterPlan['nodes'][number] => ({
+      node: '',
+      pool: null,
+      reason: 'defaultRatios',
+      mode: 'enforce',
+      ratios: {},
+      ratioReasons: {},
+      raw: {},
+      planned: {},
+      stored: {},
+      requests: {},
+      headroom: {},
+      exclusiveCpus: null,
+      fits: null,
+      matches: true,
+      ...fields,
+    });
+    const plan: ClusterPlan = {
+      podSize: null,
+      nodes: [
+        row({
+          node: 'n1',
+          ratioReasons: { cpu: 'hot-full', memory: 'stale' },
+          raw: { cpu: '4' },
+          planned: { cpu: '2' },
+          stored: { memory: '8Gi' },
+          requests: { cpu: '2' },
+          headroom: { cpu: '0' },
+          matches: false,
+        }),
+        row({ node: 'n2', reason: 'opted-out', mode: null, fits: 3 }),
+      ],
+    };
+    expect(formatPlanTable(plan).split('\n')).toEqual([
+      'NODE  POOL           MODE     RATIOS                           RESOURCE          RAW  PLANNED  STORED  REQUESTS  HEADROOM  FITS  MATCHES',
+      'n1    defaultRatios  enforce  cpu=1(hot-full),memory=1(stale)  cpu               4    2        -       2         0         -     no',
+      '                                                               memory            -    -        8Gi     0         -',
+      'n2    opted-out      -        -                                (no allocatable)',
+      '',
+    ]);
   });
 });

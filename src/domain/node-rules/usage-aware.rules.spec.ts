@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../overcommit.config.js';
-import { UsageConfig } from './node-oversell.config.js';
+import { coolThreshold, NodesConfig, ReconcileConfig, UsageConfig } from './node-oversell.config.js';
+import { floorEnabled } from './node-services.js';
 import { planNodeStatus, resolveNodePolicy, USAGE_ANNOTATION } from './node-oversell.rules.js';
 import {
   effectivePolicy,
@@ -9,6 +10,8 @@ import {
   formatUsageEntry,
   type NodeUsageEntry,
   formatInputs,
+  isHot,
+  isHotFull,
   percentile,
   type Placements,
   placedUnmeasured,
@@ -23,6 +26,7 @@ import {
   samplesInWindow,
   type UsageSample,
   usageRatio,
+  usageResources,
   USAGE_REASONS,
 } from './usage-aware.rules.js';
 import { Outcomes, runs } from '../../../test/support/property.js';
@@ -480,5 +484,116 @@ describe('restart-proof inputs (rule 8)', () => {
     });
     expect([...readInputs(text).keys()]).toEqual(['good']);
     expect(() => readInputs('[]')).toThrow(/not a JSON object/);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Edges the mutation run (docs/testing.md) found untested
+// ---------------------------------------------------------------------------------------------
+
+describe('usage-aware: edges found by mutation testing', () => {
+  const A = 4n * CORES;
+
+  it('usageRatio: pods measured using something while requesting nothing count as fully loaded (e = 1)', () => {
+    expect(usageRatio(4000n, 0n, 1000n, 0.9, { estimatedLoad: 0.4 })).toBe(1);
+  });
+
+  it('percentile sorts its input', () => {
+    expect(percentile([3, 1, 2], 50)).toBe(2);
+    expect(percentile([5n, 1n, 3n], 100)).toBe(5n);
+    expect(percentile([5n, 1n, 3n], 1)).toBe(1n);
+  });
+
+  it('planUsageDecision: a change of exactly the deadband applies; no target or a null one is static; no estimatedLoad is 0', () => {
+    const empty = { A, R: 0n, samples: [sample(0, 0n)], sinceLastSampleMs: 0 };
+    const exact = usage({ target: { cpu: 0.625 }, estimatedLoad: { cpu: 0.5 }, deadband: 0.25, maxStepUp: 1 });
+    expect(planUsageDecision('cpu', empty, 3, 1, exact)).toEqual({ ratio: 1.25, reason: 'usage', A: '4', R: '0', U: '0' });
+    expect(planUsageDecision('cpu', empty, 3, 1, usage({ target: undefined }))).toEqual({ ratio: 3, reason: 'static' });
+    expect(planUsageDecision('cpu', empty, 3, 1, usage({ target: { cpu: null as unknown as number } }))).toEqual({ ratio: 3, reason: 'static' });
+    const busy = { A, R: 4n * CORES, samples: [sample(0, 800n)], sinceLastSampleMs: 0 };
+    expect(planUsageDecision('cpu', busy, 3, 3, usage({ estimatedLoad: undefined }))).toEqual({ ratio: 3, reason: 'usage', A: '4', R: '4', U: '800m' });
+  });
+
+  it('isHot: never without a threshold or without allocatable', () => {
+    expect(isHot('cpu', 100n, 0n, usage())).toBe(false);
+    expect(isHot('cpu', 3900n, A, usage({ hotThreshold: { cpu: null as unknown as number } }))).toBe(false);
+    expect(isHot('cpu', 3900n, A, usage({ hotThreshold: undefined }))).toBe(false);
+    expect(isHot('cpu', 3900n, A, usage())).toBe(true);
+  });
+
+  it('usageResources: a target and a ceiling above 1', () => {
+    expect(usageResources({ pool: null, ratios: { cpu: 1, memory: 2 }, usage: usage() })).toEqual(['memory']);
+    expect(usageResources({ pool: null, ratios: { cpu: 2 }, usage: usage({ target: undefined }) })).toEqual([]);
+  });
+
+  it('effectivePolicy returns a policy without usage resources as it is; isHotFull needs one hot-full decision', () => {
+    const policy = { pool: null, ratios: { cpu: 1 }, usage: usage() };
+    expect(effectivePolicy(policy, undefined, undefined).policy).toBe(policy);
+    expect(isHotFull({ cpu: { ratio: 1, reason: 'hot-full' }, memory: { ratio: 1.2, reason: 'usage' } })).toBe(true);
+    expect(isHotFull({ cpu: undefined, memory: { ratio: 1, reason: 'hot-full' } })).toBe(true);
+  });
+
+  it('readPublished: a ratio as a string or A as a number is left out; A of 0 is kept', () => {
+    const read = readPublished(
+      '{"a":{"cpu":{"ratio":"2","reason":"usage"},"memory":{"ratio":1.2,"reason":"usage","A":5}},"b":{"cpu":{"ratio":1.2,"reason":"usage","A":"0"}}}',
+    );
+    expect(read.get('a')).toEqual({});
+    expect(read.get('b')).toEqual({ cpu: { ratio: 1.2, reason: 'usage', A: '0' } });
+  });
+
+  it('podLoads with fewer requests than usages; readUsage keeps 0 and drops numbers and negatives', () => {
+    expect(podLoads([{ cpu: 1n }], [])).toEqual({ cpu: [], memory: [] });
+    expect(readUsage({ cpu: 5, memory: '-1' })).toEqual({});
+    expect(readUsage({ cpu: '0' })).toEqual({ cpu: 0n });
+  });
+
+  it('smoothInputs: nothing without samples; R from the latest of three; no P without pod loads', () => {
+    expect(smoothInputs([], 95, 0)).toBeUndefined();
+    const at = (t: number, requested: bigint): UsageSample => ({ at: t, pods: { cpu: 100n }, requests: { cpu: requested }, node: { cpu: 200n } });
+    expect(smoothInputs([at(0, 1000n), at(1, 2000n), at(2, 3000n)], 95, 1234.4)).toStrictEqual({
+      at: 1234,
+      U: { cpu: '100m', memory: '0' },
+      node: { cpu: '200m', memory: '0' },
+      R: { cpu: '3', memory: '0' },
+      P: {},
+    });
+  });
+
+  it('seedSample reads only the amounts and loads present', () => {
+    expect(seedSample({ at: 0, U: { cpu: '1' }, node: {}, R: {}, P: { cpu: 0.5 } }, 10_000, 1_000)).toStrictEqual({
+      at: 9000,
+      pods: { cpu: 1000n },
+      requests: {},
+      node: {},
+      podLoads: { cpu: [0.5] },
+    });
+  });
+
+  it('readInputs leaves out a null entry, a number quantity, a node that is no object; keeps a load of 0; formatInputs sorts', () => {
+    const read = readInputs(
+      '{"a":null,"b":{"at":1,"U":{"cpu":5},"node":{},"R":{},"P":{}},"c":{"at":1,"U":{},"node":5,"R":{},"P":{}},"d":{"at":1,"U":{},"node":{},"R":{},"P":{"cpu":0}}}',
+    );
+    expect([...read]).toEqual([['d', { at: 1, U: {}, node: {}, R: {}, P: { cpu: 0 } }]]);
+    const inputs = { at: 1, U: {}, node: {}, R: {}, P: {} };
+    expect(
+      formatInputs(
+        new Map([
+          ['b', inputs],
+          ['a', inputs],
+        ]),
+      ),
+    ).toBe('{"a":{"at":1,"U":{},"node":{},"R":{},"P":{}},"b":{"at":1,"U":{},"node":{},"R":{},"P":{}}}');
+  });
+
+  it('config: defaults on, durations are strings up to their maximum, no cool threshold without a hot one', () => {
+    expect(new NodesConfig().commitmentFloor).toBe(true);
+    expect(new NodesConfig().coalesceStatusWrites).toBe(true);
+    expect(new ReconcileConfig().enabled).toBe(true);
+    expect(floorEnabled(undefined)).toBe(true);
+    expect(floorEnabled({ commitmentFloor: false } as NodesConfig)).toBe(false);
+    expect(parseConfig('nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { window: 1h }\n').ok).toBe(true);
+    expect(parseConfig('nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { window: 300 }\n').ok).toBe(false);
+    expect(coolThreshold({ hotThreshold: undefined as unknown as UsageConfig['hotThreshold'] }, 'cpu')).toBeNaN();
+    expect(coolThreshold({ hotThreshold: { cpu: null as unknown as number } }, 'cpu')).toBeNaN();
   });
 });
