@@ -322,6 +322,7 @@ describe('hot nodes: edges found by mutation testing', () => {
     });
     expect(planHotEvent(undefined, full, undefined)?.message).toContain('node usage above hotThreshold ( of raw allocatable)');
     expect(planHotEvent(undefined, full, undefined)?.message).toContain('until usage stays below coolThreshold () for');
+    expect(planHotEvent(undefined, full, usage({ hotThreshold: undefined }))?.message).toContain('node usage above hotThreshold ( of raw allocatable)');
   });
 
   it('NodeCooled: an entry no longer published reads as no longer full, whatever the config', () => {
@@ -329,7 +330,7 @@ describe('hot nodes: edges found by mutation testing', () => {
       reason: 'NodeCooled',
       message: 'hotAction is no longer full for this node: it takes new pods again (ratio 1 while hot)',
     });
-    expect(planHotEvent(full, { cpu: { ratio: 1, reason: 'stale' } }, config)).toEqual({
+    expect(planHotEvent(full, { cpu: undefined, memory: { ratio: 1, reason: 'stale' } }, config)).toEqual({
       reason: 'NodeCooled',
       message: 'no usage measured for fallbackAfter (10m): the node takes new pods again, at ratio 1 (stale)',
     });

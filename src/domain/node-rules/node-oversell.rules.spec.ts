@@ -1139,6 +1139,7 @@ describe('planNodeStatus: edges found by mutation testing', () => {
     expect(Object.keys(plan!.allocatable)).toEqual(['cpu']);
     expect(plan!.ratios).toStrictEqual({ cpu: 1.5 });
     expect(Object.keys(inflate({ memory: 1024n }, { cpu: 2 }))).toEqual(['memory']);
+    expect(planNodeStatus(kubeletNode({ cpu: '4', memory: '1Gi' }), policy({ cpu: 1.5 }))?.ratios).toStrictEqual({ cpu: 1.5 });
   });
 
   it('a config ratio outside [1, 10] throws; a null one counts as absent', () => {

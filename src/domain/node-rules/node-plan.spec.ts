@@ -300,8 +300,10 @@ describe('node plan: edges found by mutation testing', () => {
   it('exclusiveCpus: null on a node without allocatable or without cpu', () => {
     const exclusive = config(POOLS('enforce').replace('mode: enforce', 'mode: enforce\n      exclusiveCpus: true'));
     const labels = { 'node-pool': 'batch' };
-    expect(planNode({ metadata: { name: 'b0', labels } }, {}, exclusive.nodes, null, { exclusiveCpu: 1000n }).exclusiveCpus).toBeNull();
-    expect(planNode(node('b2', labels, { memory: '8Gi' }), {}, exclusive.nodes, null, { exclusiveCpu: 1000n }).exclusiveCpus).toBeNull();
+    const bare = planNode({ metadata: { name: 'b0', labels } }, {}, exclusive.nodes, null, { exclusiveCpu: 1000n });
+    expect([bare.exclusiveCpus, bare.error]).toEqual([null, undefined]);
+    const memoryOnly = planNode(node('b2', labels, { memory: '8Gi' }), {}, exclusive.nodes, null, { exclusiveCpu: 1000n });
+    expect([memoryOnly.exclusiveCpus, memoryOnly.error]).toEqual([null, undefined]);
   });
 
   it('planStoredNode: the usage annotation only when usage-aware decisions exist', () => {
@@ -355,14 +357,13 @@ describe('node plan: edges found by mutation testing', () => {
           stored: { memory: '8Gi' },
           requests: { cpu: '2' },
           headroom: { cpu: '0' },
-          matches: false,
         }),
         row({ node: 'n2', reason: 'opted-out', mode: null, fits: 3 }),
       ],
     };
     expect(formatPlanTable(plan).split('\n')).toEqual([
       'NODE  POOL           MODE     RATIOS                           RESOURCE          RAW  PLANNED  STORED  REQUESTS  HEADROOM  FITS  MATCHES',
-      'n1    defaultRatios  enforce  cpu=1(hot-full),memory=1(stale)  cpu               4    2        -       2         0         -     no',
+      'n1    defaultRatios  enforce  cpu=1(hot-full),memory=1(stale)  cpu               4    2        -       2         0         -     yes',
       '                                                               memory            -    -        8Gi     0         -',
       'n2    opted-out      -        -                                (no allocatable)',
       '',

@@ -571,9 +571,9 @@ describe('usage-aware: edges found by mutation testing', () => {
 
   it('readInputs leaves out a null entry, a number quantity, a node that is no object; keeps a load of 0; formatInputs sorts', () => {
     const read = readInputs(
-      '{"a":null,"b":{"at":1,"U":{"cpu":5},"node":{},"R":{},"P":{}},"c":{"at":1,"U":{},"node":5,"R":{},"P":{}},"d":{"at":1,"U":{},"node":{},"R":{},"P":{"cpu":0}}}',
+      '{"a":null,"b":{"at":1,"U":{"cpu":5},"node":{},"R":{},"P":{}},"c":{"at":1,"U":{},"node":5,"R":{},"P":{}},"d":{"at":1,"U":{},"node":{},"R":{},"P":{"cpu":0}},"e":{"at":1,"U":{},"node":{},"R":{},"P":{"cpu":1e999}}}',
     );
-    expect([...read]).toEqual([['d', { at: 1, U: {}, node: {}, R: {}, P: { cpu: 0 } }]]);
+    expect([...read]).toStrictEqual([['d', { at: 1, U: {}, node: {}, R: {}, P: { cpu: 0 } }]]);
     const inputs = { at: 1, U: {}, node: {}, R: {}, P: {} };
     expect(
       formatInputs(
@@ -593,6 +593,7 @@ describe('usage-aware: edges found by mutation testing', () => {
     expect(floorEnabled({ commitmentFloor: false } as NodesConfig)).toBe(false);
     expect(parseConfig('nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { window: 1h }\n').ok).toBe(true);
     expect(parseConfig('nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { window: 300 }\n').ok).toBe(false);
+    expect(parseConfig('nodes:\n  defaultRatios: { cpu: 2 }\n  defaultUsage: { window: [5m] }\n').ok).toBe(false);
     expect(coolThreshold({ hotThreshold: undefined as unknown as UsageConfig['hotThreshold'] }, 'cpu')).toBeNaN();
     expect(coolThreshold({ hotThreshold: { cpu: null as unknown as number } }, 'cpu')).toBeNaN();
   });
