@@ -38,6 +38,8 @@ function importBoundaries(boundaries) {
 
 export default tseslint.config(
   { ignores: ['dist/', 'coverage/', 'node_modules/', '.tools/', 'test/e2e/.bin/', 'test/e2e/.run/', 'bench/.run/', 'scripts/.run/'] },
+  // npm run test:mutation: Stryker's sandboxes (copies of the project while it runs) and reports.
+  { ignores: ['.stryker-tmp/', 'reports/'] },
   eslint.configs.recommended,
   ...tseslint.configs.recommended,
   {
