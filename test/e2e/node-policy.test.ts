@@ -486,10 +486,9 @@ describe.runIf(POLICY_SERVED)('one behaviour, two engines', () => {
     console.log(
       `policy path: ${servedAlone} of ${steps.length} steps without a webhook call; webhook alone: ${webhookAlone.filter((r) => r.calls === 0).length}; calls per step ${JSON.stringify(policy.map((r) => [r.step, r.calls]))}`,
     );
-    // A heartbeat-only step stored by one engine and coalesced by the other: seen once in five runs on a loaded machine
-    // (seed 6121, step 18: the webhook alone stored heartbeat 770 where the policy kept 760; the same seed passed when
-    // run again, so it depends on timing, cause not found yet). Such a step is logged and at most one is tolerated;
-    // everything else, its conditions' statuses and transitions included, must be equal at every step.
+    // Everything equal at every step, heartbeat times included (a kubelet write after another manager's moves the
+    // kubelet's managedFields fieldsV1: a change that both engines store; the policy compared managedFields without
+    // fieldsV1 until 2026-11-28 and coalesced it). A difference in heartbeats alone is reported as such.
     const withoutHeartbeats = (stored: ReturnType<typeof projection>) => ({
       ...stored,
       conditions: stored.conditions.map((c: unknown[]) => c.filter((_: unknown, k: number) => k !== 3)),
@@ -508,15 +507,22 @@ describe.runIf(POLICY_SERVED)('one behaviour, two engines', () => {
       expect(result.stored.allocatable.cpu).toBeLessThanOrEqual(BigInt(4_000 * result.ratio));
     });
     if (heartbeatOnly.length > 0) console.log(`heartbeat times that differ between the engines: ${heartbeatOnly.join('; ')}`);
-    expect(heartbeatOnly.length, 'steps whose heartbeat times differ between the engines').toBeLessThanOrEqual(1);
-    // The policy served every heartbeat within the window alone; the webhook alone was called for each.
-    const heartbeats = policy.map((r, i) => [r, webhookAlone[i]!] as const).filter(([r]) => r.step === 'heartbeat');
-    expect(heartbeats.length).toBeGreaterThan(0);
-    for (const [viaPolicy, viaWebhook] of heartbeats) {
-      expect(viaPolicy.calls).toBe(0);
-      expect(viaWebhook.calls).toBeGreaterThanOrEqual(1);
+    expect(heartbeatOnly, 'steps whose heartbeat times differ between the engines').toEqual([]);
+    // A heartbeat the webhook alone coalesced (its stored heartbeats did not move) the policy served alone; one it stored
+    // (a managedFields change) the policy left to the webhook. The webhook alone was called for each.
+    const heartbeats = policy
+      .map((r, i) => ({ viaPolicy: r, viaWebhook: webhookAlone[i]!, previous: webhookAlone[i - 1] }))
+      .filter(({ viaPolicy, previous }) => viaPolicy.step === 'heartbeat' && previous !== undefined);
+    const coalescedByWebhook = (h: (typeof heartbeats)[number]) =>
+      JSON.stringify(h.viaWebhook.stored.conditions) === JSON.stringify(h.previous!.stored.conditions);
+    const coalesced = heartbeats.filter(coalescedByWebhook);
+    expect(coalesced.length, 'heartbeat steps the webhook alone coalesced').toBeGreaterThan(0);
+    for (const h of heartbeats) {
+      if (coalescedByWebhook(h)) expect(h.viaPolicy.calls).toBe(0);
+      else expect(h.viaPolicy.calls).toBeGreaterThanOrEqual(1);
+      expect(h.viaWebhook.calls).toBeGreaterThanOrEqual(1);
     }
     // The webhook alone counted those heartbeats as calls the policy could have served.
-    expect(servableCalls).toBeGreaterThanOrEqual(heartbeats.length);
+    expect(servableCalls).toBeGreaterThanOrEqual(coalesced.length);
   }, 600_000);
 });
