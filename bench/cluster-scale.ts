@@ -472,21 +472,12 @@ function main(): Promise<number> {
     await sleep(options.warmupSeconds * 1000);
     const capacityCpu = fleet.rawAllocatable.cpu!;
 
+    /** One phase of `--minutes` on this cluster, fleet and webhook. */
+    const measurePhase = (name: string, description: string, expectedCpu: string, transition?: { seconds: number; sims: FleetCounters }) =>
+      measure(name, description, env, processes, webhook, fleet, names, options.minutes * 60, expectedCpu, transition);
     const phases: PhaseFigures[] = [];
     log(`phase inflation: measuring ${options.minutes} min`);
-    phases.push(
-      await measure(
-        'inflation',
-        `cpu ratio ${options.ratio} in the ConfigMap`,
-        env,
-        processes,
-        webhook,
-        fleet,
-        names,
-        options.minutes * 60,
-        inflate(capacityCpu, options.ratio),
-      ),
-    );
+    phases.push(await measurePhase('inflation', `cpu ratio ${options.ratio} in the ConfigMap`, inflate(capacityCpu, options.ratio)));
 
     if (options.coalesce) {
       await webhook.useConfig({
@@ -495,17 +486,7 @@ function main(): Promise<number> {
       log(`phase coalescing (statusReportPeriod ${options.reportSeconds}s): settling ${options.settleSeconds} s`);
       await sleep(options.settleSeconds * 1000);
       log(`phase coalescing: measuring ${options.minutes} min`);
-      const coalescing = await measure(
-        'coalescing',
-        `cpu ratio ${options.ratio}, nodes.coalesceStatusWrites`,
-        env,
-        processes,
-        webhook,
-        fleet,
-        names,
-        options.minutes * 60,
-        inflate(capacityCpu, options.ratio),
-      );
+      const coalescing = await measurePhase('coalescing', `cpu ratio ${options.ratio}, nodes.coalesceStatusWrites`, inflate(capacityCpu, options.ratio));
       const counts = await webhook.metrics();
       coalescing.decisions = Object.fromEntries(
         counts.find('kube_overcommit_status_writes_total').map((s) => [`${s.labels.decision}/${s.labels.reason}`, s.value]),
@@ -524,15 +505,9 @@ function main(): Promise<number> {
       await sleep(settle * 1000);
       log(`phase policy: measuring ${options.minutes} min`);
       phases.push(
-        await measure(
+        await measurePhase(
           'policy',
           `cpu ratio ${options.ratio}, coalescing on, the node-status policy installed (k8s/node-policy)`,
-          env,
-          processes,
-          webhook,
-          fleet,
-          names,
-          options.minutes * 60,
           inflate(capacityCpu, options.ratio),
         ),
       );
@@ -566,7 +541,7 @@ function main(): Promise<number> {
     const transition = { seconds: round((Date.now() - switchedAt) / 1000, 1), sims: subtractCounters(fleet.snapshot(), beforeSwitch) };
     log(`  transition: ${transition.sims.patchChanged} changed PATCHes, ${transition.sims.patchReport} reports, ${transition.sims.patchFailures} failed`);
     log(`phase baseline: measuring ${options.minutes} min`);
-    phases.push(await measure('baseline', baselineDescription, env, processes, webhook, fleet, names, options.minutes * 60, capacityCpu, transition));
+    phases.push(await measurePhase('baseline', baselineDescription, capacityCpu, transition));
 
     const a = phases[0]!;
     const b = phases.at(-1)!;

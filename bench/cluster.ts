@@ -324,6 +324,17 @@ function goBinary(): string {
   return process.env.GO ?? (existsSync('/usr/local/go/bin/go') ? '/usr/local/go/bin/go' : 'go');
 }
 
+/** `go tool pprof -top -cum` of `file`: its text and one row per function (cumulative time, name). */
+function pprofTop(file: string, args: string[]): { text: string; rows: Array<{ cumText: string; cum: number; name: string }> } {
+  const text = execFileSync(goBinary(), ['tool', 'pprof', '-top', '-cum', ...args, file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const rows = text
+    .split('\n')
+    .map((line) => /^\s*\S+\s+\S+%\s+\S+%\s+(\S+)\s+\S+%\s+(.+)$/.exec(line))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ cumText: m[1]!, cum: pprofSeconds(m[1]!), name: m[2]!.trim() }));
+  return { text, rows };
+}
+
 /**
  * kube-apiserver's CPU profile over `seconds` (GET /debug/pprof/profile: the API server started
  * with --profiling=true, as bench:cluster's `--pprof` asks cluster.sh through APISERVER_EXTRA_ARGS),
@@ -352,25 +363,14 @@ export async function apiserverProfile(env: E2eEnv, seconds: number, file: strin
   });
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, body);
-  const top = execFileSync(goBinary(), ['tool', 'pprof', '-top', '-cum', '-nodecount=3000', file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  const total = /Total samples = (\S+)/.exec(top);
-  const rows = top
-    .split('\n')
-    .map((line) => /^\s*(\S+)\s+\S+%\s+\S+%\s+(\S+)\s+\S+%\s+(.+)$/.exec(line))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => ({ cum: pprofSeconds(m[2]!), name: m[3]!.replace(/ \(inline\)$/, '').trim() }))
-    .filter((row) => Number.isFinite(row.cum));
+  const all = pprofTop(file, ['-nodecount=3000']);
+  const total = /Total samples = (\S+)/.exec(all.text);
   const cumSeconds = Object.fromEntries(
-    Object.entries(PROFILE_PATHS).map(([path, pattern]) => [path, round(Math.max(0, ...rows.filter((r) => pattern.test(r.name)).map((r) => r.cum)), 3)]),
+    Object.entries(PROFILE_PATHS).map(([path, pattern]) => [
+      path,
+      round(Math.max(0, ...all.rows.filter((r) => Number.isFinite(r.cum) && pattern.test(r.name.replace(/ \(inline\)$/, ''))).map((r) => r.cum)), 3),
+    ]),
   );
-  const underPatch = execFileSync(goBinary(), ['tool', 'pprof', '-top', '-cum', '-nodecount=40', '-focus=handlers\\.\\(\\*patcher\\)\\.patchResource', file], {
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  const topUnderPatch = underPatch
-    .split('\n')
-    .map((line) => /^\s*\S+\s+\S+%\s+\S+%\s+(\S+)\s+\S+%\s+(.+)$/.exec(line))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => `${m[1]}  ${m[2]!.trim()}`);
+  const topUnderPatch = pprofTop(file, ['-nodecount=40', '-focus=handlers\\.\\(\\*patcher\\)\\.patchResource']).rows.map((r) => `${r.cumText}  ${r.name}`);
   return { seconds, sampledCpuSeconds: total ? round(pprofSeconds(total[1]!), 3) : NaN, cumSeconds, topUnderPatch };
 }
