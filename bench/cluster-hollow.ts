@@ -92,9 +92,32 @@ interface Phase {
   failedPatches: number;
   readyNodesAtEnd: number;
   cores: Record<string, number>;
+  /** kube-apiserver's CPU over the window per node-status PATCH, ms: its fixed work (Leases, watches) included. */
+  apiserverCpuMsPerPatch: number;
   machineBusyCores: number;
   /** `--pprof`: kube-apiserver's CPU profile over part of the window, and the admission plugins' CPU per PATCH in it. */
   profile?: ApiserverProfile & { statusPatchesInProfile: number; admissionCpuMsPerPatch: number };
+}
+
+/**
+ * The policy phase against the webhook path's (coalescing) and the kubelets alone (no-webhook), in
+ * one run. `apiserverCpuPerPatchIfAdmissionFree`: the policy ÷ webhook ratio of kube-apiserver CPU
+ * per PATCH that an admission path costing nothing would reach — the webhook path's less its
+ * admission CPU (the profile's), the rest being the kubelet's PATCH itself.
+ */
+function policyVsWebhook(policy: Phase, webhook: Phase, kubeletsAlone: Phase) {
+  const ratio = (x: number | undefined, y: number | undefined) => (x === undefined || y === undefined || y === 0 ? null : round(x / y, 2));
+  return {
+    webhookCallsPerPatch: policy.webhookCallsPerPatch,
+    nodeEtcdWritesVsNoWebhook: ratio(policy.nodeEtcdWritesPerMin, kubeletsAlone.nodeEtcdWritesPerMin),
+    webhookPathNodeEtcdWritesVsNoWebhook: ratio(webhook.nodeEtcdWritesPerMin, kubeletsAlone.nodeEtcdWritesPerMin),
+    apiserverCpuPerPatch: ratio(policy.apiserverCpuMsPerPatch, webhook.apiserverCpuMsPerPatch),
+    admissionCpuPerPatch: ratio(policy.profile?.admissionCpuMsPerPatch, webhook.profile?.admissionCpuMsPerPatch),
+    apiserverCpuPerPatchIfAdmissionFree: webhook.profile
+      ? ratio(webhook.apiserverCpuMsPerPatch - webhook.profile.admissionCpuMsPerPatch, webhook.apiserverCpuMsPerPatch)
+      : null,
+    statusPatchP99Ms: { webhook: webhook.statusPatchP99Ms, policy: policy.statusPatchP99Ms },
+  };
 }
 
 async function readyNodes(env: E2eEnv, names: readonly string[]): Promise<number> {
@@ -210,6 +233,7 @@ export function hollowMain(
           webhook: (cpu.webhook as { cores: number }).cores,
           hollowKubelets: round(kubeletCores, 3),
         },
+        apiserverCpuMsPerPatch: round(((cpu.apiserver as { cpuSeconds: number }).cpuSeconds * 1000) / patches, 3),
         machineBusyCores: machine.busyCores,
       };
       if (profile) {
@@ -288,6 +312,7 @@ export function hollowMain(
             }
           : {}),
       },
+      ...(policy ? { policyVsWebhook: policyVsWebhook(policy, coalescing, baseline) } : {}),
       phases,
     };
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
