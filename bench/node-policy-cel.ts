@@ -59,7 +59,7 @@ const bench = benchMain(
       /** The policy.yaml measured against it: the work tree's by default. */
       policy: { type: 'string', default: 'k8s/node-policy/policy.yaml' },
       nodes: { type: 'number', default: 20, min: 1, integer: true },
-      patches: { type: 'number', default: 400, min: 10, integer: true },
+      patches: { type: 'number', default: 1500, min: 10, integer: true },
       rounds: { type: 'number', default: 3, min: 1, integer: true },
       concurrency: { type: 'number', default: 4, min: 1, integer: true },
       keep: { type: 'boolean' },
