@@ -49,7 +49,7 @@ import {
   ProcessWatch,
   scrape,
 } from './cluster.js';
-import { type Bench, machineInfo, round, RUN_DIR, sleep, statusKiB, table } from './lib.js';
+import { type Bench, machineInfo, ratioOf, round, RUN_DIR, sleep, statusKiB, table } from './lib.js';
 
 export interface HollowOptions {
   nodes: number;
@@ -106,15 +106,14 @@ interface Phase {
  * admission CPU (the profile's), the rest being the kubelet's PATCH itself.
  */
 function policyVsWebhook(policy: Phase, webhook: Phase, kubeletsAlone: Phase) {
-  const ratio = (x: number | undefined, y: number | undefined) => (x === undefined || y === undefined || y === 0 ? null : round(x / y, 2));
   return {
     webhookCallsPerPatch: policy.webhookCallsPerPatch,
-    nodeEtcdWritesVsNoWebhook: ratio(policy.nodeEtcdWritesPerMin, kubeletsAlone.nodeEtcdWritesPerMin),
-    webhookPathNodeEtcdWritesVsNoWebhook: ratio(webhook.nodeEtcdWritesPerMin, kubeletsAlone.nodeEtcdWritesPerMin),
-    apiserverCpuPerPatch: ratio(policy.apiserverCpuMsPerPatch, webhook.apiserverCpuMsPerPatch),
-    admissionCpuPerPatch: ratio(policy.profile?.admissionCpuMsPerPatch, webhook.profile?.admissionCpuMsPerPatch),
+    nodeEtcdWritesVsNoWebhook: ratioOf(policy.nodeEtcdWritesPerMin, kubeletsAlone.nodeEtcdWritesPerMin),
+    webhookPathNodeEtcdWritesVsNoWebhook: ratioOf(webhook.nodeEtcdWritesPerMin, kubeletsAlone.nodeEtcdWritesPerMin),
+    apiserverCpuPerPatch: ratioOf(policy.apiserverCpuMsPerPatch, webhook.apiserverCpuMsPerPatch),
+    admissionCpuPerPatch: ratioOf(policy.profile?.admissionCpuMsPerPatch, webhook.profile?.admissionCpuMsPerPatch),
     apiserverCpuPerPatchIfAdmissionFree: webhook.profile
-      ? ratio(webhook.apiserverCpuMsPerPatch - webhook.profile.admissionCpuMsPerPatch, webhook.apiserverCpuMsPerPatch)
+      ? ratioOf(webhook.apiserverCpuMsPerPatch - webhook.profile.admissionCpuMsPerPatch, webhook.apiserverCpuMsPerPatch)
       : null,
     statusPatchP99Ms: { webhook: webhook.statusPatchP99Ms, policy: policy.statusPatchP99Ms },
   };
@@ -283,7 +282,6 @@ export function hollowMain(
     const baseline = await measure('no-webhook', 'MutatingWebhookConfiguration deleted', options.baselineSettleSeconds, options.baselineMinutes);
 
     const phases = [inflation, coalescing, ...(policy ? [policy] : []), baseline];
-    const ratio = (x: number, y: number) => (y === 0 ? null : round(x / y, 2));
     const report = {
       benchmark: 'cluster-hollow',
       command,
@@ -299,16 +297,16 @@ export function hollowMain(
         webhookCallsPerMin: 'apiserver_admission_webhook_request_total{name="nodes.kube-overcommit.io"}',
       },
       ratiosToNoWebhook: {
-        etcdWritesInflation: ratio(inflation.nodeEtcdWritesPerMin, baseline.nodeEtcdWritesPerMin),
-        etcdWritesCoalesced: ratio(coalescing.nodeEtcdWritesPerMin, baseline.nodeEtcdWritesPerMin),
-        watchEventsInflation: ratio(inflation.nodeWatchEventsPerMin, baseline.nodeWatchEventsPerMin),
-        watchEventsCoalesced: ratio(coalescing.nodeWatchEventsPerMin, baseline.nodeWatchEventsPerMin),
-        statusPatchesCoalesced: ratio(coalescing.statusPatchesPerMin, baseline.statusPatchesPerMin),
+        etcdWritesInflation: ratioOf(inflation.nodeEtcdWritesPerMin, baseline.nodeEtcdWritesPerMin),
+        etcdWritesCoalesced: ratioOf(coalescing.nodeEtcdWritesPerMin, baseline.nodeEtcdWritesPerMin),
+        watchEventsInflation: ratioOf(inflation.nodeWatchEventsPerMin, baseline.nodeWatchEventsPerMin),
+        watchEventsCoalesced: ratioOf(coalescing.nodeWatchEventsPerMin, baseline.nodeWatchEventsPerMin),
+        statusPatchesCoalesced: ratioOf(coalescing.statusPatchesPerMin, baseline.statusPatchesPerMin),
         ...(policy
           ? {
-              etcdWritesPolicy: ratio(policy.nodeEtcdWritesPerMin, baseline.nodeEtcdWritesPerMin),
-              apiserverCoresPolicy: ratio(policy.cores.apiserver!, baseline.cores.apiserver!),
-              apiserverCoresCoalesced: ratio(coalescing.cores.apiserver!, baseline.cores.apiserver!),
+              etcdWritesPolicy: ratioOf(policy.nodeEtcdWritesPerMin, baseline.nodeEtcdWritesPerMin),
+              apiserverCoresPolicy: ratioOf(policy.cores.apiserver!, baseline.cores.apiserver!),
+              apiserverCoresCoalesced: ratioOf(coalescing.cores.apiserver!, baseline.cores.apiserver!),
             }
           : {}),
       },

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type BenchSpec, type FlagSpec, parseFlags } from './lib.js';
+import { type BenchSpec, type FlagSpec, parseFlags, ratioOf } from './lib.js';
 
 const spec = {
   script: 'bench:example',
@@ -74,5 +74,15 @@ describe('a bench’s flags (parseFlags, what benchMain reads)', () => {
     expect(parseFlags(bare, [])).toEqual({});
     expect(() => parseFlags(bare, ['--out', 'x.json'])).toThrow(/Unknown option '--out'/);
     expect(() => parseFlags(bare, ['--no-build'])).toThrow(/Unknown option '--no-build'/);
+  });
+});
+
+describe('a result file’s ratios (ratioOf)', () => {
+  it('divides to two digits, and answers null for a missing figure or a zero divisor', () => {
+    expect(ratioOf(3, 2)).toBe(1.5);
+    expect(ratioOf(1, 3)).toBe(0.33);
+    expect(ratioOf(1, 0)).toBeNull();
+    expect(ratioOf(undefined, 2)).toBeNull();
+    expect(ratioOf(2, undefined)).toBeNull();
   });
 });

@@ -494,6 +494,11 @@ export function round(value: number, digits: number): number {
   return Math.round(value * f) / f;
 }
 
+/** x ÷ y to two digits; null when either is missing or y is 0 (a result file's ratios). */
+export function ratioOf(x: number | undefined, y: number | undefined): number | null {
+  return x === undefined || y === undefined || y === 0 ? null : round(x / y, 2);
+}
+
 export function median(values: number[]): number {
   const sorted = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
   if (sorted.length === 0) return NaN;

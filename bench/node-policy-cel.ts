@@ -46,7 +46,7 @@ import { onStage } from '../test/support/stage.js';
 import { waitUntil } from '../test/support/wait.js';
 import { WebhookProcess } from '../test/support/webhook.js';
 import { clusterProcesses, counterDelta, scrape } from './cluster.js';
-import { benchMain, cpuSeconds, machineInfo, median, ROOT, round, sleep, table } from './lib.js';
+import { benchMain, cpuSeconds, machineInfo, median, ratioOf, ROOT, round, sleep, table } from './lib.js';
 
 const bench = benchMain(
   {
@@ -239,17 +239,16 @@ async function main(): Promise<number> {
         return [version.name, Object.fromEntries(FIGURES.map((figure) => [figure, round(median(mine.map((r) => r[figure])), 3)])) as Figures];
       }),
     ) as Record<Version['name'], Figures>;
-    const ratio = (x: number, y: number) => (y === 0 ? null : round(x / y, 2));
     const admissionMs = (f: Figures) => f.policyMutationMs + f.policyMatchMs + f.webhookMs;
     const comparisons = {
-      policyVsAgainst: Object.fromEntries(FIGURES.map((figure) => [figure, ratio(medians.policy[figure], medians.against[figure])])),
+      policyVsAgainst: Object.fromEntries(FIGURES.map((figure) => [figure, ratioOf(medians.policy[figure], medians.against[figure])])),
       policyVsWebhook: {
-        apiserverCpuMs: ratio(medians.policy.apiserverCpuMs, medians.webhook.apiserverCpuMs),
-        apiserverAndWebhookCpuMs: ratio(
+        apiserverCpuMs: ratioOf(medians.policy.apiserverCpuMs, medians.webhook.apiserverCpuMs),
+        apiserverAndWebhookCpuMs: ratioOf(
           medians.policy.apiserverCpuMs + medians.policy.webhookCpuMs,
           medians.webhook.apiserverCpuMs + medians.webhook.webhookCpuMs,
         ),
-        admissionMs: ratio(admissionMs(medians.policy), admissionMs(medians.webhook)),
+        admissionMs: ratioOf(admissionMs(medians.policy), admissionMs(medians.webhook)),
       },
       /** The part of the policy's time that its CEL (variables and patch expression) adds to the floor's. */
       policyCelMsOverFloor: round(medians.policy.policyMutationMs - medians.floor.policyMutationMs, 3),
