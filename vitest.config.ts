@@ -19,7 +19,7 @@ export default defineConfig({
           name: 'unit',
           expect,
           testTimeout: 20_000,
-          include: ['src/**/*.spec.ts', 'bench/*.spec.ts'],
+          include: ['src/**/*.spec.ts', 'bench/*.spec.ts', 'scripts/*.spec.js'],
           environment: 'node',
           setupFiles: ['reflect-metadata', 'test/setup/nest-logs.ts', 'test/setup/fast-check.ts'],
         },
