@@ -40,18 +40,28 @@ required_version() {
     { for (i = 1; i < NF; i++) if ($i == m) { print $(i + 1); exit } }' "$2"
 }
 K8S_VERSION=$(required_version k8s.io/kubernetes "$HERE/$MODFILE")
-if [[ ! $K8S_VERSION =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]]; then
+if [[ ! $K8S_VERSION =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+(-[0-9A-Za-z.]+)?$ ]]; then
   echo "build.sh: cannot read the k8s.io/kubernetes version from $HERE/$MODFILE" >&2
   exit 1
 fi
 K8S_MAJOR=${BASH_REMATCH[1]}
 K8S_MINOR=${BASH_REMATCH[2]}
 
+# Each Kubernetes main's package: cmd/<name>, or this minor's own (release.sh's main_pkg).
+MAINS=()
+for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubemark; do MAINS+=("$(main_pkg "$name")"); done
+# A release whose module file names a newer toolchain (`toolchain go1.27.3`, written by pin.sh under
+# GOTOOLCHAIN) builds its Kubernetes binaries, and only those, with GOTOOLCHAIN set to it: the go
+# command fetches that Go from the module proxy (this machine's GOTOOLCHAIN is local).
+K8S_TOOLCHAIN=$(awk '$1 == "toolchain" { print $2; exit }' "$HERE/$MODFILE")
+
 # Everything that decides what gets built.
 stamp_inputs() {
-  (cd "$HERE" && sha256sum build.sh release.sh "$MODFILE" "$MODSUM" etcd/go.mod etcd/go.sum etcd/main.go promtool/go.mod promtool/go.sum cmd/*/main.go)
+  (cd "$HERE" && sha256sum build.sh release.sh "$MODFILE" "$MODSUM" etcd/go.mod etcd/go.sum etcd/main.go promtool/go.mod promtool/go.sum \
+    "${MAINS[@]/%//main.go}")
   echo "kwok $KWOK_VERSION"
   "$GO" env GOVERSION GOOS GOARCH
+  [[ -z $K8S_TOOLCHAIN ]] || echo "kubernetes toolchain $K8S_TOOLCHAIN"
 }
 STAMP_FILE=$BIN_DIR/.stamp
 STAMP=$(stamp_inputs | sha256sum | cut -d' ' -f1)
@@ -102,9 +112,9 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean"
 done
 
-step "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubemark $K8S_VERSION" \
-  "$HERE" "$GO" build -modfile="$MODFILE" -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" -o "$BIN_DIR/" \
-  ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl ./cmd/kubemark
+step "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubemark $K8S_VERSION${K8S_TOOLCHAIN:+ with $K8S_TOOLCHAIN}" \
+  "$HERE" env ${K8S_TOOLCHAIN:+GOTOOLCHAIN=$K8S_TOOLCHAIN} "$GO" build -modfile="$MODFILE" -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" \
+  -o "$BIN_DIR/" "${MAINS[@]}"
 
 step "etcd $(required_version go.etcd.io/etcd/server/v3 "$HERE/etcd/go.mod")" \
   "$HERE/etcd" "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" .

@@ -2,7 +2,7 @@
 # Kubernetes release KUBE names, and where its binaries live.
 #   KUBE unset, or go.mod's minor → MODFILE=go.mod,            DEFAULT_BIN_DIR=test/e2e/.bin
 #   KUBE=1.35 (versions/1.35.mod)  → MODFILE=versions/1.35.mod, DEFAULT_BIN_DIR=test/e2e/.bin/v1.35
-# MODSUM is the go.sum beside MODFILE. Fails for a minor that is not pinned (pin.sh pins one).
+# MODSUM is the go.sum beside MODFILE; main_pkg names the package of each main. Fails for a minor that is not pinned (pin.sh pins one).
 # shellcheck shell=bash
 MODFILE=go.mod
 DEFAULT_BIN_DIR=$(cd "$HERE/.." && pwd)/.bin
@@ -17,3 +17,8 @@ elif [[ -n ${KUBE:-} ]]; then
   fi
 fi
 MODSUM=${MODFILE%.mod}.sum
+# main_pkg NAME: the package of one binary's main for this release: versions/<minor>/cmd/NAME when
+# that minor's upstream main differs from the newest's (1.32 and 1.33: kubectl), else cmd/NAME.
+main_pkg() {
+  if [[ $MODFILE == versions/*.mod && -f $HERE/${MODFILE%.mod}/cmd/$1/main.go ]]; then echo "./${MODFILE%.mod}/cmd/$1"; else echo "./cmd/$1"; fi
+}
