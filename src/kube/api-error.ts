@@ -31,3 +31,8 @@ function statusMessage(body: unknown): string | undefined {
   const message = (status as { message?: unknown } | undefined)?.message;
   return typeof message === 'string' ? message : undefined;
 }
+
+/** The HTTP status the API server answered with, or undefined when it gave none (no connection, a timeout). */
+export function apiErrorCode(error: unknown): number | undefined {
+  return error instanceof ApiException ? error.code : undefined;
+}

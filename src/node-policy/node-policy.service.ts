@@ -1,13 +1,14 @@
-import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit, Optional } from '@nestjs/common';
 import { InjectMetric, makeCounterProvider, makeGaugeProvider } from '@willsoto/nestjs-prometheus';
 import type { Counter, Gauge } from 'prom-client';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, VersionApi } from '@kubernetes/client-node';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import type { NodesConfig } from '../domain/node-rules/node-oversell.config.js';
 import { ConfigStore } from '../config/config.store.js';
-import { describeApiError } from '../kube/api-error.js';
+import { apiErrorCode, describeApiError } from '../kube/api-error.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
-import { LeaderLease, leaseIdentity } from '../kube/leader-lease.js';
+import { DEFAULT_LEASE_TIMING, LeaderLease, type LeaseTiming, leaseIdentity } from '../kube/leader-lease.js';
+import { requestTimeout } from '../kube/request-timeout.js';
 import { NodeCache } from '../kube/node-cache.service.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments, NODE_USAGE, type PublishedUsage } from '../domain/node-rules/node-services.js';
@@ -20,16 +21,44 @@ export const NODE_POLICY_LEASE = 'kube-overcommit-node-policy';
 export const NODE_POLICY_ACTIVE_METRIC = 'kube_overcommit_node_policy_active';
 export const NODE_TARGETS_METRIC = 'kube_overcommit_node_targets_published';
 export const NODE_TARGET_WRITES_METRIC = 'kube_overcommit_node_target_writes_total';
+export const NODE_POLICY_PATH_CHECKS_METRIC = 'kube_overcommit_node_policy_path_checks_total';
 
 /** Which engine serves node status writes, as found at start-up (and re-checked at each config change). */
 export type StatusPath = 'policy' | 'webhook-only';
 
-/** After a change, the publication waits this long for more (a config edit moves every node at once). */
-const DEBOUNCE_MS = 1_000;
-/** A full publication this often while leading: what an event did not show. */
-const RESYNC_MS = 30_000;
-/** The path looked up again this often (the policy installed or removed, the API server upgraded). */
-const DETECT_MS = 60_000;
+/**
+ * What a look-up of the path found. Only a definite answer moves the path: the config turning
+ * the policy off, the API server not serving MutatingAdmissionPolicy v1 (its discovery lists no
+ * such resource, or answers 404 for the group version), the policy absent (404) or unreadable by
+ * the platform's ServiceAccount (403: the component's RBAC is not installed, so neither is the
+ * component). Any other failure (429, 5xx, a timeout, a reset connection) says nothing about the
+ * path: `unknown`, the last path is kept and the look-up retried with backoff.
+ */
+export type PathAnswer = { path: StatusPath; why: string } | { path: 'unknown'; why: string };
+
+export interface NodePolicyTiming {
+  /** After a change, the publication waits this long for more (a config edit moves every node at once). */
+  debounceMs: number;
+  /** A full publication this often while leading: what an event did not show. */
+  resyncMs: number;
+  /** The path looked up again this often (the policy installed or removed, the API server upgraded). */
+  detectMs: number;
+  /** After a look-up without a definite answer, the next one after this, doubled at each failure up to detectMs. */
+  detectRetryMs: number;
+  /** A look-up's request gives up after this. */
+  requestTimeoutMs: number;
+  lease: LeaseTiming;
+}
+/** Optional provider: the publisher's timing (specs shorten it). */
+export const NODE_POLICY_TIMING = Symbol('NODE_POLICY_TIMING');
+const DEFAULT_TIMING: NodePolicyTiming = {
+  debounceMs: 1_000,
+  resyncMs: 30_000,
+  detectMs: 60_000,
+  detectRetryMs: 1_000,
+  requestTimeoutMs: 10_000,
+  lease: DEFAULT_LEASE_TIMING,
+};
 
 export const nodePolicyMetrics = [
   makeGaugeProvider({
@@ -46,13 +75,19 @@ export const nodePolicyMetrics = [
     help: 'Writes of the published targets (one merge PATCH of a shard ConfigMap), by result: written or error.',
     labelNames: ['result'],
   }),
+  makeCounterProvider({
+    name: NODE_POLICY_PATH_CHECKS_METRIC,
+    help: 'Look-ups of the path serving node status writes, by answer: policy, webhook-only, or unknown (the API server gave no definite answer: the last path is kept, the look-up retried with backoff).',
+    labelNames: ['answer'],
+  }),
 ];
 
 /**
  * Publishes each node's target for the node-status policy (node-targets.rules.ts) into the shard
  * ConfigMaps, from the one replica holding the Lease, while the path is active; withdraws every
- * entry when `nodes.admissionPolicy` is set to false. Start-up logs which path serves node status
- * writes. The leader keeps the Node cache running.
+ * entry when a definite answer says the webhook alone serves (PathAnswer: `nodes.admissionPolicy`
+ * set to false, the API not served, the policy absent), never on a failed look-up. Start-up logs
+ * which path serves node status writes. The leader keeps the Node cache running.
  *
  * RBAC: get and patch the shard ConfigMaps, get and update the Lease (the manifests create them),
  * get the policy.
@@ -69,11 +104,15 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
   private timer?: NodeJS.Timeout;
   private resync?: NodeJS.Timeout;
   private detect?: NodeJS.Timeout;
+  /** Look-ups started: an answer to an older one than the last is dropped. */
+  private lookups = 0;
+  /** Look-ups in a row without a definite answer: the backoff's exponent. */
+  private unanswered = 0;
+  private stopped = false;
   private running?: Promise<void>;
   private again = false;
   private readonly unsubscribe: Array<() => void> = [];
-  /** Why the webhook alone serves, for the start-up line. */
-  private why = '';
+  private readonly timing: NodePolicyTiming;
 
   // eslint-disable-next-line max-params -- Nest resolves each parameter by its token: the list counts the provider's dependencies.
   constructor(
@@ -88,11 +127,16 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     @InjectMetric(NODE_POLICY_ACTIVE_METRIC) private readonly activeGauge: Gauge<string>,
     @InjectMetric(NODE_TARGETS_METRIC) private readonly targetsGauge: Gauge<string>,
     @InjectMetric(NODE_TARGET_WRITES_METRIC) private readonly writes: Counter<string>,
-  ) {}
+    @InjectMetric(NODE_POLICY_PATH_CHECKS_METRIC) private readonly checks: Counter<string>,
+    @Optional() @Inject(NODE_POLICY_TIMING) timing?: Partial<NodePolicyTiming>,
+  ) {
+    this.timing = { ...DEFAULT_TIMING, ...timing };
+  }
 
   onModuleInit(): void {
     this.activeGauge.set(0);
     for (const result of ['written', 'error']) this.writes.inc({ result }, 0);
+    for (const answer of ['policy', 'webhook-only', 'unknown']) this.checks.inc({ answer }, 0);
     if (!inCluster(this.env)) {
       this.logger.log('node status path: the webhook alone (not in a cluster)');
       return;
@@ -104,64 +148,93 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
       { namespace: platformNamespace(this.env), name: NODE_POLICY_LEASE },
       leaseIdentity(this.env),
       guard((leader: boolean) => this.lead(leader)),
+      { timing: this.timing.lease },
     );
     const changed = guard(() => this.schedule());
     this.unsubscribe.push(this.nodes.onNodes({ changed, listed: changed }), this.pods.onListed(changed), this.usage.onRead(changed));
     this.config.onChange(guard(({ config }) => this.follow(config.nodes)));
     this.lease.start();
     this.follow(this.config.snapshot().config.nodes);
-    this.detect = setInterval(
-      guard(() => this.follow(this.config.snapshot().config.nodes)),
-      DETECT_MS,
-    );
   }
 
   async onApplicationShutdown(): Promise<void> {
+    this.stopped = true;
     this.unsubscribe.forEach((unsubscribe) => unsubscribe());
-    clearInterval(this.detect);
+    clearTimeout(this.detect);
     await this.lease?.stop();
     this.lead(false);
     await this.running;
   }
 
-  /** Finds the path in force (and logs it when it changes), then publishes if leading. */
+  /**
+   * Looks the path up (and logs it when it changes), then publishes if leading; the next look-up
+   * after detectMs, or sooner with backoff after an answer that was not definite.
+   */
   private follow(nodes: NodesConfig | undefined): void {
+    clearTimeout(this.detect);
+    const lookup = ++this.lookups;
     void this.background.guard('node-targets', async () => {
-      const path = await this.detectPath(nodes);
-      if (path !== this.path)
+      const answer = await this.detectPath(nodes);
+      if (this.stopped || lookup !== this.lookups) return; // a newer look-up decides
+      this.checks.inc({ answer: answer.path });
+      const next = this.background.guard('node-targets', () => this.follow(this.config.snapshot().config.nodes));
+      if (answer.path === 'unknown') {
+        const delay = Math.min(this.timing.detectMs, this.timing.detectRetryMs * 2 ** this.unanswered++);
+        this.logger.warn(`could not tell which path serves node status writes (${answer.why}): keeping ${this.describePath()}; asking again in ${delay} ms`);
+        this.detect = setTimeout(next, delay);
+        return;
+      }
+      this.unanswered = 0;
+      if (answer.path !== this.path)
         this.logger.log(
-          `node status path: ${path === 'policy' ? `the MutatingAdmissionPolicy ${NODE_POLICY_NAME}, the webhook for what it cannot decide` : `the webhook alone (${this.why})`}`,
+          `node status path: ${answer.path === 'policy' ? `the MutatingAdmissionPolicy ${NODE_POLICY_NAME}, the webhook for what it cannot decide` : `the webhook alone (${answer.why})`}`,
         );
-      this.path = path;
-      this.activeGauge.set(path === 'policy' ? 1 : 0);
+      this.path = answer.path;
+      this.activeGauge.set(answer.path === 'policy' ? 1 : 0);
       this.schedule();
+      this.detect = setTimeout(next, this.timing.detectMs);
     })();
   }
 
-  /** The policy path is on when the config allows it, the API server serves MutatingAdmissionPolicy v1 and the policy is installed. */
-  private async detectPath(nodes: NodesConfig | undefined): Promise<StatusPath> {
-    if (nodes?.admissionPolicy === false) return this.webhookOnly('nodes.admissionPolicy: false');
-    const admission = this.kube.makeApiClient(AdmissionregistrationV1Api);
-    try {
-      const served = (await admission.getAPIResources()).resources.some((resource) => resource.name === 'mutatingadmissionpolicies');
-      if (!served) {
-        const version = await this.kube
-          .makeApiClient(VersionApi)
-          .getCode()
-          .then((info) => info.gitVersion)
-          .catch(() => 'unknown version');
-        return this.webhookOnly(`the API server, ${version}, does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy: 1.36 or later does`);
-      }
-      await admission.readMutatingAdmissionPolicy({ name: NODE_POLICY_NAME });
-      return 'policy';
-    } catch (error) {
-      return this.webhookOnly(`the policy ${NODE_POLICY_NAME} could not be read: ${describeApiError(error, this.kube.getCurrentCluster()?.server)}`);
-    }
+  private describePath(): string {
+    if (this.path === undefined) return 'none decided yet, nothing published or withdrawn';
+    return this.path === 'policy' ? 'the policy path' : 'the webhook alone';
   }
 
-  private webhookOnly(why: string): StatusPath {
-    this.why = why;
-    return 'webhook-only';
+  /** The policy path is on when the config allows it, the API server serves MutatingAdmissionPolicy v1 and the policy is installed (PathAnswer). */
+  private async detectPath(nodes: NodesConfig | undefined): Promise<PathAnswer> {
+    if (nodes?.admissionPolicy === false) return { path: 'webhook-only', why: 'nodes.admissionPolicy: false' };
+    const admission = this.kube.makeApiClient(AdmissionregistrationV1Api);
+    const options = requestTimeout(this.timing.requestTimeoutMs);
+    const server = this.kube.getCurrentCluster()?.server;
+    let served: boolean;
+    try {
+      served = (await admission.getAPIResources(options)).resources.some((resource) => resource.name === 'mutatingadmissionpolicies');
+    } catch (error) {
+      if (apiErrorCode(error) !== 404) return { path: 'unknown', why: describeApiError(error, server) };
+      served = false;
+    }
+    if (!served) {
+      const version = await this.kube
+        .makeApiClient(VersionApi)
+        .getCode(options)
+        .then((info) => info.gitVersion)
+        .catch(() => 'unknown version');
+      return {
+        path: 'webhook-only',
+        why: `the API server, ${version}, does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy: 1.36 or later does`,
+      };
+    }
+    try {
+      await admission.readMutatingAdmissionPolicy({ name: NODE_POLICY_NAME }, options);
+      return { path: 'policy', why: '' };
+    } catch (error) {
+      const code = apiErrorCode(error);
+      const why = `the policy ${NODE_POLICY_NAME} could not be read: ${describeApiError(error, server)}`;
+      if (code === 404) return { path: 'webhook-only', why };
+      if (code === 403) return { path: 'webhook-only', why: `${why} (the component k8s/node-policy, which grants reading it, is not installed)` };
+      return { path: 'unknown', why };
+    }
   }
 
   private lead(leader: boolean): void {
@@ -174,12 +247,12 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     if (!leader) return;
     this.resync = setInterval(
       this.background.guard('node-targets', () => this.schedule()),
-      RESYNC_MS,
+      this.timing.resyncMs,
     );
     this.schedule();
   }
 
-  /** One publication DEBOUNCE_MS after the first change, one at a time. */
+  /** One publication debounceMs after the first change, one at a time. */
   private schedule(): void {
     if (!this.leading || this.timer) return;
     this.timer = setTimeout(
@@ -199,7 +272,7 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
             }
           });
       }),
-      DEBOUNCE_MS,
+      this.timing.debounceMs,
     );
   }
 

@@ -1,0 +1,213 @@
+import { Counter, Gauge, Registry } from 'prom-client';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { backgroundTasks } from '../../test/fixtures/background.js';
+import { configStore } from '../../test/fixtures/config-store.js';
+import { IN_CLUSTER_ENV } from '../../test/fixtures/namespaces.js';
+import { DISCOVERY_PATH, type Failure, FakeTargetsApi, POLICY_PATH } from '../../test/fixtures/node-targets-api.js';
+import { kubeadmNode } from '../../test/fixtures/nodes.js';
+import { nestLogs } from '../../test/setup/nest-logs.js';
+import type { NodeCacheListener } from '../kube/node-cache.service.js';
+import type { NodeLike } from '../domain/node-like.js';
+import {
+  NODE_POLICY_ACTIVE_METRIC,
+  NODE_POLICY_PATH_CHECKS_METRIC,
+  NODE_TARGET_WRITES_METRIC,
+  NODE_TARGETS_METRIC,
+  type NodePolicyTiming,
+  NodeTargetsPublisher,
+} from './node-policy.service.js';
+
+/** The publisher's timing, shortened: a look-up every 400 ms, retried after 40, 80, 160 ... ms. */
+const TIMING: Partial<NodePolicyTiming> = {
+  debounceMs: 20,
+  resyncMs: 300,
+  detectMs: 400,
+  detectRetryMs: 40,
+  requestTimeoutMs: 150,
+  lease: { leaseDurationMs: 1_000, renewDeadlineMs: 600, retryPeriodMs: 100 },
+};
+
+const CONFIG = 'nodes:\n  defaultRatios: { cpu: 1.5 }\n';
+
+/** The Node cache the publisher reads, as a synced informer would hold it; `set` and `remove` tell its listeners. */
+class KnownNodes {
+  private readonly byName = new Map<string, NodeLike>();
+  private readonly listeners = new Set<NodeCacheListener>();
+
+  constructor(nodes: NodeLike[]) {
+    for (const node of nodes) this.byName.set(node.metadata!.name!, node);
+  }
+
+  use(): void {}
+  isSynced(): boolean {
+    return true;
+  }
+  nodes(): NodeLike[] {
+    return [...this.byName.values()];
+  }
+  onNodes(listener: NodeCacheListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  set(node: NodeLike): void {
+    this.byName.set(node.metadata!.name!, node);
+    for (const listener of this.listeners) listener.changed(node);
+  }
+  /** A Node deleted: the cache's next list no longer holds it. */
+  remove(name: string): void {
+    this.byName.delete(name);
+    for (const listener of this.listeners) listener.listed();
+  }
+}
+
+const node = (name: string, uid = `uid-${name}`): NodeLike => {
+  const shaped = kubeadmNode({ name, images: 0 });
+  return { ...shaped, metadata: { ...shaped.metadata, uid } };
+};
+
+describe('NodeTargetsPublisher against a fake API server', () => {
+  const running: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const stop of running.splice(0).reverse()) await stop();
+  });
+
+  /** The fake API server, `nodes` in the cache, and `replicas` publishers (pods replica-0, replica-1 ...) started against it. */
+  async function cluster(
+    nodes: NodeLike[],
+    { replicas = 1, config = CONFIG, before }: { replicas?: number; config?: string; before?: (api: FakeTargetsApi) => void } = {},
+  ) {
+    const api = new FakeTargetsApi();
+    before?.(api);
+    const kube = await api.start();
+    running.push(() => api.stop());
+    const cache = new KnownNodes(nodes);
+    const store = configStore(config);
+    const started = [];
+    for (let i = 0; i < replicas; i++) {
+      const registry = new Registry();
+      const gauge = (name: string, labelNames: string[] = []) => new Gauge({ name, help: 'h', labelNames, registers: [registry] });
+      const counter = (name: string, labelNames: string[]) => new Counter({ name, help: 'h', labelNames, registers: [registry] });
+      const publisher = new NodeTargetsPublisher(
+        kube,
+        { ...IN_CLUSTER_ENV, POD_NAME: `replica-${i}` },
+        store,
+        cache as never,
+        { isSynced: () => true, onListed: () => () => {} } as never,
+        { committed: () => undefined },
+        { published: () => undefined, onRead: () => () => {} },
+        backgroundTasks(),
+        gauge(NODE_POLICY_ACTIVE_METRIC),
+        gauge(NODE_TARGETS_METRIC, ['state']),
+        counter(NODE_TARGET_WRITES_METRIC, ['result']),
+        counter(NODE_POLICY_PATH_CHECKS_METRIC, ['answer']),
+        TIMING,
+      );
+      const metric = async (name: string, labels: Record<string, string> = {}) =>
+        (await registry.getSingleMetric(name)!.get()).values.find((v) => Object.entries(labels).every(([k, value]) => v.labels[k] === value))?.value;
+      let stopped = false;
+      const stop = async () => {
+        if (stopped) return;
+        stopped = true;
+        await publisher.onApplicationShutdown();
+      };
+      running.push(stop);
+      publisher.onModuleInit();
+      started.push({ publisher, metric, stop, identity: `replica-${i}` });
+    }
+    return { api, cache, store, replicas: started };
+  }
+
+  const until = (what: () => boolean | Promise<boolean>, timeout = 5_000) => vi.waitUntil(what, { timeout, interval: 10 });
+
+  describe('the path moves to the webhook alone only on a definite answer', () => {
+    it('the policy found: every node’s entry published, the path gauge 1', async () => {
+      const { api, replicas } = await cluster([node('a'), node('b')]);
+      await until(() => api.entries().size === 2);
+      expect([...api.entries().keys()].sort()).toEqual(['a', 'b']);
+      expect(await replicas[0]!.metric(NODE_POLICY_ACTIVE_METRIC)).toBe(1);
+      expect(nestLogs('log').map((l) => l.message)).toContain(
+        'node status path: the MutatingAdmissionPolicy kube-overcommit-nodes, the webhook for what it cannot decide',
+      );
+    });
+
+    const definite: Array<[string, (api: FakeTargetsApi) => void, RegExp]> = [
+      ['the policy absent (404)', (api) => (api.policyInstalled = false), /could not be read: .* answered 404/],
+      [
+        'the policy unreadable (403: the component’s RBAC absent)',
+        (api) => api.fail(POLICY_PATH, 403),
+        /answered 403.*the component k8s\/node-policy.* is not installed/,
+      ],
+      ['MutatingAdmissionPolicy not served (discovery lists no such resource)', (api) => (api.served = false), /the API server, v1\.35\.4, does not serve/],
+      ['admissionregistration.k8s.io/v1 not served (404 for its discovery)', (api) => api.fail(DISCOVERY_PATH, 404), /does not serve admissionregistration/],
+    ];
+    for (const [what, answer, why] of definite) {
+      it(`${what}: the webhook alone, every entry withdrawn`, async () => {
+        const { api, replicas } = await cluster([node('a'), node('b')]);
+        await until(() => api.entries().size === 2);
+        answer(api);
+        await until(() => api.entries().size === 0);
+        expect(await replicas[0]!.metric(NODE_POLICY_ACTIVE_METRIC)).toBe(0);
+        expect(await replicas[0]!.metric(NODE_POLICY_PATH_CHECKS_METRIC, { answer: 'webhook-only' })).toBeGreaterThanOrEqual(1);
+        expect(
+          nestLogs('log')
+            .map((l) => String(l.message))
+            .find((m) => m.startsWith('node status path: the webhook alone')),
+        ).toMatch(why);
+      });
+    }
+
+    it('nodes.admissionPolicy: false: the webhook alone, every entry withdrawn, without asking the API server', async () => {
+      const { api, store } = await cluster([node('a')]);
+      await until(() => api.entries().size === 1);
+      const lookups = api.count(`GET ${POLICY_PATH}`);
+      expect(store.apply('nodes:\n  defaultRatios: { cpu: 1.5 }\n  admissionPolicy: false\n', 'test').ok).toBe(true);
+      await until(() => api.entries().size === 0);
+      expect(api.count(`GET ${POLICY_PATH}`)).toBe(lookups);
+    });
+
+    const indefinite: Array<[string, string, Failure]> = [
+      ['429 Too Many Requests', POLICY_PATH, 429],
+      ['a timeout (the API server never answers)', POLICY_PATH, 'timeout'],
+      ['a connection reset', POLICY_PATH, 'reset'],
+      ['503 from discovery (an API server restarting)', DISCOVERY_PATH, 503],
+    ];
+    for (const [what, path, failure] of indefinite) {
+      it(`${what}: the policy path kept, no entry withdrawn, the look-up retried with backoff until it answers`, async () => {
+        const { api, replicas } = await cluster([node('a'), node('b')]);
+        await until(() => api.entries().size === 2);
+        const writes = api.writes.length;
+        api.fail(path, failure);
+        // Several look-ups fail: retried 40, 80, 160, 320 ms after each, then every 400 ms.
+        await until(async () => ((await replicas[0]!.metric(NODE_POLICY_PATH_CHECKS_METRIC, { answer: 'unknown' })) ?? 0) >= 5);
+        api.heal(path);
+        const answered = (await replicas[0]!.metric(NODE_POLICY_PATH_CHECKS_METRIC, { answer: 'policy' }))!;
+        await until(async () => (await replicas[0]!.metric(NODE_POLICY_PATH_CHECKS_METRIC, { answer: 'policy' }))! > answered);
+
+        expect(api.writes.length, 'no shard written').toBe(writes);
+        expect([...api.entries().keys()].sort()).toEqual(['a', 'b']);
+        expect(await replicas[0]!.metric(NODE_POLICY_ACTIVE_METRIC)).toBe(1);
+        expect(await replicas[0]!.metric(NODE_POLICY_PATH_CHECKS_METRIC, { answer: 'webhook-only' })).toBe(0);
+        const retries = nestLogs('warn')
+          .map((l) => String(l.message))
+          .filter((m) => m.startsWith('could not tell which path serves node status writes'));
+        expect(retries[0]).toMatch(/keeping the policy path; asking again in 40 ms$/);
+        expect(retries.slice(0, 5).map((m) => Number(/asking again in (\d+) ms$/.exec(m)?.[1]))).toEqual([40, 80, 160, 320, 400]);
+      });
+    }
+
+    it('no definite answer at start-up: nothing published or withdrawn until one comes', async () => {
+      const { api } = await cluster([node('a')], {
+        before: (api) => {
+          api.editShard('kube-overcommit-node-targets-03', { left: 'from an earlier leader' });
+          api.fail(POLICY_PATH, 429);
+        },
+      });
+      await until(() => api.holder() === 'replica-0' && api.count(`GET ${POLICY_PATH}`) >= 4);
+      expect(api.writes).toEqual([]);
+      expect(nestLogs('warn').map((l) => String(l.message))).toContainEqual(expect.stringMatching(/keeping none decided yet, nothing published or withdrawn/));
+      api.heal(POLICY_PATH);
+      await until(() => api.entries().has('a') && !api.entries().has('left'));
+      expect([...api.entries().keys()]).toEqual(['a']);
+    });
+  });
+});
