@@ -20,6 +20,7 @@ import {
   claimNodeNames,
   createNamespace,
   type E2eEnv,
+  e2eEnv,
   getNode,
   type KubeClient,
   kubeMinor,
@@ -52,6 +53,12 @@ import {
 
 const NODES = { defaultRatios: { cpu: 1.5, memory: 1 } };
 const DEFAULT_REQUESTS = { cpu: '100m', memory: '128Mi' };
+/**
+ * Pod-level resources (spec.resources, KEP-2837) are on by default from 1.34 (beta); on 1.32 and
+ * 1.33 the gate is alpha and off, and the API server drops spec.resources: tests (e) and (h) need
+ * them (docs/compatibility.md lists the skip).
+ */
+const POD_LEVEL_RESOURCES = kubeMinor(e2eEnv()) >= 34;
 const LIMIT_TO_REQUEST = { memoryRequestPercent: 50, cpuLimitPerGiBPercent: 200, cpuRequestPercent: 25 };
 /** A template that only adds an env var: proof that /mutate saw a pod, without touching resources. */
 const MARKER_TEMPLATE = { name: 'marker', env: [{ name: 'E2E_MARKER', value: 'injected' }] };
@@ -224,66 +231,69 @@ describe('pod policies against a real control plane', () => {
     expect(calls(await apiserverMetrics(env)) - beforeCalls).toBe(0);
   });
 
-  it('(e) pods with pod-level resources stay creatable: a resource set at pod level is left alone in the containers, the other one still gets the policy', async () => {
-    // A default large enough that two containers' defaults (1 CPU) exceed the pod-level request (600m).
-    const defaults = { cpu: '500m', memory: '128Mi' };
-    await webhook.useConfig({ nodes: NODES, pods: { defaultRequests: defaults, limitToRequest: LIMIT_TO_REQUEST } });
-    const ns = await newNamespace('e2e-pod-level', { [POD_POLICY_LABEL]: 'enabled' });
-    await waitForWebhookToSeeNamespace(admin, ns, {}, (pod) => sameQuantity('cpu', pod.spec.containers[0].resources?.requests?.cpu, defaults.cpu));
-    const before = policyCounters(await webhook.metrics());
-    const podLevel = (name: string, resources: object, containers: object[]) => ({
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name },
-      spec: { ...onKwokNode(env, general.name), resources, containers },
-    });
+  it.runIf(POD_LEVEL_RESOURCES)(
+    '(e) pods with pod-level resources stay creatable: a resource set at pod level is left alone in the containers, the other one still gets the policy',
+    async () => {
+      // A default large enough that two containers' defaults (1 CPU) exceed the pod-level request (600m).
+      const defaults = { cpu: '500m', memory: '128Mi' };
+      await webhook.useConfig({ nodes: NODES, pods: { defaultRequests: defaults, limitToRequest: LIMIT_TO_REQUEST } });
+      const ns = await newNamespace('e2e-pod-level', { [POD_POLICY_LABEL]: 'enabled' });
+      await waitForWebhookToSeeNamespace(admin, ns, {}, (pod) => sameQuantity('cpu', pod.spec.containers[0].resources?.requests?.cpu, defaults.cpu));
+      const before = policyCounters(await webhook.metrics());
+      const podLevel = (name: string, resources: object, containers: object[]) => ({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name },
+        spec: { ...onKwokNode(env, general.name), resources, containers },
+      });
 
-    // The pod of docs/pod-policy.md: cpu and memory at pod level, two containers asking for nothing.
-    const whole = { requests: { cpu: '600m', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' } };
-    const created = await admin.post(
-      `/api/v1/namespaces/${ns}/pods`,
-      podLevel('whole', whole, [
-        { name: 'app', image: PAUSE_IMAGE },
-        { name: 'worker', image: PAUSE_IMAGE },
-      ]),
-    );
-    for (const c of created.spec.containers) expect(c.resources ?? {}, c.name).toEqual({});
-    expectQuantities(created.spec.resources.requests, whole.requests, 'whole pod-level requests');
-    expectQuantities(created.spec.resources.limits, whole.limits, 'whole pod-level limits');
-    expect(created.metadata.annotations?.[ORIGINAL_RESOURCES_ANNOTATION]).toBeUndefined();
-    // kube-scheduler places it by its pod-level requests, kwok runs it.
-    await waitUntil('`whole` bound and Running', async () => {
-      const p = await admin.get(`/api/v1/namespaces/${ns}/pods/whole`);
-      return p.spec.nodeName === general.name && p.status.phase === 'Running';
-    });
+      // The pod of docs/pod-policy.md: cpu and memory at pod level, two containers asking for nothing.
+      const whole = { requests: { cpu: '600m', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' } };
+      const created = await admin.post(
+        `/api/v1/namespaces/${ns}/pods`,
+        podLevel('whole', whole, [
+          { name: 'app', image: PAUSE_IMAGE },
+          { name: 'worker', image: PAUSE_IMAGE },
+        ]),
+      );
+      for (const c of created.spec.containers) expect(c.resources ?? {}, c.name).toEqual({});
+      expectQuantities(created.spec.resources.requests, whole.requests, 'whole pod-level requests');
+      expectQuantities(created.spec.resources.limits, whole.limits, 'whole pod-level limits');
+      expect(created.metadata.annotations?.[ORIGINAL_RESOURCES_ANNOTATION]).toBeUndefined();
+      // kube-scheduler places it by its pod-level requests, kwok runs it.
+      await waitUntil('`whole` bound and Running', async () => {
+        const p = await admin.get(`/api/v1/namespaces/${ns}/pods/whole`);
+        return p.spec.nodeName === general.name && p.status.phase === 'Running';
+      });
 
-    // Only cpu at pod level: memory gets the default and the percentage, cpu nothing (no cpu limit from memory).
-    const cpuOnly = await admin.post(
-      `/api/v1/namespaces/${ns}/pods`,
-      podLevel('cpu-only', { requests: { cpu: '1' } }, [
-        { name: 'app', image: PAUSE_IMAGE },
-        { name: 'checkout', image: PAUSE_IMAGE, resources: { limits: { memory: '1Gi' } } },
-      ]),
-    );
-    expectQuantities(resources(cpuOnly, 'app').requests, { memory: '128Mi' }, 'cpu-only app requests');
-    expect(resources(cpuOnly, 'app').limits).toBeUndefined();
-    expectQuantities(resources(cpuOnly, 'checkout').requests, { memory: '512Mi' }, 'cpu-only checkout requests');
-    expectQuantities(resources(cpuOnly, 'checkout').limits, { memory: '1Gi' }, 'cpu-only checkout limits');
-    // From 1.37 the API server also fills the pod-level requests of a pod with pod-level requests alone, after the
-    // webhooks (PodLevelResourcesFixDefaulting): memory, the containers' sum as the policy left them (128Mi + 512Mi).
-    const defaultedAfterWebhooks = kubeMinor(env) >= 37;
-    expectQuantities(cpuOnly.spec.resources.requests, defaultedAfterWebhooks ? { cpu: '1', memory: '640Mi' } : { cpu: '1' }, 'cpu-only pod-level requests');
+      // Only cpu at pod level: memory gets the default and the percentage, cpu nothing (no cpu limit from memory).
+      const cpuOnly = await admin.post(
+        `/api/v1/namespaces/${ns}/pods`,
+        podLevel('cpu-only', { requests: { cpu: '1' } }, [
+          { name: 'app', image: PAUSE_IMAGE },
+          { name: 'checkout', image: PAUSE_IMAGE, resources: { limits: { memory: '1Gi' } } },
+        ]),
+      );
+      expectQuantities(resources(cpuOnly, 'app').requests, { memory: '128Mi' }, 'cpu-only app requests');
+      expect(resources(cpuOnly, 'app').limits).toBeUndefined();
+      expectQuantities(resources(cpuOnly, 'checkout').requests, { memory: '512Mi' }, 'cpu-only checkout requests');
+      expectQuantities(resources(cpuOnly, 'checkout').limits, { memory: '1Gi' }, 'cpu-only checkout limits');
+      // From 1.37 the API server also fills the pod-level requests of a pod with pod-level requests alone, after the
+      // webhooks (PodLevelResourcesFixDefaulting): memory, the containers' sum as the policy left them (128Mi + 512Mi).
+      const defaultedAfterWebhooks = kubeMinor(env) >= 37;
+      expectQuantities(cpuOnly.spec.resources.requests, defaultedAfterWebhooks ? { cpu: '1', memory: '640Mi' } : { cpu: '1' }, 'cpu-only pod-level requests');
 
-    // One pod mutated (cpu-only: two memory requests, one added and one lowered); no cpu touched.
-    expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({
-      mutated: 1,
-      cpuAdded: 0,
-      memoryAdded: 1,
-      requestsChanged: 2,
-      limitsChanged: 0,
-      unsynced: 0,
-    });
-  });
+      // One pod mutated (cpu-only: two memory requests, one added and one lowered); no cpu touched.
+      expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({
+        mutated: 1,
+        cpuAdded: 0,
+        memoryAdded: 1,
+        requestsChanged: 2,
+        limitsChanged: 0,
+        unsynced: 0,
+      });
+    },
+  );
 
   it('(f) a cpu limit derived from memory, without a cpu request percentage: the API server gives it a request equal to it, and the second /mutate call (the other entry) keeps the recorded originals', async () => {
     await webhook.useConfig({ nodes: NODES, pods: { limitToRequest: { cpuLimitPerGiBPercent: 200 } }, sidecars: { templates: [MARKER_TEMPLATE] } });
@@ -675,76 +685,79 @@ describe('pod policies against a real control plane', () => {
    * containers asking 200m. Dry-run CREATEs with spec.nodeName show what the cap computes; the
    * scheduler's own decisions (bound, or Unschedulable with Insufficient cpu) agree at both edges.
    */
-  it('(h) pod-level resources: kube-scheduler places pods by their pod-level requests (a limit alone defaulted to the request) exactly as the cap counts them', async () => {
-    await webhook.useConfig({ nodes: NODES, pods: { defaultRequests: DEFAULT_REQUESTS, cap: { mode: 'deny' } } });
-    const [nodeName] = claimNodeNames(env, 'kwok-node', 1);
-    const kubelet = await startKwokNode(env, admin, { name: nodeName!, capacity: { cpu: '2', memory: '8Gi', pods: '110' } });
-    try {
-      await waitUntil(`${nodeName} inflated to 3 CPUs`, async () => sameQuantity('cpu', (await getNode(admin, nodeName!)).allocatable.cpu, '3'));
-      const ns = await newNamespace('e2e-pod-level-cap', { [POD_POLICY_LABEL]: 'enabled' });
-      await waitForPolicyScope(ns);
-      const pod = (name: string) => admin.get(`/api/v1/namespaces/${ns}/pods/${name}`);
-      const manifest = (name: string, resources: object, containerCpu?: string, nodeName?: string) => ({
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: { name },
-        spec: {
-          ...onKwokNode(env, kubelet.name),
-          ...(nodeName ? { nodeName } : {}),
-          resources,
-          containers: ['a', 'b'].map((c) => ({
-            name: c,
-            image: PAUSE_IMAGE,
-            resources: { requests: { memory: '64Mi', ...(containerCpu ? { cpu: containerCpu } : {}) } },
-          })),
-        },
-      });
-      const created = (name: string, resources: object, containerCpu?: string) =>
-        postWithWarnings(env, `/api/v1/namespaces/${ns}/pods`, manifest(name, resources, containerCpu, nodeName), { dryRun: 'All' });
-      const boundAndRunning = (name: string) =>
-        waitUntil(`${name} bound and Running`, async () => {
-          const p = await pod(name);
-          return p.spec.nodeName === nodeName && p.status.phase === 'Running' ? p : undefined;
+  it.runIf(POD_LEVEL_RESOURCES)(
+    '(h) pod-level resources: kube-scheduler places pods by their pod-level requests (a limit alone defaulted to the request) exactly as the cap counts them',
+    async () => {
+      await webhook.useConfig({ nodes: NODES, pods: { defaultRequests: DEFAULT_REQUESTS, cap: { mode: 'deny' } } });
+      const [nodeName] = claimNodeNames(env, 'kwok-node', 1);
+      const kubelet = await startKwokNode(env, admin, { name: nodeName!, capacity: { cpu: '2', memory: '8Gi', pods: '110' } });
+      try {
+        await waitUntil(`${nodeName} inflated to 3 CPUs`, async () => sameQuantity('cpu', (await getNode(admin, nodeName!)).allocatable.cpu, '3'));
+        const ns = await newNamespace('e2e-pod-level-cap', { [POD_POLICY_LABEL]: 'enabled' });
+        await waitForPolicyScope(ns);
+        const pod = (name: string) => admin.get(`/api/v1/namespaces/${ns}/pods/${name}`);
+        const manifest = (name: string, resources: object, containerCpu?: string, nodeName?: string) => ({
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name },
+          spec: {
+            ...onKwokNode(env, kubelet.name),
+            ...(nodeName ? { nodeName } : {}),
+            resources,
+            containers: ['a', 'b'].map((c) => ({
+              name: c,
+              image: PAUSE_IMAGE,
+              resources: { requests: { memory: '64Mi', ...(containerCpu ? { cpu: containerCpu } : {}) } },
+            })),
+          },
         });
-      const capText = (total: string, onNode: string, pods: string, own: string) =>
-        `kube-overcommit: pod ${ns}/probe would exceed the overcommit cap of node ${nodeName}: cpu: ${total} requested (${onNode} by ${pods} on the node + ${own} by this pod) > cap 3 (raw allocatable 2 × ratio 1.5)`;
-      const before = policyCounters(await webhook.metrics());
+        const created = (name: string, resources: object, containerCpu?: string) =>
+          postWithWarnings(env, `/api/v1/namespaces/${ns}/pods`, manifest(name, resources, containerCpu, nodeName), { dryRun: 'All' });
+        const boundAndRunning = (name: string) =>
+          waitUntil(`${name} bound and Running`, async () => {
+            const p = await pod(name);
+            return p.spec.nodeName === nodeName && p.status.phase === 'Running' ? p : undefined;
+          });
+        const capText = (total: string, onNode: string, pods: string, own: string) =>
+          `kube-overcommit: pod ${ns}/probe would exceed the overcommit cap of node ${nodeName}: cpu: ${total} requested (${onNode} by ${pods} on the node + ${own} by this pod) > cap 3 (raw allocatable 2 × ratio 1.5)`;
+        const before = policyCounters(await webhook.metrics());
 
-      // A pod-level limit alone: 2 CPUs requested, stored as the pod-level request, placed by it.
-      await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('limits-only', { limits: { cpu: '2', memory: '1Gi' } }));
-      const limitsOnly = await boundAndRunning('limits-only');
-      // Defaulted by the API server: cpu from the pod-level limit (no container sets it), memory from the containers' 2 × 64Mi.
-      expectQuantities(limitsOnly.spec.resources.requests, { cpu: '2', memory: '128Mi' }, 'limits-only pod-level requests (defaulted)');
-      // The same pod with a pod-level limit of 1001m on the node: 2 + 1001m > 3, refused at CREATE though it sends no request.
-      const over = await waitUntil('the webhook to count limits-only (dry-run CREATE of one more)', async () => {
-        const answer = await created('probe', { limits: { cpu: '1001m' } });
-        return answer.status === 403 ? answer : undefined;
-      });
-      expect(over.body.message).toContain(capText('3001m', '2', '1 pod', '1001m'));
-      // 1 CPU at pod level over 200m of containers: 2 + 1 = 3, admitted; kube-scheduler binds it too.
-      expect((await created('probe', { requests: { cpu: '1' } }, '100m')).status).toBe(201);
-      await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('pod-level', { requests: { cpu: '1' } }, '100m'));
-      await boundAndRunning('pod-level');
-      // The node is full for both: 100m more at pod level (a limit alone, no container cpu) is past the cap...
-      const full = await waitUntil('the webhook to count pod-level (dry-run CREATE of 100m more)', async () => {
-        const answer = await created('probe', { limits: { cpu: '100m' } });
-        return answer.status === 403 ? answer : undefined;
-      });
-      expect(full.body.message).toContain(capText('3100m', '3', '2 pods', '100m'));
-      // ...and kube-scheduler finds no room for it (it counts pod-level at 1, not its containers' 200m).
-      await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('no-room', { limits: { cpu: '100m' } }));
-      const unschedulable = await waitUntil(
-        '`no-room` Unschedulable',
-        async () => (await pod('no-room')).status.conditions?.find((c: any) => c.type === 'PodScheduled' && c.reason === 'Unschedulable'),
-        { timeoutMs: 30_000, describe: async () => (await pod('no-room')).status },
-      );
-      expect(unschedulable.message).toContain('Insufficient cpu');
-      expect((await pod('no-room')).spec.nodeName).toBeUndefined();
-      // Both bindings passed the cap; nothing was refused but the dry runs (not counted).
-      expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({ capDenials: 0, unsynced: 0 });
-    } finally {
-      await kubelet.stop({ deleteNode: true }).catch(() => undefined);
-      kubelet.assertHealthy();
-    }
-  });
+        // A pod-level limit alone: 2 CPUs requested, stored as the pod-level request, placed by it.
+        await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('limits-only', { limits: { cpu: '2', memory: '1Gi' } }));
+        const limitsOnly = await boundAndRunning('limits-only');
+        // Defaulted by the API server: cpu from the pod-level limit (no container sets it), memory from the containers' 2 × 64Mi.
+        expectQuantities(limitsOnly.spec.resources.requests, { cpu: '2', memory: '128Mi' }, 'limits-only pod-level requests (defaulted)');
+        // The same pod with a pod-level limit of 1001m on the node: 2 + 1001m > 3, refused at CREATE though it sends no request.
+        const over = await waitUntil('the webhook to count limits-only (dry-run CREATE of one more)', async () => {
+          const answer = await created('probe', { limits: { cpu: '1001m' } });
+          return answer.status === 403 ? answer : undefined;
+        });
+        expect(over.body.message).toContain(capText('3001m', '2', '1 pod', '1001m'));
+        // 1 CPU at pod level over 200m of containers: 2 + 1 = 3, admitted; kube-scheduler binds it too.
+        expect((await created('probe', { requests: { cpu: '1' } }, '100m')).status).toBe(201);
+        await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('pod-level', { requests: { cpu: '1' } }, '100m'));
+        await boundAndRunning('pod-level');
+        // The node is full for both: 100m more at pod level (a limit alone, no container cpu) is past the cap...
+        const full = await waitUntil('the webhook to count pod-level (dry-run CREATE of 100m more)', async () => {
+          const answer = await created('probe', { limits: { cpu: '100m' } });
+          return answer.status === 403 ? answer : undefined;
+        });
+        expect(full.body.message).toContain(capText('3100m', '3', '2 pods', '100m'));
+        // ...and kube-scheduler finds no room for it (it counts pod-level at 1, not its containers' 200m).
+        await admin.post(`/api/v1/namespaces/${ns}/pods`, manifest('no-room', { limits: { cpu: '100m' } }));
+        const unschedulable = await waitUntil(
+          '`no-room` Unschedulable',
+          async () => (await pod('no-room')).status.conditions?.find((c: any) => c.type === 'PodScheduled' && c.reason === 'Unschedulable'),
+          { timeoutMs: 30_000, describe: async () => (await pod('no-room')).status },
+        );
+        expect(unschedulable.message).toContain('Insufficient cpu');
+        expect((await pod('no-room')).spec.nodeName).toBeUndefined();
+        // Both bindings passed the cap; nothing was refused but the dry runs (not counted).
+        expect(delta(before, policyCounters(await webhook.metrics()))).toMatchObject({ capDenials: 0, unsynced: 0 });
+      } finally {
+        await kubelet.stop({ deleteNode: true }).catch(() => undefined);
+        kubelet.assertHealthy();
+      }
+    },
+  );
 });

@@ -51,6 +51,12 @@ import {
 import { PAUSE_IMAGE, POD_POLICY_LABEL, postWithWarnings } from './harness/workloads.js';
 
 const NAMESPACE = 'e2e-resize';
+/**
+ * `pods/resize` is served from 1.33 (in-place resize beta, on). On 1.32 in-place resize is alpha and
+ * off: no subresource, and a pod's resources cannot change at all; what the cap does there is the
+ * 1.32 test below (docs/compatibility.md lists the skip).
+ */
+const SERVES_RESIZE = kubeMinor(e2eEnv()) >= 33;
 /** From 1.36 the kubelet allocates a resize when its admission (the stored, inflated Node) agrees; 1.35 under kubemark never does (see the header). */
 const ALLOCATES_RESIZES = kubeMinor(e2eEnv()) >= 36;
 const ROLE_LABEL = 'e2e.kube-overcommit.io/resize';
@@ -139,7 +145,7 @@ afterAll(async () => {
   await tearDown({ env, admin, webhook, namespaces: [NAMESPACE] });
 }, 60_000);
 
-describe('in-place resize on the real kubelet (kubemark), the pod cap in deny mode', () => {
+describe.runIf(SERVES_RESIZE)('in-place resize on the real kubelet (kubemark), the pod cap in deny mode', () => {
   it('a resize within the cap is stored and allocated by the kubelet', async () => {
     await waitUntil('the hollow node inflated to cpu 3', async () => (await getNode(admin, kubelet!.name)).allocatable.cpu === '3');
     // In scope once the webhook knows the namespace: a dry-run pod of 4 CPUs on the node is refused.
@@ -256,4 +262,28 @@ describe('in-place resize on the real kubelet (kubemark), the pod cap in deny mo
     },
     120_000,
   );
+});
+
+describe.runIf(!SERVES_RESIZE)('Kubernetes 1.32: no in-place resize (alpha, off), so nothing for the cap to check', () => {
+  it('pods/resize is not served (404), and a resize as a spec update is refused by the API server itself: the pod keeps its requests', async () => {
+    await waitUntil('the hollow node inflated to cpu 3', async () => (await getNode(admin, kubelet!.name)).allocatable.cpu === '3');
+    await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod('web', '1500m'));
+    await waitUntil('web Running on the hollow node', async () => (await get('web')).status.phase === 'Running', { timeoutMs: 60_000 });
+    const before = await capDenials();
+
+    expect((await resize('web', '2500m')).status).toBe(404);
+    // What 1.32 with the InPlacePodVerticalScaling gate on would send as the resize: an UPDATE of the pod.
+    const update = await get('web');
+    update.spec.containers[0].resources.requests.cpu = '2500m';
+    const refused = await admin.put(`/api/v1/namespaces/${NAMESPACE}/pods/web`, update).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(KubeApiError);
+    expect((refused as KubeApiError).status).toBe(422);
+    expect(JSON.stringify((refused as KubeApiError).body)).toContain('pod updates may not change fields other than');
+    expect(resizeStatus(await get('web'))).toMatchObject({ desired: '1500m' });
+    // The webhook was not asked: the pod-policy entry registers pods/resize UPDATE, never pods UPDATE.
+    expect((await capDenials()) - before).toBe(0);
+  });
 });
