@@ -3,7 +3,9 @@
 # (REGISTRY of .github/workflows/release.yml: the name k8s/ and the chart deploy, so `kind load`
 # makes it available as is) from the Dockerfile with docker or podman, whichever is installed
 # and answers (docker first).
-# Arguments are passed to `build` (`npm run image -- --platform linux/arm64`).
+# Arguments are passed to `build` (`npm run image -- --platform linux/arm64`). NODE_IMAGE, when set,
+# is the Dockerfile's base (--build-arg NODE_IMAGE): test/e2e/node/image.sh sets it to a base made
+# from Debian's and npm's packages on a machine that reaches no registry.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,5 +28,7 @@ fi
 registry=$(awk '$1 == "REGISTRY:" { print $2; exit }' .github/workflows/release.yml)
 [[ -n $registry ]] || { echo "npm run image: no REGISTRY in .github/workflows/release.yml" >&2; exit 1; }
 image=$registry/kube-overcommit:$(node -p 'require("./package.json").version')
-"$engine" build --tag "$image" "$@" .
+build_args=()
+[[ -z ${NODE_IMAGE:-} ]] || build_args+=(--build-arg "NODE_IMAGE=$NODE_IMAGE")
+"$engine" build --tag "$image" "${build_args[@]}" "$@" .
 echo "built $image with $engine"
