@@ -49,7 +49,15 @@ K8S_MINOR=${BASH_REMATCH[2]}
 
 # Each Kubernetes main's package: cmd/<name>, or this minor's own (release.sh's main_pkg).
 MAINS=()
-for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubemark; do MAINS+=("$(main_pkg "$name")"); done
+for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubemark; do
+  pkg=$(main_pkg "$name")
+  if [[ -n $pkg ]]; then MAINS+=("$pkg"); else
+    echo "build.sh: $K8S_VERSION has no $name (its module file says: absent); the tests that need it cannot run on it" >&2
+    kept=()
+    for b in "${BINARIES[@]}"; do [[ $b == "$name" ]] || kept+=("$b"); done
+    BINARIES=("${kept[@]}")
+  fi
+done
 # A release whose module file names a newer toolchain (`toolchain go1.27.3`, written by pin.sh under
 # GOTOOLCHAIN) builds its Kubernetes binaries, and only those, with GOTOOLCHAIN set to it: the go
 # command fetches that Go from the module proxy (this machine's GOTOOLCHAIN is local).

@@ -35,6 +35,16 @@ trap 'rm -rf "$work"' EXIT
 (cd "$work" && GOFLAGS=-mod=mod "$GO" mod download -json "k8s.io/kubernetes@$VERSION" >download.json)
 upstream=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).GoMod)' "$work/download.json")
 go_line=$(awk '$1 == "go" { print $2; exit }' "$upstream")
+# Mains of cmd/ that this release does not have (1.38 has no cmd/kubemark): named in the module file
+# (`// absent: NAME`, read by release.sh, so build.sh leaves them out), and tidy goes on without them.
+release_dir=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).Dir)' "$work/download.json")
+absent=()
+for d in "$HERE"/cmd/*/; do
+  name=$(basename "$d")
+  [[ -d $release_dir/cmd/$name ]] || absent+=("$name")
+done
+TIDY_FLAGS=()
+((${#absent[@]} == 0)) || TIDY_FLAGS=(-e)
 mapfile -t staging < <(awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print $1 }' "$upstream")
 
 {
@@ -43,6 +53,7 @@ mapfile -t staging < <(awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print $1 }' "$
   echo "// \"go install\"ed directly because its go.mod replaces every staging module with"
   echo "// a local path; this module pins those staging modules to the matching release."
   echo "// Written by pin.sh $VERSION${STAGING_AT:+ with STAGING_AT=\"$STAGING_AT\" (not served by the module proxy at $STAGING)}."
+  for name in "${absent[@]}"; do echo "// absent: $name (no cmd/$name in k8s.io/kubernetes $VERSION)"; done
   echo "module github.com/kube-overcommit/test/e2e/control-plane"
   echo
   echo "go $go_line"
@@ -64,10 +75,10 @@ mapfile -t staging < <(awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print $1 }' "$
 
 if [[ -z $TARGET ]]; then
   cp "$work/go.mod" "$HERE/go.mod"
-  (cd "$HERE" && GOFLAGS=-mod=mod GOWORK=off "$GO" mod tidy)
+  (cd "$HERE" && GOFLAGS=-mod=mod GOWORK=off "$GO" mod tidy "${TIDY_FLAGS[@]}")
 else
   cp "$work/go.mod" "$HERE/$TARGET.mod"
   : >"$HERE/$TARGET.sum"
-  (cd "$HERE" && GOFLAGS=-mod=mod GOWORK=off "$GO" mod tidy -modfile="$TARGET.mod")
+  (cd "$HERE" && GOFLAGS=-mod=mod GOWORK=off "$GO" mod tidy "${TIDY_FLAGS[@]}" -modfile="$TARGET.mod")
 fi
 echo "pin.sh: pinned $VERSION (${#staging[@]} staging modules at $STAGING)"

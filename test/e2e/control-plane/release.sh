@@ -18,7 +18,10 @@ elif [[ -n ${KUBE:-} ]]; then
 fi
 MODSUM=${MODFILE%.mod}.sum
 # main_pkg NAME: the package of one binary's main for this release: versions/<minor>/cmd/NAME when
-# that minor's upstream main differs from the newest's (1.32 and 1.33: kubectl), else cmd/NAME.
+# that minor's upstream main differs from the newest's (1.32 and 1.33: kubectl), else cmd/NAME;
+# nothing for a main the release does not have (pin.sh's `// absent: NAME`: 1.38's kubemark).
 main_pkg() {
+  # `// absent: NAME` (pin.sh): this release has no such main; nothing to build.
+  if grep -q "^// absent: $1 " "$HERE/$MODFILE"; then return 0; fi
   if [[ $MODFILE == versions/*.mod && -f $HERE/${MODFILE%.mod}/cmd/$1/main.go ]]; then echo "./${MODFILE%.mod}/cmd/$1"; else echo "./cmd/$1"; fi
 }
