@@ -2,6 +2,7 @@
 export interface NodeLike {
   metadata?: {
     name?: string;
+    uid?: string;
     labels?: Readonly<Record<string, string>>;
     annotations?: Readonly<Record<string, string>>;
   };

@@ -3,19 +3,22 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import { configStore } from '../../test/fixtures/config-store.js';
 import { IN_CLUSTER_ENV } from '../../test/fixtures/namespaces.js';
-import { DISCOVERY_PATH, type Failure, FakeTargetsApi, POLICY_PATH } from '../../test/fixtures/node-targets-api.js';
+import { DISCOVERY_PATH, type Failure, FakeTargetsApi, POLICY_PATH, shardConfigMap } from '../../test/fixtures/node-targets-api.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { nestLogs } from '../../test/setup/nest-logs.js';
 import type { NodeCacheListener } from '../kube/node-cache.service.js';
 import type { NodeLike } from '../domain/node-like.js';
 import {
   NODE_POLICY_ACTIVE_METRIC,
+  NODE_POLICY_LEADER_METRIC,
   NODE_POLICY_PATH_CHECKS_METRIC,
+  NODE_TARGET_DRIFT_METRIC,
   NODE_TARGET_WRITES_METRIC,
   NODE_TARGETS_METRIC,
   type NodePolicyTiming,
   NodeTargetsPublisher,
 } from './node-policy.service.js';
+import { shardOf } from './node-targets.rules.js';
 
 /** The publisher's timing, shortened: a look-up every 400 ms, retried after 40, 80, 160 ... ms. */
 const TIMING: Partial<NodePolicyTiming> = {
@@ -74,7 +77,12 @@ describe('NodeTargetsPublisher against a fake API server', () => {
   /** The fake API server, `nodes` in the cache, and `replicas` publishers (pods replica-0, replica-1 ...) started against it. */
   async function cluster(
     nodes: NodeLike[],
-    { replicas = 1, config = CONFIG, before }: { replicas?: number; config?: string; before?: (api: FakeTargetsApi) => void } = {},
+    {
+      replicas = 1,
+      config = CONFIG,
+      before,
+      timing,
+    }: { replicas?: number; config?: string; before?: (api: FakeTargetsApi) => void; timing?: Partial<NodePolicyTiming> } = {},
   ) {
     const api = new FakeTargetsApi();
     before?.(api);
@@ -100,7 +108,9 @@ describe('NodeTargetsPublisher against a fake API server', () => {
         gauge(NODE_TARGETS_METRIC, ['state']),
         counter(NODE_TARGET_WRITES_METRIC, ['result']),
         counter(NODE_POLICY_PATH_CHECKS_METRIC, ['answer']),
-        TIMING,
+        gauge(NODE_POLICY_LEADER_METRIC),
+        counter(NODE_TARGET_DRIFT_METRIC, ['kind']),
+        { ...TIMING, ...timing },
       );
       const metric = async (name: string, labels: Record<string, string> = {}) =>
         (await registry.getSingleMetric(name)!.get()).values.find((v) => Object.entries(labels).every(([k, value]) => v.labels[k] === value))?.value;
@@ -208,6 +218,109 @@ describe('NodeTargetsPublisher against a fake API server', () => {
       api.heal(POLICY_PATH);
       await until(() => api.entries().has('a') && !api.entries().has('left'));
       expect([...api.entries().keys()]).toEqual(['a']);
+    });
+  });
+
+  describe('the leader keeps the shards as planned', () => {
+    const drift = async (replica: { metric: (name: string, labels?: Record<string, string>) => Promise<number | undefined> }, kind: string) =>
+      (await replica.metric(NODE_TARGET_DRIFT_METRIC, { kind })) ?? 0;
+    const entryOf = (api: FakeTargetsApi, name: string) => api.entries().get(name)?.split('\n');
+
+    it('leader change: the new leader reads the shards and rewrites nothing unchanged; only the leader writes; a deposed leader’s late write is undone within one resync', async () => {
+      const { api, cache, replicas } = await cluster([node('a'), node('b')], { replicas: 2 });
+      const [first, second] = replicas as [(typeof replicas)[0], (typeof replicas)[0]];
+      await until(() => api.entries().size === 2);
+      const leader = api.holder();
+      const [old, next] = leader === first.identity ? [first, second] : [second, first];
+      const published = api.entries();
+      expect(await old.metric(NODE_POLICY_LEADER_METRIC)).toBe(1);
+      expect(await next.metric(NODE_POLICY_LEADER_METRIC)).toBe(0);
+      await old.stop(); // releases the Lease: the other replica takes it at its next try
+      await until(() => api.holder() === next.identity);
+      await until(async () => (await next.metric(NODE_POLICY_LEADER_METRIC)) === 1);
+      const writes = api.writes.length;
+      // Two resyncs of the new leader: the entries, their valid-until included, are the published ones.
+      await new Promise((resolve) => setTimeout(resolve, 2 * TIMING.resyncMs! + 100));
+      expect(api.writes.length, 'writes after the leader change with nothing changed').toBe(writes);
+      expect(api.entries()).toEqual(published);
+      // A change is written by the new leader alone.
+      cache.set({ ...node('a'), status: { ...node('a').status, allocatable: { ...node('a').status!.allocatable, cpu: '2' } } });
+      await until(() => entryOf(api, 'a')?.[1] === 'cpu 2 4 3');
+      expect(api.writes.slice(writes).filter((w) => w.holder !== next.identity)).toEqual([]);
+      // The deposed leader's late PATCH of what it planned before: undone at the new leader's next resync.
+      const late = api.entries().get('a')!.replace('cpu 2 4 3', 'cpu 4 4 6');
+      api.editShard(shardConfigMap(shardOf('a')), { a: late });
+      await until(() => entryOf(api, 'a')?.[1] === 'cpu 2 4 3', 2 * TIMING.resyncMs! + 500);
+      expect(await drift(next, 'entry')).toBe(1);
+    });
+
+    it('an external edit (an entry bent, one added, one removed) is written back within one resync and counted', async () => {
+      const { api, replicas } = await cluster([node('a'), node('b'), node('c')]);
+      await until(() => api.entries().size === 3);
+      const planned = api.entries();
+      const shardA = shardConfigMap(shardOf('a'));
+      const shardB = shardConfigMap(shardOf('b'));
+      api.editShard(shardA, { a: planned.get('a')!.replace(/^cpu 4 4 6$/m, 'cpu 4 4 40'), intruder: planned.get('a')! });
+      api.editShard(shardB, { b: null });
+      // Written back as planned (the bent entry with a new valid-until: its body was not the published one).
+      const bodies = (entries: Map<string, string>) => new Map([...entries].map(([name, entry]) => [name, entry.split('\n').slice(0, -1)]));
+      await until(() => api.entries().size === 3 && entryOf(api, 'a')?.[1] === 'cpu 4 4 6', 2 * TIMING.resyncMs! + 500);
+      expect(bodies(api.entries())).toEqual(bodies(planned));
+      expect(api.entries().get('b')).toBe(planned.get('b'));
+      expect(await drift(replicas[0]!, 'entry')).toBe(3);
+      expect(nestLogs('warn').map((l) => String(l.message))).toContainEqual(
+        expect.stringMatching(/entries changed by another writer; writing the planned ones back/),
+      );
+    });
+
+    it('a shard deleted: counted, the other shards still published; created again (empty, as the manifests create it): refilled within one resync', async () => {
+      const names = ['a', 'b', 'c', 'd', 'e'];
+      const { api, cache, replicas } = await cluster(names.map((n) => node(n)));
+      await until(() => api.entries().size === names.length);
+      const gone = shardConfigMap(shardOf('a'));
+      const elsewhere = names.find((n) => shardConfigMap(shardOf(n)) !== gone)!;
+      api.shards.delete(gone);
+      await until(async () => (await drift(replicas[0]!, 'shard-missing')) >= 1, 2 * TIMING.resyncMs! + 500);
+      expect(nestLogs('warn').map((l) => String(l.message))).toContain(
+        `${gone} is gone: the webhook serves its nodes until it is created again (k8s/node-policy)`,
+      );
+      cache.set({ ...node(elsewhere), status: { ...node(elsewhere).status, allocatable: { ...node(elsewhere).status!.allocatable, cpu: '3' } } });
+      await until(() => entryOf(api, elsewhere)?.[1] === 'cpu 3 4 4500m');
+      api.createShard(gone);
+      await until(() => api.entries().size === names.length, 2 * TIMING.resyncMs! + 500);
+      expect(entryOf(api, 'a')?.[1]).toBe('cpu 4 4 6');
+      expect(await replicas[0]!.metric(NODE_TARGET_WRITES_METRIC, { result: 'error' })).toBe(0);
+    });
+
+    it('a node deleted and created again with the same name: its entry removed, then published for the new Node’s uid', async () => {
+      const { api, cache } = await cluster([node('a', 'uid-1'), node('b')]);
+      await until(() => entryOf(api, 'a')?.[11] === 'uid-1');
+      cache.remove('a');
+      await until(() => !api.entries().has('a'));
+      cache.set(node('a', 'uid-2'));
+      await until(() => entryOf(api, 'a')?.[11] === 'uid-2');
+      // A cache that saw only the new Node (its delete missed, a relist): the entry follows the uid all the same.
+      cache.set(node('a', 'uid-3'));
+      await until(() => entryOf(api, 'a')?.[11] === 'uid-3');
+      expect(api.entries().get('a')!.split('\n')).toHaveLength(13);
+    });
+
+    it('valid-until: kept across resyncs while more than half the validity is left, then renewed; so the shards are not rewritten at every resync', async () => {
+      const { api } = await cluster([node('a')], { timing: { entryValidityMs: 4_000 } });
+      await until(() => api.entries().has('a'));
+      const first = entryOf(api, 'a')![12]!;
+      const writes = api.writes.length;
+      const requests = api.requests.length;
+      await new Promise((resolve) => setTimeout(resolve, 1_500)); // 5 resyncs, less than half the validity
+      expect(entryOf(api, 'a')![12]).toBe(first);
+      expect(api.writes.length).toBe(writes);
+      // Each resync read the shards' resourceVersions alone: no shard had changed.
+      const reads = api.requests.slice(requests).filter((r) => r.request.includes('/configmaps/'));
+      expect(reads.length).toBeGreaterThanOrEqual(4 * 16);
+      expect(reads.filter((r) => !r.request.endsWith(' (metadata)'))).toEqual([]);
+      await until(() => entryOf(api, 'a')![12] !== first, 3_000);
+      expect(Date.parse(entryOf(api, 'a')![12]!) - Date.parse(first)).toBeGreaterThanOrEqual(1_000);
+      expect(api.writes.length).toBe(writes + 1);
     });
   });
 });

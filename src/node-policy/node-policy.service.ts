@@ -12,7 +12,17 @@ import { requestTimeout } from '../kube/request-timeout.js';
 import { NodeCache } from '../kube/node-cache.service.js';
 import { PodCache } from '../kube/pod-cache.service.js';
 import { floorEnabled, NODE_COMMITMENTS, type NodeCommitments, NODE_USAGE, type PublishedUsage } from '../domain/node-rules/node-services.js';
-import { planShardPatches, planShards, planTargetEntry, shardName, type Shards, TARGET_SHARDS } from './node-targets.rules.js';
+import {
+  ENTRY_VALIDITY_MS,
+  planShardPatches,
+  planShards,
+  planTargetEntry,
+  shardName,
+  shardOf,
+  type Shards,
+  TARGET_SHARDS,
+  validUntil,
+} from './node-targets.rules.js';
 
 /** The policy the targets are for (k8s/node-policy/policy.yaml). */
 export const NODE_POLICY_NAME = 'kube-overcommit-nodes';
@@ -22,6 +32,14 @@ export const NODE_POLICY_ACTIVE_METRIC = 'kube_overcommit_node_policy_active';
 export const NODE_TARGETS_METRIC = 'kube_overcommit_node_targets_published';
 export const NODE_TARGET_WRITES_METRIC = 'kube_overcommit_node_target_writes_total';
 export const NODE_POLICY_PATH_CHECKS_METRIC = 'kube_overcommit_node_policy_path_checks_total';
+export const NODE_POLICY_LEADER_METRIC = 'kube_overcommit_node_policy_leader';
+export const NODE_TARGET_DRIFT_METRIC = 'kube_overcommit_node_target_drift_total';
+
+/** A shard's metadata alone: its resourceVersion, without the entries. */
+const PARTIAL_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
+
+/** Each shard as this leader last read or wrote it; null: the ConfigMap does not exist. */
+type ShardStates = Array<{ data: Map<string, string>; resourceVersion: string } | null>;
 
 /** Which engine serves node status writes, as found at start-up (and re-checked at each config change). */
 export type StatusPath = 'policy' | 'webhook-only';
@@ -48,6 +66,10 @@ export interface NodePolicyTiming {
   /** A look-up's request gives up after this. */
   requestTimeoutMs: number;
   lease: LeaseTiming;
+  /** How long a published entry stays valid (node-targets.rules.ts, rule 8). */
+  entryValidityMs: number;
+  /** Wall-clock milliseconds: an entry's valid-until is compared with the kubelets' heartbeats. */
+  clock: () => number;
 }
 /** Optional provider: the publisher's timing (specs shorten it). */
 export const NODE_POLICY_TIMING = Symbol('NODE_POLICY_TIMING');
@@ -58,6 +80,8 @@ const DEFAULT_TIMING: NodePolicyTiming = {
   detectRetryMs: 1_000,
   requestTimeoutMs: 10_000,
   lease: DEFAULT_LEASE_TIMING,
+  entryValidityMs: ENTRY_VALIDITY_MS,
+  clock: () => Date.now(),
 };
 
 export const nodePolicyMetrics = [
@@ -80,6 +104,15 @@ export const nodePolicyMetrics = [
     help: 'Look-ups of the path serving node status writes, by answer: policy, webhook-only, or unknown (the API server gave no definite answer: the last path is kept, the look-up retried with backoff).',
     labelNames: ['answer'],
   }),
+  makeGaugeProvider({
+    name: NODE_POLICY_LEADER_METRIC,
+    help: '1 while this replica holds the Lease kube-overcommit-node-policy and publishes the node targets; 0 otherwise.',
+  }),
+  makeCounterProvider({
+    name: NODE_TARGET_DRIFT_METRIC,
+    help: 'What the publishing leader found changed in the shard ConfigMaps by another writer at a re-read (every resync) and wrote back, by kind: entry (an entry changed, added or removed), shard-missing (a shard ConfigMap absent at a re-read).',
+    labelNames: ['kind'],
+  }),
 ];
 
 /**
@@ -100,7 +133,9 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
   private leading = false;
   private path?: StatusPath;
   /** What the shards hold, as last read or written by this leader; undefined until read. */
-  private published?: Map<string, string>[];
+  private shards?: ShardStates;
+  /** A resync came: read the shards again before the next publication. */
+  private rereadDue = false;
   private timer?: NodeJS.Timeout;
   private resync?: NodeJS.Timeout;
   private detect?: NodeJS.Timeout;
@@ -128,6 +163,8 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     @InjectMetric(NODE_TARGETS_METRIC) private readonly targetsGauge: Gauge<string>,
     @InjectMetric(NODE_TARGET_WRITES_METRIC) private readonly writes: Counter<string>,
     @InjectMetric(NODE_POLICY_PATH_CHECKS_METRIC) private readonly checks: Counter<string>,
+    @InjectMetric(NODE_POLICY_LEADER_METRIC) private readonly leaderGauge: Gauge<string>,
+    @InjectMetric(NODE_TARGET_DRIFT_METRIC) private readonly drift: Counter<string>,
     @Optional() @Inject(NODE_POLICY_TIMING) timing?: Partial<NodePolicyTiming>,
   ) {
     this.timing = { ...DEFAULT_TIMING, ...timing };
@@ -135,6 +172,8 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
 
   onModuleInit(): void {
     this.activeGauge.set(0);
+    this.leaderGauge.set(0);
+    for (const kind of ['entry', 'shard-missing']) this.drift.inc({ kind }, 0);
     for (const result of ['written', 'error']) this.writes.inc({ result }, 0);
     for (const answer of ['policy', 'webhook-only', 'unknown']) this.checks.inc({ answer }, 0);
     if (!inCluster(this.env)) {
@@ -240,13 +279,17 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
   private lead(leader: boolean): void {
     if (leader === this.leading) return;
     this.leading = leader;
+    this.leaderGauge.set(leader ? 1 : 0);
     this.nodes.use('node-policy', leader);
     clearInterval(this.resync);
-    this.published = undefined;
+    this.shards = undefined;
     this.targetsGauge.reset();
     if (!leader) return;
     this.resync = setInterval(
-      this.background.guard('node-targets', () => this.schedule()),
+      this.background.guard('node-targets', () => {
+        this.rereadDue = true;
+        this.schedule();
+      }),
       this.timing.resyncMs,
     );
     this.schedule();
@@ -276,58 +319,118 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     );
   }
 
-  /** The entries the shards must hold now; undefined while a cache the plan reads has not listed. */
-  private desired(): Shards | undefined {
-    const nodesConfig = this.config.snapshot().config.nodes;
-    if (this.path === undefined) return undefined; // not looked up yet: neither publish nor withdraw
+  /** Whether a publication can be planned: the path known, and on the policy path every cache the plan reads listed. */
+  private ready(): boolean {
+    if (this.path === undefined) return false; // not looked up yet: neither publish nor withdraw
+    if (this.path !== 'policy') return true;
+    return this.nodes.isSynced() && (!floorEnabled(this.config.snapshot().config.nodes) || this.pods.isSynced());
+  }
+
+  /** The entries the shards must hold now: an entry's valid-until kept from `shards` while it may be (rule 8). */
+  private desired(shards: ShardStates): Shards {
     if (this.path !== 'policy') return Array.from({ length: TARGET_SHARDS }, () => new Map());
-    if (!this.nodes.isSynced() || (floorEnabled(nodesConfig) && !this.pods.isSynced())) return undefined;
+    const nodesConfig = this.config.snapshot().config.nodes;
+    const now = this.timing.clock();
     const entries = [];
     for (const node of this.nodes.nodes()) {
       const name = node.metadata?.name ?? '';
-      const entry = planTargetEntry(node, this.commitments.committed(name) ?? {}, nodesConfig, this.usage.published(name));
-      if (entry) entries.push(entry);
+      const planned = planTargetEntry(node, this.commitments.committed(name) ?? {}, nodesConfig, this.usage.published(name));
+      if (planned) entries.push({ name, entry: validUntil(planned.entry, shards[shardOf(name)]?.data.get(name), now, this.timing.entryValidityMs) });
     }
-    const { shards, left } = planShards(entries);
+    const { shards: desired, left } = planShards(entries);
     this.targetsGauge.set({ state: 'published' }, entries.length - left);
     this.targetsGauge.set({ state: 'left' }, left);
     if (left > 0) this.logger.warn(`${left} node targets did not fit their shard: the webhook serves those nodes`);
-    return shards;
+    return desired;
   }
 
+  /**
+   * Reads the shards when this leader does not know them (it just took the Lease, or a write
+   * failed) or a resync is due, then writes what differs from the entries planned: a hand edit, a
+   * `kubectl replace`, a deposed leader's late write or a recreated shard is repaired within one
+   * resync, each entry found other than this leader left it counted as drift. A shard that does
+   * not exist is left alone (its nodes are the webhook's: the policy finds no param) and counted.
+   */
   private async publish(): Promise<void> {
-    const desired = this.desired();
-    if (!this.leading || !desired) return;
-    if (!this.published) {
-      const read = this.readShards();
-      // The webhook alone: the shards may not even exist (k8s/node-policy not installed), nothing to withdraw.
-      this.published = this.path === 'policy' ? await read : await read.catch(() => undefined);
-      if (!this.published) return;
-    }
-    for (const { shard, data } of planShardPatches(this.published, desired)) {
+    if (!this.leading || !this.ready()) return;
+    const shards = await this.knownShards();
+    if (!shards || !this.leading) return;
+    const desired = this.desired(shards);
+    const present = shards.map((shard) => shard?.data ?? new Map<string, string>());
+    for (const { shard, data } of planShardPatches(present, desired)) {
       if (!this.leading) return;
+      if (!shards[shard]) continue; // no ConfigMap to write (counted at the read)
       try {
-        await this.core!.patchNamespacedConfigMap(
+        const written = await this.core!.patchNamespacedConfigMap(
           { name: shardName(shard), namespace: platformNamespace(this.env), body: { data }, fieldManager: 'kube-overcommit-node-policy' },
           setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
         );
-        this.published[shard] = new Map(desired[shard]);
+        // What the shard holds now, another writer's concurrent change included: the next plan repairs it.
+        shards[shard] = { data: new Map(Object.entries(written.data ?? {})), resourceVersion: written.metadata?.resourceVersion ?? '' };
         this.writes.inc({ result: 'written' });
       } catch (error) {
         this.writes.inc({ result: 'error' });
         this.logger.warn(`could not publish ${shardName(shard)}: ${describeApiError(error, this.kube.getCurrentCluster()?.server)}`);
-        this.published = undefined; // read again before the next write
+        this.shards = undefined; // read again before the next write
         return;
       }
     }
   }
 
-  private async readShards(): Promise<Map<string, string>[]> {
+  /** The shards as this leader knows them, read first when it does not or a resync is due; undefined when they cannot be read on the webhook-alone path. */
+  private async knownShards(): Promise<ShardStates | undefined> {
+    const reread = this.rereadDue;
+    this.rereadDue = false;
+    if (this.shards && !reread) return this.shards;
+    const known = this.shards;
+    const read = this.readShards(known);
+    // The webhook alone: the shards may not even exist (k8s/node-policy not installed), nothing to withdraw.
+    const shards = this.path === 'policy' ? await read : await read.catch(() => undefined);
+    if (!shards) return undefined;
+    if (known) this.countDrift(known, shards);
+    this.shards = shards;
+    return shards;
+  }
+
+  /** Entries the shards hold other than this leader left them (changed, added, removed), and shards gone, counted as drift. */
+  private countDrift(known: ShardStates, read: ShardStates): void {
+    read.forEach((shard, index) => {
+      const before = known[index];
+      if (!shard) {
+        this.drift.inc({ kind: 'shard-missing' });
+        if (before) this.logger.warn(`${shardName(index)} is gone: the webhook serves its nodes until it is created again (k8s/node-policy)`);
+        return;
+      }
+      if (!before || before.resourceVersion === shard.resourceVersion) return;
+      const names = new Set([...before.data.keys(), ...shard.data.keys()]);
+      const changed = [...names].filter((name) => before.data.get(name) !== shard.data.get(name)).length;
+      if (changed === 0) return;
+      this.drift.inc({ kind: 'entry' }, changed);
+      this.logger.warn(`${shardName(index)}: ${changed} entries changed by another writer; writing the planned ones back`);
+    });
+  }
+
+  /**
+   * Every shard as stored, null for one that does not exist. With `known`, a shard whose
+   * resourceVersion (read alone, as PartialObjectMetadata) is the known one is not read again.
+   */
+  private async readShards(known: ShardStates | undefined): Promise<ShardStates> {
     const namespace = platformNamespace(this.env);
     return Promise.all(
       Array.from({ length: TARGET_SHARDS }, async (_, shard) => {
-        const configMap = await this.core!.readNamespacedConfigMap({ name: shardName(shard), namespace });
-        return new Map(Object.entries(configMap.data ?? {}));
+        const name = shardName(shard);
+        try {
+          const before = known?.[shard];
+          if (before) {
+            const metadata = await this.core!.readNamespacedConfigMap({ name, namespace }, setHeaderOptions('Accept', PARTIAL_METADATA));
+            if (metadata.metadata?.resourceVersion === before.resourceVersion) return before;
+          }
+          const configMap = await this.core!.readNamespacedConfigMap({ name, namespace });
+          return { data: new Map(Object.entries(configMap.data ?? {})), resourceVersion: configMap.metadata?.resourceVersion ?? '' };
+        } catch (error) {
+          if (apiErrorCode(error) === 404) return null;
+          throw error;
+        }
       }),
     );
   }

@@ -8,7 +8,19 @@ import { DISABLED_LABEL, NODE_ANNOTATIONS } from '../domain/node-rules/node-over
 import { parseResourceQuantity } from '../domain/quantity.js';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
-import { isPolicyServable, planShardPatches, planShards, planTargetEntry, SHARD_LIMIT_BYTES, shardName, shardOf, TARGET_SHARDS } from './node-targets.rules.js';
+import {
+  ENTRY_LINES,
+  ENTRY_VALIDITY_MS,
+  isPolicyServable,
+  planShardPatches,
+  planShards,
+  planTargetEntry,
+  SHARD_LIMIT_BYTES,
+  shardName,
+  shardOf,
+  TARGET_SHARDS,
+  validUntil,
+} from './node-targets.rules.js';
 
 const { applyPatch } = fastJsonPatch;
 type Json = Record<string, any>;
@@ -25,7 +37,7 @@ const node = (
   allocatable: Record<string, string>,
   extra: { labels?: Record<string, string>; annotations?: Record<string, string> } = {},
 ): Json => ({
-  metadata: { name, labels: extra.labels ?? {}, annotations: extra.annotations ?? {} },
+  metadata: { name, uid: `uid-${name}`, labels: extra.labels ?? {}, annotations: extra.annotations ?? {} },
   status: { allocatable: { ...allocatable }, capacity: { ...CAPACITY } },
 });
 
@@ -33,17 +45,19 @@ const node = (
 function readEntry(entry: string) {
   const lines = entry.split('\n');
   const resources = lines.slice(1, 5).map((line) => line.split(' '));
-  return { lines, resources, annotations: lines.slice(5, 10), window: Number(lines[10]) };
+  return { lines, resources, annotations: lines.slice(5, 10), window: Number(lines[10]), uid: lines[11] };
 }
 
-describe('formatTargetEntry / planTargetEntry (rules 1-4)', () => {
+describe('planTargetEntry (rules 1-4)', () => {
   const nodes = config('nodes: { defaultRatios: { cpu: 1.5 }, statusReportPeriod: 5m }').nodes;
 
-  it('one line per field: the version, each managed resource (raw, capacity, target), our five annotations, the window', () => {
+  it('one line per field: the version, each managed resource (raw, capacity, target), our five annotations, the window, the Node’s uid', () => {
     const published = planTargetEntry(node('worker-1', { cpu: '4', memory: '16Gi', pods: '110' }), {}, nodes);
-    const { lines, window } = readEntry(published!.entry);
+    const { lines, window, uid } = readEntry(published!.entry);
     expect(published!.name).toBe('worker-1');
-    expect(lines.slice(0, 5)).toEqual(['v1', 'cpu 4 4 6', 'memory 16Gi 16Gi 16Gi', 'ephemeral-storage - - -', 'pods 110 110 110']);
+    expect(lines).toHaveLength(ENTRY_LINES - 1); // the valid-until line is validUntil's
+    expect(uid).toBe('uid-worker-1');
+    expect(lines.slice(0, 5)).toEqual(['v2', 'cpu 4 4 6', 'memory 16Gi 16Gi 16Gi', 'ephemeral-storage - - -', 'pods 110 110 110']);
     expect(lines.slice(5, 10)).toEqual([
       '{"allocatable":{"cpu":"4","memory":"16Gi","pods":"110"},"capacity":{"cpu":"4","memory":"16Gi","pods":"110"}}',
       '{"cpu":1.5}',
@@ -71,13 +85,17 @@ describe('formatTargetEntry / planTargetEntry (rules 1-4)', () => {
     expect(annotations[3]).toBe('{"cpu":"7200m"}');
   });
 
-  it('no entry for a node the webhook must decide: opted out, in shadow, without allocatable, with an amount outside int64, unreadable', () => {
+  it('no entry for a node the webhook must decide: opted out, in shadow, without allocatable or uid, with an amount outside int64, unreadable', () => {
     const shadow = config('nodes: { defaultRatios: { cpu: 1.5 }, defaultMode: shadow }').nodes;
     expect(planTargetEntry(node('a', CAPACITY, { labels: { [DISABLED_LABEL]: 'true' } }), {}, nodes)).toBeNull();
     expect(planTargetEntry(node('a', CAPACITY), {}, shadow)).toBeNull();
     expect(planTargetEntry({ metadata: { name: 'a' }, status: {} }, {}, nodes)).toBeNull();
     expect(planTargetEntry(node('a', { ...CAPACITY, cpu: '-1' }), {}, nodes)).toBeNull();
     expect(planTargetEntry(node('a', { ...CAPACITY, cpu: 'lots' }), {}, nodes)).toBeNull();
+    const withoutUid = node('a', CAPACITY);
+    delete withoutUid.metadata.uid;
+    expect(planTargetEntry(withoutUid, {}, nodes)).toBeNull();
+    expect(planTargetEntry({ ...withoutUid, metadata: { ...withoutUid.metadata, uid: 'a\nb' } }, {}, nodes)).toBeNull();
     expect(planTargetEntry(node('a', CAPACITY), {}, nodes)).not.toBeNull();
   });
 
@@ -119,7 +137,7 @@ describe('formatTargetEntry / planTargetEntry (rules 1-4)', () => {
           return result.patch ? (applyPatch(structuredClone(object), result.patch, true, false).newDocument as Json) : object;
         };
         const kubelet = (allocatable: Record<string, string>): Json => ({
-          metadata: { name: 'n', labels: {}, annotations: {} },
+          metadata: { name: 'n', uid: 'uid-n', labels: {}, annotations: {} },
           status: { allocatable, capacity: { ...capacity } },
         });
         // The stored Node: the webhook's answer to the kubelet's registration.
@@ -148,6 +166,27 @@ describe('formatTargetEntry / planTargetEntry (rules 1-4)', () => {
       runs(300),
     );
     seen.expectEach();
+  });
+});
+
+describe('validUntil (rule 8)', () => {
+  const HOUR = 3_600_000;
+  const now = Date.parse('2026-12-06T20:00:00.250Z');
+
+  it('a new entry is valid for the validity from now, RFC 3339 in whole seconds (rounded up)', () => {
+    expect(validUntil('v2\nbody', undefined, now)).toBe('v2\nbody\n2026-12-07T02:00:01Z');
+    expect(ENTRY_VALIDITY_MS).toBe(6 * HOUR);
+    expect(validUntil('v2\nbody', undefined, now, HOUR)).toBe('v2\nbody\n2026-12-06T21:00:01Z');
+  });
+
+  it('the published time is kept while the body is the same and more than half the validity is left; renewed after, or for a new body', () => {
+    const published = validUntil('v2\nbody', undefined, now);
+    expect(validUntil('v2\nbody', published, now + 3 * HOUR - 2_000)).toBe(published);
+    expect(validUntil('v2\nbody', published, now + 3 * HOUR + 2_000)).toBe('v2\nbody\n2026-12-07T05:00:03Z');
+    expect(validUntil('v2\nother', published, now + 1_000)).toBe('v2\nother\n2026-12-07T02:00:02Z');
+    // A body that only starts like the published one is another body.
+    expect(validUntil('v2\nbod', published, now)).toBe('v2\nbod\n2026-12-07T02:00:01Z');
+    expect(validUntil('v2\nbody', 'v2\nbody\nnot a time', now)).toBe('v2\nbody\n2026-12-07T02:00:01Z');
   });
 });
 

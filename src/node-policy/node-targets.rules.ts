@@ -12,14 +12,18 @@
  *      node-oversell.rules.ts read the raw value back from either). Any other write is the
  *      webhook's.
  *   2. Only a node the webhook would write is published: not opted out, in `enforce`,
- *      plannable, with a status.allocatable, every managed amount in [0, 2^63−1]. A node that is
- *      not gets no entry, and the policy leaves its writes to the webhook.
+ *      plannable, with a status.allocatable and a metadata.uid, every managed amount in
+ *      [0, 2^63−1]. A node that is not gets no entry, and the policy leaves its writes to the
+ *      webhook.
  *   3. The coalescing window of an entry is the node's window of status coalescing (nodeWindowMs
  *      of statusReportPeriod, whole seconds) while `coalesceStatusWrites` is on and the plan
  *      inflates the node (its ratios annotation is written), else 0 (no coalescing): the rules
  *      of status-coalescing.rules.ts, decided here, compared there.
  *   4. An entry is one line per field, joined by "\n" (no line holds one: quantities, a pool
- *      name and JSON.stringify output), in a fixed order, versioned by its first line.
+ *      name, JSON.stringify output, a uid and a time), in a fixed order, versioned by its first
+ *      line; its last two lines name the Node it was planned for (metadata.uid) and the time it is
+ *      valid until (rule 8). The policy ignores an entry of another uid (a new Node reusing a
+ *      deleted one's name) or past that time.
  *   5. Entries are sharded by sha256(name) mod TARGET_SHARDS, each shard one ConfigMap; a shard
  *      holds at most SHARD_LIMIT_BYTES of entries (taken in name order; the rest stay the
  *      webhook's, counted), far below the 1 MiB a ConfigMap may hold.
@@ -30,6 +34,11 @@
  *      capacity (by value), labels and our annotations as they are. With the node's target
  *      published, the policy writes the same and the nodes entry's matchCondition skips the call,
  *      but for the heartbeats due for a report (one per statusReportPeriod), still sent.
+ *   8. An entry is valid until its publication time plus ENTRY_VALIDITY_MS, RFC 3339 UTC in whole
+ *      seconds; the policy's clock is the write's own newest heartbeat. A publication keeps the
+ *      published time while the rest of the entry is unchanged and more than half the validity
+ *      remains, so validity alone rewrites a shard once per half-validity, not at every resync;
+ *      with no replica publishing, every entry lapses within ENTRY_VALIDITY_MS.
  */
 import { createHash } from 'node:crypto';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
@@ -49,7 +58,11 @@ export const TARGET_SHARDS = 16;
 export const TARGET_CONFIGMAP_PREFIX = 'kube-overcommit-node-targets-';
 /** What one shard's entries may weigh (rule 5): 5,000 nodes of ~0.6 KB are ~190 KB a shard. */
 export const SHARD_LIMIT_BYTES = 900 * 1024;
-const ENTRY_VERSION = 'v1';
+const ENTRY_VERSION = 'v2';
+/** Rule 8: how long an entry stays valid after it is published (docs/adr/0006-node-policy.md: every replica down). */
+export const ENTRY_VALIDITY_MS = 6 * 60 * 60 * 1000;
+/** The lines of an entry (rule 4): the version, 4 resources, 5 annotations, the window, the uid, the time. */
+export const ENTRY_LINES = 13;
 const MAX_AMOUNT = 2n ** 63n - 1n;
 
 /** The name of shard `index` (rule 5): kube-overcommit-node-targets-00 .. -15. */
@@ -66,8 +79,11 @@ const inRange = (amount: bigint | undefined): boolean => amount === undefined ||
 const cell = (resource: (typeof MANAGED_RESOURCES)[number], amount: bigint | undefined): string =>
   amount === undefined ? '-' : formatResourceQuantity(resource, amount);
 
-/** Rules 1, 3 and 4: the entry of a node's plan; null when an amount is outside [0, 2^63−1] (rule 2). */
-export function formatTargetEntry(plan: NodeStatusPlan, windowSeconds: number): string | null {
+/**
+ * Rules 1, 3 and 4: the entry of a node's plan but its valid-until line (rule 8: `validUntil`);
+ * null when an amount is outside [0, 2^63−1] (rule 2).
+ */
+export function formatTargetEntry(plan: NodeStatusPlan, windowSeconds: number, uid: string): string | null {
   const lines = [ENTRY_VERSION];
   for (const resource of MANAGED_RESOURCES) {
     const [raw, capacity, target] = [plan.raw[resource], plan.capacity[resource], plan.allocatable[resource]];
@@ -75,8 +91,22 @@ export function formatTargetEntry(plan: NodeStatusPlan, windowSeconds: number): 
     lines.push(`${resource} ${cell(resource, raw)} ${cell(resource, capacity)} ${cell(resource, target)}`);
   }
   for (const annotation of NODE_ANNOTATIONS) lines.push(plan.annotations[annotation] ?? '');
-  lines.push(String(windowSeconds));
+  lines.push(String(windowSeconds), uid);
   return lines.join('\n');
+}
+
+/**
+ * Rule 8: the entry `body` (formatTargetEntry) with its valid-until line: the one of `published`
+ * while that entry has this body and more than half the validity left at `now`, else now plus the
+ * validity.
+ */
+export function validUntil(body: string, published: string | undefined, now: number, validityMs = ENTRY_VALIDITY_MS): string {
+  if (published?.startsWith(`${body}\n`)) {
+    const until = Date.parse(published.slice(body.length + 1));
+    if (until - now > validityMs / 2) return published;
+  }
+  const time = new Date(Math.ceil((now + validityMs) / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+  return `${body}\n${time}`;
 }
 
 /** Rule 3: the node's coalescing window in seconds, 0 when its writes are not coalesced. */
@@ -85,15 +115,15 @@ export function coalescingWindowSeconds(name: string, plan: NodeStatusPlan, node
   return nodeWindowMs(name, parseDuration(nodesConfig?.statusReportPeriod ?? '5m')) / 1000;
 }
 
-/** Rules 1–4 for one stored Node: its entry, or null when the policy must leave its writes to the webhook. */
+/** Rules 1–4 for one stored Node: its entry but the valid-until line (validUntil), or null when the policy must leave its writes to the webhook. */
 export function planTargetEntry(
   node: NodeLike,
   requests: ResourceAmounts,
   nodesConfig: NodesConfig | undefined,
   usage?: NodeUsageEntry,
 ): { name: string; entry: string } | null {
-  const name = node.metadata?.name;
-  if (!name) return null;
+  const { name, uid } = node.metadata ?? {};
+  if (!name || !uid || !/^[0-9A-Za-z-]+$/.test(uid)) return null;
   const stored = planStoredNode(node, requests, nodesConfig, usage);
   if (stored.policy === null || stored.policy.mode === 'shadow') return null;
   let plan: NodeStatusPlan | null;
@@ -103,7 +133,7 @@ export function planTargetEntry(
     return null; // an unreadable quantity: the webhook's to refuse or leave
   }
   if (plan === null) return null;
-  const entry = formatTargetEntry(plan, coalescingWindowSeconds(name, plan, nodesConfig));
+  const entry = formatTargetEntry(plan, coalescingWindowSeconds(name, plan, nodesConfig), uid);
   return entry === null ? null : { name, entry };
 }
 

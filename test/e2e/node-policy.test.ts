@@ -139,7 +139,7 @@ describe.runIf(POLICY_SERVED)('the node-status policy on the real API server', (
       const text = (await publishedEntries()).get(hollow!.name);
       return text?.split('\n')[1] === 'cpu 1 1 3' ? text : undefined;
     });
-    expect(entry.split('\n')[0]).toBe('v1');
+    expect(entry.split('\n')[0]).toBe('v2');
     await waitUntil('the node at cpu 3', async () => (await getNode(admin, hollow!.name)).allocatable.cpu === '3');
     for (const { name, cpu } of PODS) await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod(name, hollow!.name, cpu));
     await waitUntil(
