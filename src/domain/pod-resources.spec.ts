@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { container, deploymentPod, mirrorPod, nativeSidecar, resizingPod, runningPod } from '../../test/fixtures/pods.js';
 import { Outcomes, runs } from '../../test/support/property.js';
 import {
-  effectivePodRequests,
+  admittedPodRequests,
+  scheduledPodRequests,
   exclusiveCpus,
   isGuaranteed,
   isMirrorPod,
@@ -16,7 +17,7 @@ import {
 
 const Mi = (n: number) => BigInt(n) * 1024n * 1024n;
 
-describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
+describe('scheduledPodRequests (as kube-scheduler counts a pod)', () => {
   it('sums regular containers and native sidecars; an init container runs with the sidecars before it', () => {
     const pod = deploymentPod({
       initContainers: [
@@ -27,7 +28,7 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
       containers: [container('app', { requests: { cpu: '500m', memory: '1Gi' } })],
     });
     // running: 500m + 100m + 50m = 650m, 1Gi + 64Mi + 32Mi; migrate: 2 + 100m (mesh before it) = 2100m, 128Mi + 64Mi.
-    expect(effectivePodRequests(pod)).toEqual({ cpu: 2100n, memory: Mi(1024 + 96), pods: 1n });
+    expect(scheduledPodRequests(pod)).toEqual({ cpu: 2100n, memory: Mi(1024 + 96), pods: 1n });
   });
 
   it('adds the pod overhead (RuntimeClass) and counts ephemeral-storage', () => {
@@ -36,13 +37,13 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
       containers: [container('app', { requests: { cpu: '1', memory: '1Gi', 'ephemeral-storage': '2Gi', 'nvidia.com/gpu': '1' } })],
       overhead: { cpu: '250m', memory: '120Mi' },
     });
-    expect(effectivePodRequests(pod)).toEqual({ cpu: 1250n, memory: Mi(1024 + 120), 'ephemeral-storage': 2n * 1024n ** 3n, pods: 1n });
+    expect(scheduledPodRequests(pod)).toEqual({ cpu: 1250n, memory: Mi(1024 + 120), 'ephemeral-storage': 2n * 1024n ** 3n, pods: 1n });
   });
 
   it('takes pod-level requests (PodLevelResources) for the resources they name', () => {
     const pod = deploymentPod({ initContainers: null, containers: [container('app', { requests: { cpu: '1', memory: '1Gi' } })] });
     pod.spec.resources = { requests: { cpu: '3' } };
-    expect(effectivePodRequests(pod)).toEqual({ cpu: 3000n, memory: Mi(1024), pods: 1n });
+    expect(scheduledPodRequests(pod)).toEqual({ cpu: 3000n, memory: Mi(1024), pods: 1n });
   });
 
   it("adds the overhead on top of pod-level requests, and keeps the containers' sum for a resource not set at pod level", () => {
@@ -52,7 +53,7 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
       overhead: { cpu: '100m', memory: '64Mi' },
     });
     pod.spec.resources = { requests: { memory: '2Gi' }, limits: { memory: '4Gi' } };
-    expect(effectivePodRequests(pod)).toEqual({ cpu: 1350n, memory: Mi(2048 + 64), pods: 1n });
+    expect(scheduledPodRequests(pod)).toEqual({ cpu: 1350n, memory: Mi(2048 + 64), pods: 1n });
   });
 
   it('counts a container that sets only a limit at its limit, as the API server defaults its request', () => {
@@ -61,16 +62,16 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
       initContainers: [container('migrate', { limits: { memory: '2Gi' } })],
       containers: [container('app', { limits: { cpu: '2', memory: '1Gi' }, requests: { memory: '512Mi' } })],
     });
-    expect(effectivePodRequests(pod)).toEqual({ cpu: 2000n, memory: Mi(2048), pods: 1n });
+    expect(scheduledPodRequests(pod)).toEqual({ cpu: 2000n, memory: Mi(2048), pods: 1n });
   });
 
   it('counts a pod with no requests as one pod', () => {
-    expect(effectivePodRequests({ spec: { containers: [{ name: 'a' }] } })).toEqual({ pods: 1n });
-    expect(effectivePodRequests({})).toEqual({ pods: 1n });
+    expect(scheduledPodRequests({ spec: { containers: [{ name: 'a' }] } })).toEqual({ pods: 1n });
+    expect(scheduledPodRequests({})).toEqual({ pods: 1n });
   });
 
   it('the default fixture: checkout 250m/512Mi, migrate 500m alone', () => {
-    expect(effectivePodRequests(deploymentPod())).toEqual({ cpu: 500n, memory: Mi(512), pods: 1n });
+    expect(scheduledPodRequests(deploymentPod())).toEqual({ cpu: 500n, memory: Mi(512), pods: 1n });
   });
 
   it('equals max(containers + all sidecars, max over init i of (init i + sidecars before i)) + overhead', () => {
@@ -108,7 +109,7 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
           });
           const expected = (running > peak ? running : peak) + (resource === 'cpu' ? BigInt(overhead ?? 0) : 0n);
           const anySet = [...inits, ...regular].some((c) => c[resource] !== undefined) || (resource === 'cpu' && overhead !== undefined);
-          expect(effectivePodRequests(pod)[resource]).toBe(anySet ? expected : undefined);
+          expect(scheduledPodRequests(pod)[resource]).toBe(anySet ? expected : undefined);
           if (resource === 'cpu') seen.add(!anySet ? 'nothing requested' : peak > running ? 'an init container decides' : 'the running containers decide');
         }
       }),
@@ -120,11 +121,11 @@ describe('effectivePodRequests (as kube-scheduler counts a pod)', () => {
   });
 });
 
-describe('effectivePodRequests of a resizing pod (in-place resize, as the 1.37 scheduler counts it)', () => {
-  const cpuOf = (pod: PodLike, desired?: 'always') => effectivePodRequests(pod, desired).cpu;
+describe('scheduledPodRequests of a resizing pod (in-place resize, as the 1.37 scheduler counts it)', () => {
+  const cpuOf = (pod: PodLike, desired?: 'always') => scheduledPodRequests(pod, desired).cpu;
 
   it('a resize up the kubelet has Deferred: the desired cpu counts (2 > allocated 1)', () => {
-    expect(effectivePodRequests(resizingPod('p', 'n', { desired: '2', allocated: '1', pending: 'Deferred' }))).toEqual({
+    expect(scheduledPodRequests(resizingPod('p', 'n', { desired: '2', allocated: '1', pending: 'Deferred' }))).toEqual({
       cpu: 2000n,
       memory: Mi(256),
       pods: 1n,
@@ -168,7 +169,7 @@ describe('effectivePodRequests of a resizing pod (in-place resize, as the 1.37 s
     const pod = resizingPod('p', 'n', { desired: '1', allocated: '1' });
     pod.status.allocatedResources = { cpu: '1500m', memory: '256Mi' };
     pod.status.resources = { requests: { cpu: '1200m', memory: '256Mi' } };
-    expect(effectivePodRequests(pod)).toEqual({ cpu: 1500n, memory: Mi(256), pods: 1n });
+    expect(scheduledPodRequests(pod)).toEqual({ cpu: 1500n, memory: Mi(256), pods: 1n });
     // Only one of the two reported: the containers' statuses are read.
     delete pod.status.resources;
     expect(cpuOf(pod)).toBe(1000n);
@@ -227,9 +228,118 @@ describe('effectivePodRequests of a resizing pod (in-place resize, as the 1.37 s
         };
         const candidates = { desired: pending === 'Infeasible' ? -1 : model('desired'), allocated: model('allocated'), actual: model('actual') };
         const expected = Math.max(...Object.values(candidates));
-        expect(effectivePodRequests(pod).cpu).toBe(BigInt(expected));
+        expect(scheduledPodRequests(pod).cpu).toBe(BigInt(expected));
         if (pending === 'Infeasible') seen.add('infeasible');
         else seen.add((['desired', 'allocated', 'actual'] as const).find((k) => candidates[k] === expected)!);
+      }),
+      runs(300),
+    );
+    seen.expectEach();
+  });
+});
+
+describe('admittedPodRequests (what the kubelet admitted: the commitment floor)', () => {
+  const cpuOf = (pod: PodLike) => admittedPodRequests(pod).cpu;
+
+  it('a resize the kubelet Deferred, found Infeasible or has not answered yet adds nothing above what it allocated', () => {
+    for (const pending of ['Deferred', 'Infeasible', undefined] as const) {
+      const pod = resizingPod('p', 'n', { desired: '1500m', allocated: '450m', pending });
+      expect(admittedPodRequests(pod), pending ?? 'not answered').toEqual({ cpu: 450n, memory: Mi(256), pods: 1n });
+    }
+    // What the cap counts for the same Deferred pod: the desired cpu.
+    expect(scheduledPodRequests(resizingPod('p', 'n', { desired: '1500m', allocated: '450m', pending: 'Deferred' })).cpu).toBe(1500n);
+  });
+
+  it('the larger of allocated and actual: a resize down allocated but not yet actuated, a resize up allocated but not yet actuated', () => {
+    expect(cpuOf(resizingPod('p', 'n', { desired: '500m', allocated: '500m', actual: '2' }))).toBe(2000n);
+    expect(cpuOf(resizingPod('p', 'n', { desired: '2', allocated: '2', actual: '500m' }))).toBe(2000n);
+    expect(cpuOf(resizingPod('p', 'n', { desired: '500m', allocated: '2' }))).toBe(2000n);
+  });
+
+  it('a container the kubelet reports no resources for counts its spec: a pod not seen yet, a container not started, a minor without resize', () => {
+    const pod = resizingPod('p', 'n', { desired: '1', allocated: '1' });
+    pod.spec.containers.push(container('late', { requests: { cpu: '300m' } }));
+    expect(cpuOf(pod)).toBe(1300n);
+    const unseen = runningPod('fresh', 'n', { initContainers: null, containers: [container('app', { requests: { cpu: '700m' } })] }) as PodLike;
+    delete unseen.status;
+    expect(admittedPodRequests(unseen)).toEqual(scheduledPodRequests(unseen));
+    const waiting = resizingPod('p', 'n', { desired: '1', allocated: '1' });
+    waiting.status.containerStatuses[0] = { name: 'app', state: { waiting: { reason: 'ContainerCreating' } } };
+    expect(cpuOf(waiting)).toBe(1000n);
+  });
+
+  it('a native sidecar and an init container by their statuses, with the scheduler aggregate', () => {
+    const pod = resizingPod('p', 'n', { desired: '1', allocated: '1' });
+    pod.spec.initContainers = [nativeSidecar('mesh', { requests: { cpu: '900m' } }), container('setup', { requests: { cpu: '5' } })];
+    pod.status.initContainerStatuses = [
+      { name: 'mesh', allocatedResources: { cpu: '100m' }, resources: { requests: { cpu: '100m' } } },
+      { name: 'setup', allocatedResources: { cpu: '2' } },
+    ];
+    // max(app 1 + mesh 100m, mesh 100m + setup 2): setup's allocated 2, never its desired 5.
+    expect(cpuOf(pod)).toBe(2100n);
+  });
+
+  it('pod-level: the larger of the pod-level allocated and actual where the pod reports them, never its pod-level desired', () => {
+    const pod = resizingPod('p', 'n', { desired: '500m', allocated: '500m' });
+    pod.spec.resources = { requests: { cpu: '3' }, limits: { cpu: '4' } };
+    pod.status.allocatedResources = { cpu: '2' };
+    pod.status.resources = { requests: { cpu: '1500m' } };
+    expect(cpuOf(pod)).toBe(2000n);
+    // No pod-level status (a minor without pod-level resize): the pod-level spec, which cannot change there.
+    delete pod.status.resources;
+    expect(cpuOf(pod)).toBe(3000n);
+  });
+
+  it('the overhead is added and the pod counts one', () => {
+    const pod = resizingPod('p', 'n', { desired: '2', allocated: '1', pending: 'Deferred' });
+    pod.spec.overhead = { cpu: '250m', memory: '64Mi' };
+    expect(admittedPodRequests(pod)).toEqual({ cpu: 1250n, memory: Mi(320), pods: 1n });
+  });
+
+  it("property: a reported container's desired requests never move it, and it never exceeds what the scheduler counts unless Infeasible hides a container without status", () => {
+    const cpu = fc.integer({ min: 0, max: 4000 });
+    const member = fc.record({
+      desired: cpu,
+      resized: cpu,
+      allocated: cpu,
+      actual: fc.option(cpu, { nil: undefined }),
+      reported: fc.boolean(),
+      kind: fc.constantFrom('app', 'init', 'sidecar'),
+    });
+    const seen = new Outcomes('below-scheduled', 'equal', 'unreported');
+    fc.assert(
+      fc.property(fc.array(member, { minLength: 1, maxLength: 5 }), fc.constantFrom(undefined, 'Deferred', 'Infeasible'), (members, pending) => {
+        const named = members.map((m, i) => ({ ...m, name: `c${i}` }));
+        const podWith = (desired: (m: (typeof named)[number]) => number): PodLike => {
+          const make = (m: (typeof named)[number]) => ({
+            name: m.name,
+            resources: { requests: { cpu: `${desired(m)}m` } },
+            ...(m.kind === 'sidecar' ? { restartPolicy: 'Always' } : {}),
+          });
+          return {
+            spec: { containers: named.filter((m) => m.kind === 'app').map(make), initContainers: named.filter((m) => m.kind !== 'app').map(make) },
+            status: {
+              conditions: pending ? [{ type: 'PodResizePending', reason: pending }] : [],
+              containerStatuses: named
+                .filter((m) => m.reported)
+                .map((m) => ({
+                  name: m.name,
+                  allocatedResources: { cpu: `${m.allocated}m` },
+                  ...(m.actual === undefined ? {} : { resources: { requests: { cpu: `${m.actual}m` } } }),
+                })),
+            },
+          };
+        };
+        const before = podWith((m) => m.desired);
+        // A resize of the reported containers only: what the kubelet admitted is unchanged.
+        const after = podWith((m) => (m.reported ? m.resized : m.desired));
+        expect(admittedPodRequests(after)).toEqual(admittedPodRequests(before));
+        const admitted = admittedPodRequests(after).cpu!;
+        const scheduled = scheduledPodRequests(after).cpu!;
+        const hidden = pending === 'Infeasible' && named.some((m) => !m.reported);
+        if (!hidden) expect(admitted <= scheduled).toBe(true);
+        if (named.some((m) => !m.reported)) seen.add('unreported');
+        seen.add(admitted < scheduled ? 'below-scheduled' : 'equal');
       }),
       runs(300),
     );
@@ -241,7 +351,7 @@ describe('pod-level resources as the API server defaults them (1.37, after the w
   it('a pod-level limit with no container setting the resource: the request is the limit', () => {
     const pod = deploymentPod({ initContainers: null, containers: [container('app', { requests: { memory: '1Gi' } })] });
     pod.spec.resources = { limits: { cpu: '2' } };
-    expect(effectivePodRequests(pod)).toEqual({ cpu: 2000n, memory: Mi(1024), pods: 1n });
+    expect(scheduledPodRequests(pod)).toEqual({ cpu: 2000n, memory: Mi(1024), pods: 1n });
   });
 
   it("a pod-level limit where a container sets the resource: the request is the containers' aggregate, overhead added", () => {
@@ -251,7 +361,7 @@ describe('pod-level resources as the API server defaults them (1.37, after the w
     });
     pod.spec.resources = { limits: { cpu: '2' } };
     pod.spec.overhead = { cpu: '100m' };
-    expect(effectivePodRequests(pod).cpu).toBe(850n);
+    expect(scheduledPodRequests(pod).cpu).toBe(850n);
   });
 
   it('an empty spec.resources is no pod-level resource: the pod keeps its exclusive CPUs', () => {
@@ -341,7 +451,7 @@ describe('exclusiveCpus (the static CPU manager policy)', () => {
         );
         const exclusive = exclusiveCpus(p);
         expect(exclusive % 1000n).toBe(0n);
-        expect(exclusive).toBeLessThanOrEqual(effectivePodRequests(p).cpu ?? 0n);
+        expect(exclusive).toBeLessThanOrEqual(scheduledPodRequests(p).cpu ?? 0n);
         // Every pod drawn is Guaranteed (a limit alone is also the request): the whole cores of
         // each container, the larger of the running ones and each init container's moment.
         const whole = (m: (typeof members)[number]) => {

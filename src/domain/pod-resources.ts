@@ -1,7 +1,17 @@
 /**
- * The parts of a Pod the policies read, and the pod's requests counted the way the 1.37
- * kube-scheduler counts them (k8s.io/component-helpers/resource PodRequests, with the status
- * resources of in-place resize and of pod-level resize):
+ * The parts of a Pod the policies read, and two accountings of what a pod takes on its node:
+ *
+ *   - scheduledPodRequests: what the pod asks for, counted the way the 1.37 kube-scheduler
+ *     counts it (k8s.io/component-helpers/resource PodRequests, with the status resources of
+ *     in-place resize and of pod-level resize): rules 1–5. The pod cap reads it: it decides
+ *     whether a binding, a pod created on a node or a resize may have what it asks for.
+ *   - admittedPodRequests: what the kubelet has admitted the pod at, never what it has been
+ *     asked for: rule 6. The commitment floor reads it (and whatever publishes or predicts the
+ *     floor): a value that counted a resize the kubelet Deferred would let the kubelet's next
+ *     retry fit that resize against it, and so on without bound.
+ *
+ * The rules:
+ *
  *
  *   1. Containers: regular containers and native sidecars (initContainers with restartPolicy
  *      Always) run together → their sum; an ordinary init container runs alone with the sidecars
@@ -22,6 +32,15 @@
  *      resource, the largest of its pod-level desired (unless Infeasible), actual and allocated
  *      requests.
  *   5. spec.overhead (RuntimeClass) is added last; the pod counts 1 toward `pods`.
+ *   6. Admitted: per resource, the larger of the pod's allocated and actual requests (rule 3's
+ *      status values, per container or the pod-level status where both are reported), and at
+ *      pod level the larger of status.allocatedResources and status.resources.requests where
+ *      the pod reports a pod-level status. The desired requests never count on their own: a
+ *      resize the kubelet Deferred, found Infeasible or has not answered yet adds nothing. A
+ *      container the kubelet reports no resources for (no status yet: a pod it has not seen,
+ *      or a container not started; or a minor without in-place resize, where the spec cannot
+ *      change) counts its spec's requests: what the kubelet admits it at when it first does.
+ *      Overhead and `pods` as in rule 5.
  *
  * Amounts are exact, in base units.
  */
@@ -244,17 +263,41 @@ export type DesiredRequests = 'unless-infeasible' | 'always';
  * What the scheduler counts for this pod on its node (rules 1–5): cpu (millicores), memory and
  * ephemeral-storage (bytes), and `pods: 1`. Throws on an unparsable quantity.
  */
-export function effectivePodRequests(pod: PodLike, desired: DesiredRequests = 'unless-infeasible'): ResourceAmounts {
+export function scheduledPodRequests(pod: PodLike, desired: DesiredRequests = 'unless-infeasible'): ResourceAmounts {
   const infeasible = desired === 'unless-infeasible' && isResizeInfeasible(pod);
   const specified = aggregate(pod, containerRequests);
   const { allocated, actual } = statusRequests(pod, infeasible);
-  const requests = largest(infeasible ? {} : specified, allocated, actual);
+  return podTotal(pod, largest(infeasible ? {} : specified, allocated, actual), specified, infeasible ? 'status' : 'spec-and-status');
+}
 
+/**
+ * What the kubelet has admitted the pod at (rule 6): the larger of its allocated and actual
+ * requests, its desired ones only for a container the kubelet reports nothing for. What the
+ * commitment floor counts. Throws on an unparsable quantity.
+ */
+export function admittedPodRequests(pod: PodLike): ResourceAmounts {
+  const specified = aggregate(pod, containerRequests);
+  const { allocated, actual } = statusRequests(pod, false);
+  return podTotal(pod, largest(allocated, actual), specified, 'status');
+}
+
+/**
+ * Rules 4 and 5 over the containers' total `containers`: the pod-level requests in place of it
+ * where the pod sets them (with a pod-level status: the largest of its status values, and of its
+ * pod-level desired requests when `podLevelFrom` says so), then the overhead and `pods: 1`.
+ * `specified` is the containers' desired aggregate.
+ */
+function podTotal(pod: PodLike, containers: ResourceAmounts, specified: ResourceAmounts, podLevelFrom: 'spec-and-status' | 'status'): ResourceAmounts {
+  const requests = containers;
   const podLevel = podLevelRequests(pod, specified);
   if (podLevel !== null) {
     const status = pod.status?.resources;
     const effective = isRecord(status)
-      ? largest(infeasible ? {} : podLevel, readList(status.requests, POD_LEVEL_RESOURCES), readList(pod.status?.allocatedResources, POD_LEVEL_RESOURCES))
+      ? largest(
+          podLevelFrom === 'status' ? {} : podLevel,
+          readList(status.requests, POD_LEVEL_RESOURCES),
+          readList(pod.status?.allocatedResources, POD_LEVEL_RESOURCES),
+        )
       : podLevel;
     for (const resource of POD_LEVEL_RESOURCES) if (effective[resource] !== undefined) requests[resource] = effective[resource];
   }

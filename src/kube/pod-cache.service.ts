@@ -4,7 +4,7 @@ import { BackgroundTasks } from '../common/background-tasks.js';
 import type { NodeUsage, ResourceAmounts } from '../domain/resources.js';
 import type { PodLike } from '../domain/pod-resources.js';
 import { KUBE_ENV, inCluster } from './kube.env.js';
-import { cachedPod, PodsByNode, type CachedPod } from './pods-by-node.js';
+import { cachedPod, PodsByNode, type CachedPod, type PodAccounts } from './pods-by-node.js';
 import { ResilientInformer } from './resilient-informer.js';
 
 /**
@@ -125,13 +125,18 @@ export class PodCache implements OnApplicationShutdown {
     return this.informer?.cache.get(name, namespace) as CachedPod | undefined;
   }
 
-  /** The node's bound non-terminal pods: their requests by key (uid). */
-  podsOn(nodeName: string): ReadonlyMap<string, Readonly<ResourceAmounts>> {
+  /** The node's bound non-terminal pods: their requests and what the kubelet admitted them at, by key (uid). */
+  podsOn(nodeName: string): ReadonlyMap<string, PodAccounts> {
     return this.index.pods(nodeName);
   }
 
-  /** The requests committed to the node by its bound non-terminal pods, leaving out the pod with uid `exclude`. */
+  /** The requests of the node's bound non-terminal pods as the scheduler counts them, leaving out the pod with uid `exclude`: what the cap reads. */
   usage(nodeName: string, exclude?: string): NodeUsage {
     return this.index.usage(nodeName, exclude);
+  }
+
+  /** What the kubelet has admitted the node's bound non-terminal pods at: what the commitment floor reads. */
+  admitted(nodeName: string): ResourceAmounts {
+    return this.index.admitted(nodeName);
   }
 }

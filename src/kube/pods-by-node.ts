@@ -1,27 +1,39 @@
 /**
- * The requests committed to each node: the effective requests (pod-resources.ts, counted as the
- * scheduler counts them) of its bound, non-terminal pods. Read by the pod policies' node cap
- * and by node oversell's commitment floor, from one pod informer (PodCache).
+ * What each node's bound, non-terminal pods take, in the two accountings of pod-resources.ts:
+ * their requests as the scheduler counts them (scheduledPodRequests), read by the pod policies'
+ * node cap, the plan's headroom and usage-aware holds; and what the kubelet has admitted them at
+ * (admittedPodRequests), read by node oversell's commitment floor and whatever publishes or
+ * predicts it. One pod informer (PodCache) feeds both.
  */
 import { Logger } from '@nestjs/common';
 import { MANAGED_RESOURCES, type ResourceAmounts, type NodeUsage } from '../domain/resources.js';
 import { Memo } from '../domain/memo.js';
-import { effectivePodRequests, exclusiveCpus, isMirrorPod, isTerminal, MIRROR_POD_ANNOTATION, type PodLike } from '../domain/pod-resources.js';
+import {
+  admittedPodRequests,
+  scheduledPodRequests,
+  exclusiveCpus,
+  isMirrorPod,
+  isTerminal,
+  MIRROR_POD_ANNOTATION,
+  type PodLike,
+} from '../domain/pod-resources.js';
 
 const logger = new Logger('PodCache');
 
 /**
  * What the pod cache keeps of a pod: what identifies it (name, namespace, uid, resourceVersion,
  * the mirror-pod annotation), its node and phase, and its effective requests computed once on
- * arrival. Nothing reads the rest (containers, images, env, status) after that, and at a
+ * arrival, in both accountings. Nothing reads the rest (containers, images, env, status) after that, and at a
  * cluster's pod count it is most of the webhook's memory.
  */
 export interface CachedPod extends PodLike {
   metadata: { name?: string; namespace?: string; uid?: string; resourceVersion?: string; annotations?: Record<string, string> };
   spec: { nodeName?: string };
   status: { phase?: string };
-  /** effectivePodRequests, frozen (shared by the cache and the index). */
+  /** scheduledPodRequests, frozen (shared by the cache and the index). */
   requests: Readonly<ResourceAmounts>;
+  /** admittedPodRequests, frozen (the same object as `requests` when they are equal). */
+  admitted: Readonly<ResourceAmounts>;
   /** exclusiveCpus (millicores), where the pod has any. */
   exclusiveCpu?: bigint;
 }
@@ -32,24 +44,36 @@ const share = (text: string | undefined) => (text === undefined ? undefined : sh
 // Pods of one Deployment request the same: one frozen object per distinct set of requests.
 const sharedRequests = new Memo<string, Readonly<ResourceAmounts>>(65_536);
 
-function requestsOf(pod: PodLike): Readonly<ResourceAmounts> {
+/** What a pod takes in both accountings, each frozen and shared between pods that take the same. */
+export interface PodAccounts {
+  requests: Readonly<ResourceAmounts>;
+  admitted: Readonly<ResourceAmounts>;
+}
+
+function accountsOf(pod: PodLike): PodAccounts {
   let requests: ResourceAmounts;
+  let admitted: ResourceAmounts;
   try {
-    requests = effectivePodRequests(pod);
+    requests = scheduledPodRequests(pod);
+    admitted = admittedPodRequests(pod);
   } catch (error) {
     // The API server validated these quantities; should one still not parse, the pod counts as `pods: 1` only.
     logger.warn(`pod ${pod.metadata?.namespace}/${pod.metadata?.name}: ${(error as Error).message}; counting it as one pod with no requests`);
-    requests = { pods: 1n };
+    requests = admitted = { pods: 1n };
   }
-  const key = `${requests.cpu}/${requests.memory}/${requests['ephemeral-storage']}/${requests.pods}`;
-  return sharedRequests.get(key, () => Object.freeze(requests));
+  return { requests: sharedAmounts(requests), admitted: sharedAmounts(admitted) };
+}
+
+function sharedAmounts(amounts: ResourceAmounts): Readonly<ResourceAmounts> {
+  const key = `${amounts.cpu}/${amounts.memory}/${amounts['ephemeral-storage']}/${amounts.pods}`;
+  return sharedRequests.get(key, () => Object.freeze(amounts));
 }
 
 function exclusiveCpuOf(pod: PodLike): bigint {
   try {
     return exclusiveCpus(pod);
   } catch {
-    return 0n; // requestsOf has logged the quantity that does not parse
+    return 0n; // accountsOf has logged the quantity that does not parse
   }
 }
 
@@ -67,7 +91,7 @@ export function cachedPod(pod: PodLike): CachedPod {
     },
     spec: { nodeName: share(pod.spec?.nodeName) },
     status: { phase: share(pod.status?.phase) },
-    requests: requestsOf(pod),
+    ...accountsOf(pod),
     ...(exclusiveCpu > 0n ? { exclusiveCpu } : {}),
   };
 }
@@ -85,11 +109,11 @@ export function keyOf(pod: PodLike): string | undefined {
 }
 
 /**
- * The effective requests of bound, non-terminal pods, indexed by node and updated from the
- * pod informer's add/update/delete events (a relist replays them): Map<node, Map<uid, requests>>.
+ * The bound, non-terminal pods, indexed by node and updated from the pod informer's
+ * add/update/delete events (a relist replays them): Map<node, Map<uid, both accountings>>.
  */
 export class PodsByNode {
-  private readonly byNode = new Map<string, Map<string, Readonly<ResourceAmounts>>>();
+  private readonly byNode = new Map<string, Map<string, PodAccounts>>();
   /** The exclusive CPUs of the indexed pods that have any, by node: Map<node, Map<uid, millicores>>. */
   private readonly exclusiveByNode = new Map<string, Map<string, bigint>>();
   /** The node each indexed pod is on. */
@@ -104,7 +128,7 @@ export class PodsByNode {
       this.remove(pod);
       return;
     }
-    const requests = isCached(pod) ? pod.requests : requestsOf(pod);
+    const accounts = isCached(pod) ? { requests: pod.requests, admitted: pod.admitted } : accountsOf(pod);
     const exclusiveCpu = isCached(pod) ? (pod.exclusiveCpu ?? 0n) : exclusiveCpuOf(pod);
     const previous = this.nodeOf.get(key);
     if (previous !== undefined && previous !== node) {
@@ -114,7 +138,7 @@ export class PodsByNode {
     this.nodeOf.set(key, node);
     let pods = this.byNode.get(node);
     if (!pods) this.byNode.set(node, (pods = new Map()));
-    pods.set(key, requests);
+    pods.set(key, accounts);
     if (exclusiveCpu > 0n) {
       let exclusive = this.exclusiveByNode.get(node);
       if (!exclusive) this.exclusiveByNode.set(node, (exclusive = new Map()));
@@ -140,23 +164,35 @@ export class PodsByNode {
     this.dropExclusive(previous, key);
   }
 
+  /** The Σ scheduledPodRequests of the node's pods but the one keyed `exclude` (`pods`: their count), and their exclusive CPUs: what the cap reads. */
   usage(node: string, exclude?: string): NodeUsage {
-    const requests: ResourceAmounts = { pods: 0n };
-    for (const [key, amounts] of this.byNode.get(node) ?? []) {
-      if (key === exclude) continue;
-      for (const resource of MANAGED_RESOURCES) {
-        const amount = amounts[resource];
-        if (amount !== undefined) requests[resource] = (requests[resource] ?? 0n) + amount;
-      }
-    }
+    const requests = this.sum(node, 'requests', exclude);
     let exclusiveCpu = 0n;
     for (const [key, amount] of this.exclusiveByNode.get(node) ?? []) if (key !== exclude) exclusiveCpu += amount;
     return exclusiveCpu > 0n ? { requests, exclusiveCpu } : { requests };
   }
 
-  /** The node's bound non-terminal pods: their requests by key (keyOf). */
-  pods(node: string): ReadonlyMap<string, Readonly<ResourceAmounts>> {
-    return this.byNode.get(node) ?? new Map();
+  /** The Σ admittedPodRequests of the node's pods (`pods`: their count): what the commitment floor reads. */
+  admitted(node: string): ResourceAmounts {
+    return this.sum(node, 'admitted');
+  }
+
+  private sum(node: string, accounting: keyof PodAccounts, exclude?: string): ResourceAmounts {
+    const total: ResourceAmounts = { pods: 0n };
+    for (const [key, accounts] of this.byNode.get(node) ?? []) {
+      if (key === exclude) continue;
+      const amounts = accounts[accounting];
+      for (const resource of MANAGED_RESOURCES) {
+        const amount = amounts[resource];
+        if (amount !== undefined) total[resource] = (total[resource] ?? 0n) + amount;
+      }
+    }
+    return total;
+  }
+
+  /** The node's bound non-terminal pods: both accountings by key (keyOf). */
+  pods(node: string): ReadonlyMap<string, PodAccounts> {
+    return this.byNode.get(node) ?? new Map<string, PodAccounts>();
   }
 
   /** For tests and metrics: how many pods are indexed. */

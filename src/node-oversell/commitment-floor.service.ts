@@ -22,6 +22,7 @@ export class CommitmentFloor implements NodeCommitments, OnModuleInit {
   }
 
   committed(node: string): ResourceAmounts | undefined {
-    return this.pods.isSynced() ? this.pods.usage(node).requests : undefined;
+    // What the kubelet has admitted, never what it has been asked for: a Deferred resize counted here would fit at its next retry.
+    return this.pods.isSynced() ? this.pods.admitted(node) : undefined;
   }
 }

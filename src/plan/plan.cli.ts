@@ -111,6 +111,7 @@ export async function planFromCluster(args: PlanArgs, kube: KubeConfig, chosen?:
     ...planCluster(nodes.items as NodeLike[], (node) => index.usage(node).requests, config.nodes, args.podSize, {
       usageOf: (node) => usage.get(node),
       exclusiveOf: (node) => index.usage(node).exclusiveCpu ?? 0n,
+      admittedOf: (node) => index.admitted(node),
     }),
   };
 }

@@ -44,6 +44,7 @@ export class PlanController {
       ...planCluster(this.nodes.nodes(), (node) => this.pods.usage(node).requests, config.nodes, size, {
         usageOf: (node) => this.usage.published(node),
         exclusiveOf: (node) => this.pods.usage(node).exclusiveCpu ?? 0n,
+        admittedOf: (node) => this.pods.admitted(node),
       }),
     };
   }

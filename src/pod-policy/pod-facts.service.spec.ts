@@ -16,7 +16,7 @@ import { PodsByNode } from '../kube/pods-by-node.js';
 import { NodeCache, trimCachedNode } from '../kube/node-cache.service.js';
 import { watchForPlan } from '../plan/plan-caches.js';
 import { PodFactsService } from './pod-facts.service.js';
-import { effectivePodRequests } from '../domain/pod-resources.js';
+import { admittedPodRequests, scheduledPodRequests } from '../domain/pod-resources.js';
 
 const CAP_AND_DEFAULTS = 'pods:\n  cap: { mode: deny }\n  defaultRequests: { cpu: 100m }\n';
 const CAP_ONLY = 'pods:\n  cap: { mode: warn }\n';
@@ -215,12 +215,13 @@ describe('PodFactsService', () => {
         expect(node.status.allocatable, name).toEqual(listed.status.allocatable);
         expect(node.metadata.labels['kubernetes.io/hostname'], name).toBe(name);
       }
-      // Kept of a pod: identity, node, phase and its effective requests, nothing else.
+      // Kept of a pod: identity, node, phase and both accountings of its requests, nothing else.
       expect(facts.pod('shop', 'one')).toEqual({
         metadata: { name: 'one', namespace: 'shop', uid: pod.metadata.uid, resourceVersion: pod.metadata.resourceVersion },
         spec: { nodeName: pod.spec.nodeName },
         status: { phase: pod.status.phase },
-        requests: effectivePodRequests(pod),
+        requests: scheduledPodRequests(pod),
+        admitted: admittedPodRequests(pod),
       });
     });
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { container, runningPod } from '../../test/fixtures/pods.js';
 import { Outcomes, runs } from '../../test/support/property.js';
 import { PodsByNode } from '../kube/pods-by-node.js';
-import { effectivePodRequests, type PodLike } from '../domain/pod-resources.js';
+import { scheduledPodRequests, type PodLike } from '../domain/pod-resources.js';
 
 const Mi = (n: number) => BigInt(n) * 1024n * 1024n;
 
@@ -97,7 +97,7 @@ describe('PodsByNode', () => {
           const expected = { pods: 0n } as Record<string, bigint>;
           for (const p of live.values()) {
             if (p.spec?.nodeName !== node || p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') continue;
-            const r = effectivePodRequests(p);
+            const r = scheduledPodRequests(p);
             expected.pods += 1n;
             expected.cpu = (expected.cpu ?? 0n) + r.cpu!;
           }

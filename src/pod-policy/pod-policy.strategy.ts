@@ -17,7 +17,7 @@ import { planResize } from './pod-resize.js';
 import { POD_FACTS, type FactsCache, type PodFacts } from './pod-facts.js';
 import { mutatesResources, type CapMode, type PodPolicyConfig } from './pod-policy.config.js';
 import { CACHE_UNSYNCED, CAP_DENIALS, CAP_SKIPPED, CAP_WARNINGS, LIMITS_CHANGED, PODS_MUTATED, REQUESTS_CHANGED } from './pod-policy.metrics.js';
-import { effectivePodRequests, exclusiveCpus, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
+import { scheduledPodRequests, exclusiveCpus, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
 import { resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { isRecord } from '../common/is-record.js';
 import { STRATEGY_ORDER } from '../admission/strategy-order.js';
@@ -119,7 +119,7 @@ export class PodPolicyStrategy implements AdmissionStrategy {
     if (review.cap === 'off' || typeof nodeName !== 'string' || nodeName === '' || !this.capCachesReady(review.request)) return {};
     const mutated: PodLike = patch.length > 0 ? fastJsonPatch.applyPatch(pod, patch, false, false).newDocument : pod;
     const created: PodLike = { ...mutated, status: undefined };
-    const requests = { ...effectivePodRequests(created), exclusiveCpu: exclusiveCpus(created) };
+    const requests = { ...scheduledPodRequests(created), exclusiveCpu: exclusiveCpus(created) };
     return this.checkCap(review, { pod: podRef(review.namespace, pod, review.request.name), nodeName, requests, uid: pod.metadata?.uid });
   }
 

@@ -3,7 +3,7 @@
  * the resized pod moves between, as pure functions.
  *
  *   1. The pod holds, on its node, what the scheduler counts for it as stored (the review's
- *      oldObject: pod-resources.ts effectivePodRequests, a resizing pod as the largest of its
+ *      oldObject: pod-resources.ts scheduledPodRequests, a resizing pod as the largest of its
  *      desired requests unless Infeasible, its allocated and its actual ones).
  *   2. The resize stores what kube-apiserver keeps of the body (podResizeStrategy,
  *      dropNonResizeUpdates): the stored pod with each container's resources and resizePolicy,
@@ -26,7 +26,7 @@
  * default), so no resize changes the cores a pod holds.
  */
 import type { ResourceAmounts } from '../domain/resources.js';
-import { effectivePodRequests, type ContainerLike, type PodLike } from '../domain/pod-resources.js';
+import { scheduledPodRequests, type ContainerLike, type PodLike } from '../domain/pod-resources.js';
 import { isRecord } from '../common/is-record.js';
 
 export interface ResizePlan {
@@ -69,5 +69,5 @@ export function readResizedPod(stored: PodLike, sent: PodLike): PodLike | null {
 export function planResize(stored: PodLike, sent: PodLike): ResizePlan | null {
   const resized = readResizedPod(stored, sent);
   if (resized === null) return null;
-  return { held: effectivePodRequests(stored), resized: effectivePodRequests(resized, 'always') };
+  return { held: scheduledPodRequests(stored), resized: scheduledPodRequests(resized, 'always') };
 }

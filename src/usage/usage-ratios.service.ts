@@ -293,7 +293,8 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
       return;
     }
     this.lastMetricsError = '';
-    // Per node: the usage of its measured pods, and their requests (R: a pod not measured yet is left out).
+    // Per node: the usage of its measured pods, and what the kubelet admitted them at (R: a pod not measured yet is left out;
+    // a resize it deferred is not what the containers run with, and counted here it would raise the ratio until it fits).
     const podsByNode = new Map<
       string,
       { usage: Partial<Record<UsageResource, bigint>>[]; requests: Partial<Record<UsageResource, bigint>>[]; keys: Set<string> }
@@ -304,7 +305,7 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
       if (node === undefined) continue;
       const entry = podsByNode.get(node) ?? { usage: [], requests: [], keys: new Set<string>() };
       entry.usage.push(sumUsage(pod.containers.map((container) => readUsage(container.usage))));
-      entry.requests.push(cached!.requests);
+      entry.requests.push(cached!.admitted);
       const key = keyOf(cached!);
       if (key !== undefined) entry.keys.add(key);
       podsByNode.set(node, entry);
@@ -330,11 +331,13 @@ export class UsageRatios implements NodeUsageRatios, PublishedUsage, OnModuleIni
     if (previous !== undefined && this.plannedWithin(name, usage, now)) return previous;
     this.lastPlanned.set(name, now);
     const raw = planNodeStatus(node as NodeLike, null, node as NodeLike)?.raw ?? {};
-    // R: the requests of the pods the latest sample measured, never more than what is bound now.
-    const bound = this.pods.usage(name).requests;
+    // R: the admitted requests of the pods the latest sample measured, never more than what is admitted now.
+    const bound = this.pods.admitted(name);
     const { measured, samples, lastSample } = readHistory(this.history.get(name), now, parseDuration(usage.window), this.leaderSince);
     const recorded = readRecord(node.metadata?.annotations)?.ratios;
-    const placed = placedUnmeasured(this.pods.podsOn(name), this.placements.get(name), now, parseDuration(usage.staleAfter));
+    // Rule 5 holds while a placed pod asks for anything: its scheduled requests (the kubelet may not have admitted it yet).
+    const requested = new Map([...this.pods.podsOn(name)].map(([key, accounts]) => [key, accounts.requests]));
+    const placed = placedUnmeasured(requested, this.placements.get(name), now, parseDuration(usage.staleAfter));
     const entry: NodeUsageEntry = {};
     const sinceLastSampleMs = now - Math.max(lastSample, this.leaderSince);
     const levels: Partial<Record<UsageResource, NodeLevel>> = {};

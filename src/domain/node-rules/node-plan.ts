@@ -5,12 +5,13 @@
  *
  *   1. Planned allocatable = planNodeStatus(stored, policy, stored, committed).allocatable, the
  *      function the webhook runs, on the stored Node as both the incoming object and oldObject,
- *      with the node's requests as the commitment floor when the config has it on: what a
+ *      with what the kubelet admitted the node's pods at (pod-resources.ts admittedPodRequests)
+ *      as the commitment floor when the config has it on: what a
  *      status write that does not change the kubelet's raw values produces. Plan and webhook
  *      cannot disagree.
  *   2. The mode does not change the plan: a node in `shadow` plans what `enforce` writes.
- *   3. Requests are the effective requests of the node's bound, non-terminal pods (the
- *      scheduler's sum); headroom = planned − requests, per resource, negative when
+ *   3. Requests are the requests of the node's bound, non-terminal pods as the scheduler counts
+ *      them (scheduledPodRequests: a Deferred resize at its desired requests); headroom = planned − requests, per resource, negative when
  *      overcommitted; `fits` = how many more pods of the given size the headroom holds, the
  *      pod counting one against `pods`.
  *   4. `matches` is true when every managed resource's stored value equals the planned one
@@ -143,10 +144,15 @@ function exclusiveCpusOf(policy: NodePolicy | null, plan: NodeStatusPlan | null,
   return { requested: formatResourceQuantity('cpu', requested), raw: formatResourceQuantity('cpu', raw) };
 }
 
-/** What is known of a node beside its object: its published usage-aware entry and the Σ of its pods' exclusive CPUs. */
+/**
+ * What is known of a node beside its object and its pods' requests: its published usage-aware
+ * entry, the Σ of its pods' exclusive CPUs, and the Σ of what the kubelet admitted them at (the
+ * floor, rule 1; absent: the requests, as for pods with no resize pending, where the two agree).
+ */
 export interface NodeFacts {
   usage?: NodeUsageEntry;
   exclusiveCpu?: bigint;
+  admitted?: ResourceAmounts;
 }
 
 /** A stored Node's policy (usage-aware ratios applied), the usage decisions, and a thunk of its plan (rule 1). */
@@ -159,14 +165,14 @@ export interface StoredNodePlan {
 
 /**
  * Rule 1 for one stored Node: planNodeStatus on the Node as incoming object and oldObject, the
- * requests as the floor when the config has it on, and the usage-aware entry as the webhook
+ * `admitted` requests as the floor when the config has it on, and the usage-aware entry as the webhook
  * applies it (effectivePolicy, the decisions annotated). The plan's allocatable and annotations
  * are what the webhook writes at a status write that keeps the kubelet's raw values.
  */
-export function planStoredNode(node: NodeLike, requests: ResourceAmounts, nodesConfig: NodesConfig | undefined, usage?: NodeUsageEntry): StoredNodePlan {
+export function planStoredNode(node: NodeLike, admitted: ResourceAmounts, nodesConfig: NodesConfig | undefined, usage?: NodeUsageEntry): StoredNodePlan {
   const { policy, decisions } = effectivePolicy(resolveNodePolicy(node.metadata?.labels, nodesConfig), usage, readRecord(node.metadata?.annotations)?.ratios);
   const annotation = Object.keys(decisions).length > 0 ? formatUsageEntry(decisions) : null;
-  return { policy, decisions, plan: () => planNodeStatus(node, policy, node, floorEnabled(nodesConfig) ? requests : undefined, annotation) };
+  return { policy, decisions, plan: () => planNodeStatus(node, policy, node, floorEnabled(nodesConfig) ? admitted : undefined, annotation) };
 }
 
 /** The plan for one stored Node, with the requests of its bound pods and its published usage-aware entry (rules 1–5). */
@@ -175,9 +181,9 @@ export function planNode(
   requests: ResourceAmounts,
   nodesConfig: NodesConfig | undefined,
   podSize: ResourceAmounts | null,
-  { usage, exclusiveCpu }: NodeFacts = {},
+  { usage, exclusiveCpu, admitted = requests }: NodeFacts = {},
 ): NodePlanRow {
-  const stored = planStoredNode(node, requests, nodesConfig, usage);
+  const stored = planStoredNode(node, admitted, nodesConfig, usage);
   const { policy, decisions } = stored;
   const row = unplannedRow(node, policy, requests);
   try {
@@ -231,10 +237,11 @@ function plannedColumns(
   };
 }
 
-/** Per-node lookups by name beside the requests: the published usage-aware entry, the Σ of the pods' exclusive CPUs. */
+/** Per-node lookups by name beside the requests: the published usage-aware entry, the Σ of the pods' exclusive CPUs, the Σ admitted (NodeFacts). */
 export interface NodeFactsOf {
   usageOf?: (node: string) => NodeUsageEntry | undefined;
   exclusiveOf?: (node: string) => bigint;
+  admittedOf?: (node: string) => ResourceAmounts;
 }
 
 /**
@@ -246,12 +253,15 @@ export function planCluster(
   requestsOf: (node: string) => ResourceAmounts,
   nodesConfig: NodesConfig | undefined,
   podSize: ResourceAmounts | null = null,
-  { usageOf = () => undefined, exclusiveOf = () => 0n }: NodeFactsOf = {},
+  { usageOf = () => undefined, exclusiveOf = () => 0n, admittedOf }: NodeFactsOf = {},
 ): ClusterPlan {
   const rows: NodePlanRow[] = [];
   for (const node of nodes) {
     const name = node.metadata?.name ?? '';
-    rows.push(planNode(node, requestsOf(name), nodesConfig, podSize, { usage: usageOf(name), exclusiveCpu: exclusiveOf(name) }));
+    const requests = requestsOf(name);
+    rows.push(
+      planNode(node, requests, nodesConfig, podSize, { usage: usageOf(name), exclusiveCpu: exclusiveOf(name), admitted: admittedOf?.(name) ?? requests }),
+    );
   }
   rows.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
   return { nodes: rows, podSize: podSize === null ? null : format(podSize) };

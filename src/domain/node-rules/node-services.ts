@@ -12,9 +12,9 @@ import type { NodeLike } from '../node-like.js';
 /** The commitment floor (CommitmentFloor, provided by NodeOversellModule): node oversell and the reconciler read it. */
 export const NODE_COMMITMENTS = Symbol('NODE_COMMITMENTS');
 
-/** The requests bound to each node, as the commitment floor (rule 6) reads them. */
+/** What is committed on each node, as the commitment floor (rule 6) reads it. */
 export interface NodeCommitments {
-  /** The sum of the node's bound non-terminal pods' requests (`pods`: their count); undefined while unknown. */
+  /** The sum of what the kubelet has admitted the node's bound non-terminal pods at (pod-resources.ts admittedPodRequests; `pods`: their count); undefined while unknown. */
   committed(node: string): ResourceAmounts | undefined;
 }
 

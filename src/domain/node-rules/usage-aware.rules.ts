@@ -4,7 +4,7 @@
  * node's effective ratio from measured usage and publishes it; every replica writes what is
  * published. The invariants:
  *
- *   1. The formula, per usage resource (cpu, memory), with A = raw allocatable, R = Σ requests
+ *   1. The formula, per usage resource (cpu, memory), with A = raw allocatable, R = Σ admitted requests
  *      of the node's bound pods that the latest sample measured (a pod not measured yet is
  *      left out, so its requests come out of the room, as if it used e of them), U = Σ usage
  *      of its pods (smoothed), T = target,
