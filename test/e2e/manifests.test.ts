@@ -224,9 +224,14 @@ describe('shipped manifests', () => {
       for (const entry of webhook.webhooks) expect(entry.clientConfig.service.namespace, entry.name).toBe('platform');
       for (const entry of webhook.webhooks.slice(1))
         expect(entry.namespaceSelector.matchExpressions[0].values, entry.name).toEqual(['kube-system', 'kube-node-lease', 'kube-public', 'platform']);
-      // The node-status policy reads its params in the platform's namespace.
-      const binding = find(docs, 'MutatingAdmissionPolicyBinding');
-      if (binding) expect(binding.spec.paramRef.namespace).toBe('platform');
+      // The node-status policy reads its params, each shard by name, in the platform's namespace, and guards them there.
+      const bindings = docs.filter((d) => d.kind === 'MutatingAdmissionPolicyBinding');
+      if (bindings.length > 0) {
+        expect(bindings.map((b) => [b.spec.paramRef.name, b.spec.paramRef.namespace])).toEqual(
+          Array.from({ length: 16 }, (_, i) => [`kube-overcommit-node-targets-${String(i).padStart(2, '0')}`, 'platform']),
+        );
+        expect(find(docs, 'ValidatingAdmissionPolicyBinding')!.spec.matchResources.namespaceSelector.matchExpressions[0].values).toEqual(['platform']);
+      }
       const certificate = find(docs, 'Certificate', 'kube-overcommit');
       if (certificate) {
         expect(certificate.spec.dnsNames).toEqual(['kube-overcommit.platform.svc', 'kube-overcommit.platform.svc.cluster.local']);

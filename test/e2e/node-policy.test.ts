@@ -38,6 +38,7 @@ import {
   podsByName,
   renewedLease,
   tearDown,
+  tokenClient,
   waitUntil,
   webhookFixture,
   type WebhookProcess,
@@ -267,6 +268,205 @@ describe.runIf(POLICY_SERVED)('the node-status policy on the real API server', (
       kubelet.close();
     }
   }, 120_000);
+});
+
+describe.runIf(POLICY_SERVED)('targets no one else can bend, that name their Node and expire', () => {
+  const namespace = () => env.webhook.namespace;
+  const shardPath = (name: string) => `/api/v1/namespaces/${namespace()}/configmaps/${name}`;
+  /** The shard holding `node`'s entry: the one whose data names it. */
+  async function shardOf(node: string): Promise<string> {
+    const list = await admin.get(`/api/v1/namespaces/${namespace()}/configmaps`, { labelSelector: `${SHARD_LABEL}=v1` });
+    return list.items.find((cm: any) => node in (cm.data ?? {})).metadata.name;
+  }
+  const drift = async () => (await webhook.metrics()).sum('kube_overcommit_node_target_drift_total');
+  const RESYNC_MS = 30_000;
+
+  it('a user with ConfigMap rights in the namespace cannot write an entry, nor make another ConfigMap a param; an admin’s emptied or recreated shard is refilled, and an entry bent with the guard lifted is undone, within one resync', async () => {
+    const name = hollow!.name;
+    const planned = await waitUntil('the hollow node’s entry', async () => (await publishedEntries()).get(name));
+    const shard = await shardOf(name);
+    const bent = planned.replace(/^cpu 1 1 3$/m, 'cpu 1 1 100');
+    expect(bent).not.toBe(planned);
+
+    // A namespace user with every ConfigMap verb (what a Role for an app team in this namespace grants).
+    const user = 'e2e-configmap-editor';
+    await admin.post(`/api/v1/namespaces/${namespace()}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: user } });
+    await admin.post(`/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace()}/roles`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: user },
+      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'create', 'update', 'patch', 'delete'] }],
+    });
+    await admin.post(`/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace()}/rolebindings`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: user },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: user },
+      subjects: [{ kind: 'ServiceAccount', name: user, namespace: namespace() }],
+    });
+    const token = (
+      await admin.post(`/api/v1/namespaces/${namespace()}/serviceaccounts/${user}/token`, {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: 600 },
+      })
+    ).status.token;
+    const editor = tokenClient(env, token, `system:serviceaccount:${namespace()}:${user}`);
+    const guard = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/kube-overcommit-node-targets`;
+    const guardBinding = await admin.get(guard);
+    const forged = 'e2e-forged-node-targets';
+    try {
+      const write = (client: KubeClient) =>
+        client.raw('PATCH', shardPath(shard), { body: { data: { [name]: bent } }, contentType: 'application/merge-patch+json' });
+      const refused = await write(editor);
+      expect(refused.status).toBe(403);
+      expect(refused.body.message).toContain(`the node targets in ${shard} are written by kube-overcommit only`);
+      // The user may read the shard (its Role says so), and its RBAC alone would have let it write.
+      expect((await editor.raw('GET', shardPath(shard))).status).toBe(200);
+      // A cluster admin is refused too.
+      const adminRefused = await write(admin);
+      expect(adminRefused.status).toBe(403);
+      // A ConfigMap of the user's with the shards' label and a target for the node is no param (the bindings name theirs).
+      const created = await editor.raw('POST', `/api/v1/namespaces/${namespace()}/configmaps`, {
+        body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: forged, labels: { [SHARD_LABEL]: 'v1' } }, data: { [name]: bent } },
+      });
+      expect(created.status).toBe(201);
+      await webhook.stop();
+      let stored: string;
+      try {
+        // With the webhook down the policy alone decides: the kubelet's raw cpu 1 gets the published 3, never the forged 100.
+        const kubelet = nodeClient(env, name);
+        try {
+          stored = (await kubelet.patch(`/api/v1/nodes/${name}/status`, { status: { allocatable: { cpu: '1' } } }, 'strategic')).status.allocatable.cpu;
+        } finally {
+          kubelet.close();
+        }
+      } finally {
+        await webhook.start();
+      }
+      expect(stored).toBe('3');
+
+      // An admin empties the shard (kubectl replace of targets.yaml): allowed, refilled within one resync.
+      const drift0 = await drift();
+      const current = await admin.get(shardPath(shard));
+      await admin.put(shardPath(shard), {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: shard, labels: current.metadata.labels, resourceVersion: current.metadata.resourceVersion },
+      });
+      let t0 = Date.now();
+      await waitUntil('the emptied shard refilled', async () => (await publishedEntries()).get(name) !== undefined, {
+        timeoutMs: RESYNC_MS + 10_000,
+        intervalMs: 500,
+      });
+      const refilledAfter = Date.now() - t0;
+      // Deleted and created again empty (kubectl delete, kubectl apply): refilled within one resync.
+      await admin.delete(shardPath(shard));
+      await admin.post(`/api/v1/namespaces/${namespace()}/configmaps`, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: shard, labels: current.metadata.labels },
+      });
+      t0 = Date.now();
+      await waitUntil('the recreated shard refilled', async () => (await publishedEntries()).get(name) !== undefined, {
+        timeoutMs: RESYNC_MS + 10_000,
+        intervalMs: 500,
+      });
+      const recreatedAfter = Date.now() - t0;
+      // With the guard lifted (its binding deleted by an admin) the entry is bent: written back within one resync.
+      await admin.delete(guard);
+      try {
+        expect((await write(admin)).status).toBe(200);
+        t0 = Date.now();
+        await waitUntil('the bent entry written back', async () => (await publishedEntries()).get(name)?.split('\n')[1] === 'cpu 1 1 3', {
+          timeoutMs: RESYNC_MS + 10_000,
+          intervalMs: 500,
+        });
+      } finally {
+        await admin.post(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings`, {
+          apiVersion: guardBinding.apiVersion,
+          kind: guardBinding.kind,
+          metadata: { name: guardBinding.metadata.name, labels: guardBinding.metadata.labels },
+          spec: guardBinding.spec,
+        });
+      }
+      const undoneAfter = Date.now() - t0;
+      console.log(
+        `shard repairs: emptied refilled after ${refilledAfter} ms, recreated after ${recreatedAfter} ms, bent entry undone after ${undoneAfter} ms; drift counted ${(await drift()) - drift0}`,
+      );
+      for (const ms of [refilledAfter, recreatedAfter, undoneAfter]) expect(ms).toBeLessThanOrEqual(RESYNC_MS + 5_000);
+      expect((await drift()) - drift0).toBeGreaterThanOrEqual(2);
+    } finally {
+      editor.close();
+      await admin.delete(`/api/v1/namespaces/${namespace()}/configmaps/${forged}`).catch(() => undefined);
+      for (const path of [
+        `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace()}/rolebindings/${user}`,
+        `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace()}/roles/${user}`,
+        `/api/v1/namespaces/${namespace()}/serviceaccounts/${user}`,
+      ])
+        await admin.delete(path).catch(() => undefined);
+    }
+  }, 240_000);
+
+  it('webhook down: an entry serves only its own Node and only before its valid-until (the write’s heartbeat as the clock); a Node re-created under the name gets the kubelet’s own value', async () => {
+    const kubelet = nodeClient(env, modelNode);
+    const t0 = Date.now();
+    const conditions = (heartbeat: string) => [
+      {
+        type: 'Ready',
+        status: 'True',
+        reason: 'KubeletReady',
+        message: 'ready',
+        lastHeartbeatTime: heartbeat,
+        lastTransitionTime: new Date(t0).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      },
+    ];
+    const status = (heartbeat: string) => ({ capacity: MODEL_CAPACITY, allocatable: RAWS[0], conditions: conditions(heartbeat) });
+    const register = async () => {
+      await admin.delete(`/api/v1/nodes/${modelNode}`).catch(() => undefined);
+      await waitUntil('the model node gone', async () => (await admin.raw('GET', `/api/v1/nodes/${modelNode}`)).status === 404);
+      const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+      return (await kubelet.post('/api/v1/nodes', kubeletNode(modelNode, { labels: { [ROLE_LABEL]: 'model' }, taints: [], status: status(now) }))).metadata
+        .uid as string;
+    };
+    const writeAt = async (heartbeat: Date) =>
+      (await kubelet.patch(`/api/v1/nodes/${modelNode}/status`, { status: status(heartbeat.toISOString().replace(/\.\d{3}Z$/, 'Z')) }, 'merge')).status
+        .allocatable.cpu as string;
+    try {
+      await webhook.useConfig(config(3));
+      const uid = await register();
+      const entry = await waitUntil('the model node’s entry, for its uid', async () => {
+        const lines = (await publishedEntries()).get(modelNode)?.split('\n');
+        return lines?.[11] === uid && lines[1] === 'cpu 4 4 6' ? lines : undefined;
+      });
+      const validUntil = Date.parse(entry[12]!);
+      console.log(`model node ${modelNode}: uid ${uid}, valid until ${entry[12]} (${Math.round((validUntil - Date.now()) / 60_000)} min from now)`);
+      expect(validUntil - Date.now()).toBeGreaterThan(5 * 3_600_000);
+      expect(validUntil - Date.now()).toBeLessThanOrEqual(6 * 3_600_000 + 1_000);
+      await webhook.stop();
+      let stored: Record<string, string> = {};
+      try {
+        // The kubelet's raw cpu 4, its heartbeat now: the published target. Its heartbeat past valid-until: its own value.
+        stored.now = await writeAt(new Date());
+        stored.lapsed = await writeAt(new Date(validUntil + 1_000));
+        stored.lastSecond = await writeAt(new Date(validUntil - 1_000));
+        // The Node deleted and registered again under its name (a new uid): the old entry is not its.
+        const reborn = await register();
+        expect(reborn).not.toBe(uid);
+        stored.reborn = await writeAt(new Date());
+      } finally {
+        await webhook.start();
+      }
+      expect(stored).toEqual({ now: '6', lapsed: '4', lastSecond: '6', reborn: '4' });
+      // Back up: the new Node's entry published for its uid, and its writes inflated again.
+      const reborn = (await admin.get(`/api/v1/nodes/${modelNode}`)).metadata.uid;
+      await waitUntil('the re-created node’s entry, for its uid', async () => (await publishedEntries()).get(modelNode)?.split('\n')[11] === reborn);
+      stored = { back: await writeAt(new Date()) };
+      expect(stored).toEqual({ back: '6' });
+    } finally {
+      kubelet.close();
+    }
+  }, 180_000);
 });
 
 /** One step of a sequence: who writes what (the kubelet's writes carry its clock, `t` seconds from the run's start). */

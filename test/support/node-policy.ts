@@ -1,8 +1,9 @@
 /**
  * The node-status policy's component (k8s/node-policy, docs/adr/0006-node-policy.md) installed on
- * a cluster of the harness from its files as shipped: the policy and binding, the shard
- * ConfigMaps, the Lease and RBAC (moved to the harness's platform namespace), and the matchConditions
- * its patch adds to the webhook's nodes entry. The e2e test and bench:cluster share it.
+ * a cluster of the harness from its files as shipped: the policy and its bindings, the shard
+ * ConfigMaps and their ValidatingAdmissionPolicy, the Lease and RBAC (moved to the harness's
+ * platform namespace), and the matchConditions its patch adds to the webhook's nodes entry. The
+ * e2e test and bench:cluster share it.
  *
  *   const installed = await installNodePolicy(env, admin);
  *   ...
@@ -49,6 +50,8 @@ export async function installNodePolicy(env: E2eEnv, admin: KubeClient): Promise
     if (object.metadata.namespace) object.metadata.namespace = namespace;
     for (const subject of object.subjects ?? []) if (subject.namespace) subject.namespace = namespace;
     if (object.spec?.paramRef) object.spec.paramRef.namespace = namespace;
+    for (const expression of object.kind === 'ValidatingAdmissionPolicyBinding' ? object.spec.matchResources.namespaceSelector.matchExpressions : [])
+      expression.values = [namespace];
     const path = collectionPath(object, namespace);
     await admin.post(path, object);
     created.push(`${path}/${object.metadata.name}`);
