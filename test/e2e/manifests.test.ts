@@ -145,6 +145,9 @@ describe('shipped manifests', () => {
       'KubeOvercommitCertificateExpiresVerySoon',
       'KubeOvercommitReconcilerLeaderMissing',
       'KubeOvercommitUsageLeaderMissing',
+      'KubeOvercommitNodeTargetWritesFailing',
+      'KubeOvercommitNodeTargetsLeftBehind',
+      'KubeOvercommitNodePolicyLeaderMissing',
     ]);
     // Every alert links its section of docs/runbook.md, which has one for each.
     const runbook = readFileSync(join('docs', 'runbook.md'), 'utf8');
@@ -158,7 +161,7 @@ describe('shipped manifests', () => {
     // promtool, built from its Go module by control-plane/build.sh. Non-zero exit throws with its output.
     const promtool = join(e2eEnv().binDir, 'promtool');
     const check = execFileSync(promtool, ['check', 'rules', join(dir, 'rules.yaml')], { encoding: 'utf8' });
-    expect(check).toMatch(/SUCCESS: 25 rules found/); // 13 alerts, 12 recording rules (monitoring.test.ts)
+    expect(check).toMatch(/SUCCESS: 28 rules found/); // 16 alerts, 12 recording rules (monitoring.test.ts)
     const unit = execFileSync(promtool, ['test', 'rules', join(dir, 'alerts.test.yaml')], { encoding: 'utf8', cwd: dir });
     expect(unit).toMatch(/SUCCESS/);
   });
