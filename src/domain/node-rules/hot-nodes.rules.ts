@@ -16,8 +16,8 @@
  *      for coolFor, an open one stays open while none is `hot`. So a hot period lasts coolFor
  *      at least (or ends at `lost`), and a node turns hot, and reopens, at most once per coolFor.
  *   5. While hot, every usage resource of the node is decided ratio 1, reason `hot-full`, and the
- *      webhook writes for every managed resource exactly what the node's bound pods request (and
- *      their count for `pods`): the commitment floor (node-oversell.rules.ts rule 6), deciding
+ *      webhook writes for every managed resource exactly what the kubelet admitted the node's
+ *      bound pods at (and their count for `pods`; a resize it deferred stays deferred): the commitment floor (node-oversell.rules.ts rule 6), deciding
  *      below the ratio's value as well as above it. Never less than what is bound, so every pod
  *      on the node stays admitted, also across a kubelet restart; nothing is evicted. Where the
  *      committed requests are not known (the floor off, the pod cache not listed yet), ratio 1.

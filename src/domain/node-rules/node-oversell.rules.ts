@@ -24,7 +24,8 @@
  *   5. mutate(mutate(x)) = mutate(x) for every input: the record written explains every value
  *      written (amounts outside [0, 2^63−1] are left out of it and never inflated).
  *   6. The commitment floor, the last step: when the node's committed requests are known (the
- *      sum, counted as the scheduler counts them, of its bound non-terminal pods), the value
+ *      sum of what the kubelet admitted its bound non-terminal pods at, pod-resources.ts
+ *      admittedPodRequests: a resize it deferred counts at what it allocated), the value
  *      written is max(rule 4's value, committed), opted out and ratio 1 included. The floor wins
  *      over floor(capacity × ratio): a kubelet re-admits its running pods against the stored
  *      allocatable on restart, and a value below what is bound would reject (strand) them. A

@@ -1,0 +1,196 @@
+/**
+ * The commitment floor and a resize the kubelet deferred, on the real kubelet's code (kubemark's
+ * hollow node, raw cpu 1) at cpu ratio 1.5: floor(1 × 1.5) = 1500m. The floor counts what the
+ * kubelet admitted (the larger of allocated and actual), never a resize it deferred: a floor that
+ * counted the desired requests stored 2500m, then 3500m, and the kubelet's next retry fitted each
+ * resize against that (the defect of issue 41).
+ *
+ * In order, with the pod cap off (as shipped): p1 (250m) and p2 (1 CPU) Running; p1 resized to
+ * 450m and allocated; under the cap in `deny` the resize of p1 to 1500m is refused with the cap's
+ * message; with the cap off again it is stored, and the kubelet defers it (Σ 2500m > 1500m); the
+ * Node stays at 1500m through the kubelet's next status writes and through a retry (a pod added),
+ * the resize still Deferred at 450m; p2 deleted, the retry allocates it, and the Node stays at 1500m.
+ *
+ * From 1.36 the kubelet answers a resize that does not fit with Deferred; 1.33 to 1.35 under
+ * kubemark mark every resize Infeasible (see resize.test.ts), where the Node stays at 1500m too.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  claimNodeNames,
+  createNamespace,
+  deleteAllPods,
+  type E2eEnv,
+  e2eEnv,
+  getNode,
+  HollowKubelet,
+  KubeApiError,
+  type KubeClient,
+  kubeMinor,
+  tearDown,
+  waitUntil,
+  webhookFixture,
+  WebhookProcess,
+} from './harness/index.js';
+import { PAUSE_IMAGE, POD_POLICY_LABEL } from './harness/workloads.js';
+
+const NAMESPACE = 'e2e-resize-floor';
+const SERVES_RESIZE = kubeMinor(e2eEnv()) >= 33;
+const DEFERS_RESIZES = kubeMinor(e2eEnv()) >= 36;
+const ROLE_LABEL = 'e2e.kube-overcommit.io/resize-floor';
+const FLOOR_ANNOTATION = 'kube-overcommit.io/floor';
+
+let env: E2eEnv;
+let admin: KubeClient;
+let webhook: WebhookProcess;
+let kubelet: HollowKubelet | undefined;
+
+function config(cap: 'off' | 'deny') {
+  return {
+    nodes: {
+      defaultRatios: { cpu: 1, memory: 1 },
+      pools: [{ name: 'resize-floor', nodeSelector: { matchLabels: { [ROLE_LABEL]: 'hollow' } }, ratios: { cpu: 1.5 } }],
+    },
+    pods: { cap: { mode: cap } },
+  };
+}
+
+function pod(name: string, cpu?: string): any {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: NAMESPACE },
+    spec: {
+      nodeSelector: { 'kubernetes.io/hostname': kubelet!.name },
+      automountServiceAccountToken: false,
+      terminationGracePeriodSeconds: 0,
+      containers: [{ name: 'app', image: PAUSE_IMAGE, resources: cpu ? { requests: { cpu, memory: '64Mi' } } : {} }],
+    },
+  };
+}
+
+const get = (name: string) => admin.get(`/api/v1/namespaces/${NAMESPACE}/pods/${name}`);
+
+/** `kubectl patch pod <name> --subresource resize` of container `app`'s cpu request: the HTTP status and body. */
+async function resize(name: string, cpu: string): Promise<{ status: number; body: any }> {
+  const patch = { spec: { containers: [{ name: 'app', resources: { requests: { cpu } } }] } };
+  try {
+    return { status: 200, body: await admin.patch(`/api/v1/namespaces/${NAMESPACE}/pods/${name}/resize`, patch) };
+  } catch (error) {
+    if (error instanceof KubeApiError) return { status: error.status, body: error.body };
+    throw error;
+  }
+}
+
+/** The desired and allocated cpu of `app`, and the pod's resize conditions (type/reason). */
+async function resizeState(name: string) {
+  const p = await get(name);
+  const container = p.status?.containerStatuses?.find((c: any) => c.name === 'app');
+  return {
+    desired: p.spec.containers[0].resources.requests.cpu,
+    allocated: container?.allocatedResources?.cpu,
+    pending: (p.status?.conditions ?? []).filter((c: any) => c.type === 'PodResizePending').map((c: any) => c.reason),
+  };
+}
+
+/** Waits until the kubelet has allocated `cpu` to p1; answers p1's resize state then. */
+function allocated(cpu: string, timeoutMs: number) {
+  return waitUntil(
+    `p1 allocated ${cpu}`,
+    async () => {
+      const state = await resizeState('p1');
+      return state.allocated === cpu ? state : undefined;
+    },
+    { timeoutMs, describe: () => resizeState('p1') },
+  );
+}
+
+/** How many nodes/status writes the webhook has answered. */
+const statusWrites = async () => (await webhook.metrics()).sum('kube_overcommit_admission_requests_total', { resource: 'nodes/status' });
+
+/** Waits until the kubelet's status writes have reached the webhook `count` more times (every 10 s on an inflated node), then reads the Node. */
+async function afterStatusWrites(count: number) {
+  const from = await statusWrites();
+  await waitUntil(`${count} more status writes through the webhook`, async () => (await statusWrites()) >= from + count, { timeoutMs: 60_000 });
+  return getNode(admin, kubelet!.name);
+}
+
+beforeAll(async () => {
+  ({ env, admin, webhook } = webhookFixture());
+  await webhook.start();
+  await webhook.useConfig(config('off'));
+  await createNamespace(env, NAMESPACE, { [POD_POLICY_LABEL]: 'enabled' });
+  const [name] = claimNodeNames(env, 'sim-node', 1);
+  kubelet = await HollowKubelet.start(env, { name: name!, labels: { [ROLE_LABEL]: 'hollow' } });
+  await waitUntil('the hollow node at cpu 1500m', async () => (await getNode(admin, kubelet!.name)).allocatable.cpu === '1500m');
+  await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod('p1', '250m'));
+  await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod('p2', '1'));
+  await waitUntil('p1 and p2 Running on the hollow node', async () => (await Promise.all(['p1', 'p2'].map(get))).every((p) => p.status.phase === 'Running'), {
+    timeoutMs: 60_000,
+  });
+}, 150_000);
+
+afterAll(async () => {
+  // Pods of a stopped kubelet are never confirmed deleted: forced.
+  if (admin) await deleteAllPods(admin, NAMESPACE, { force: true }).catch(() => undefined);
+  await kubelet?.stop({ deleteNode: true });
+  await tearDown({ env, admin, webhook, namespaces: [NAMESPACE] });
+}, 60_000);
+
+describe.runIf(DEFERS_RESIZES)('a resize the kubelet deferred adds nothing to the floor (1.36+: Deferred)', () => {
+  it('p1 resized to 450m: allocated, the Node at 1500m', async () => {
+    expect((await resize('p1', '450m')).status).toBe(200);
+    const state = await allocated('450m', 60_000);
+    expect(state).toEqual({ desired: '450m', allocated: '450m', pending: [] });
+    expect((await afterStatusWrites(1)).allocatable.cpu).toBe('1500m');
+  }, 90_000);
+
+  it('under the cap in deny, the resize to 1500m is refused at the API with the cap’s message', async () => {
+    await webhook.useConfig(config('deny'));
+    const answer = await resize('p1', '1500m');
+    expect(answer.status).toBe(403);
+    expect(answer.body.message).toBe(
+      `admission webhook "pod-policy.kube-overcommit.io" denied the request: kube-overcommit: pod ${NAMESPACE}/p1 would exceed the overcommit cap of node ${kubelet!.name}: ` +
+        'cpu: 2500m requested (1 by 1 pod on the node + 1500m by this pod) > cap 1500m (raw allocatable 1 × ratio 1.5)',
+    );
+    expect(await resizeState('p1')).toEqual({ desired: '450m', allocated: '450m', pending: [] });
+    await webhook.useConfig(config('off'));
+  });
+
+  it('with the cap off the kubelet defers it, and the Node stays at 1500m through its status writes and a retry', async () => {
+    expect((await resize('p1', '1500m')).status).toBe(200);
+    await waitUntil('p1 Deferred', async () => (await resizeState('p1')).pending.includes('Deferred'), { timeoutMs: 60_000 });
+    // The defect stored 2500m about 8 s after the deferral, at the kubelet's next status write.
+    const node = await afterStatusWrites(2);
+    expect(node.allocatable.cpu).toBe('1500m');
+    expect(node.annotations[FLOOR_ANNOTATION]).toBeUndefined();
+    expect(await resizeState('p1')).toEqual({ desired: '1500m', allocated: '450m', pending: ['Deferred'] });
+
+    // A pod added makes the kubelet retry its deferred resizes: against 1500m, again Deferred.
+    await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod('p3'));
+    await waitUntil('p3 Running', async () => (await get('p3')).status.phase === 'Running', { timeoutMs: 60_000 });
+    expect((await afterStatusWrites(2)).allocatable.cpu).toBe('1500m');
+    expect(await resizeState('p1')).toEqual({ desired: '1500m', allocated: '450m', pending: ['Deferred'] });
+  }, 180_000);
+
+  it('p2 deleted: the retry allocates the resize (1500m fits in 1500m), and the Node stays at 1500m', async () => {
+    await admin.delete(`/api/v1/namespaces/${NAMESPACE}/pods/p2`);
+    const state = await allocated('1500m', 240_000);
+    expect(state).toEqual({ desired: '1500m', allocated: '1500m', pending: [] });
+    const node = await afterStatusWrites(2);
+    expect(node.allocatable.cpu).toBe('1500m');
+    expect(node.annotations[FLOOR_ANNOTATION]).toBeUndefined();
+  }, 300_000);
+});
+
+describe.runIf(SERVES_RESIZE && !DEFERS_RESIZES)(
+  'a resize the kubelet did not allocate adds nothing to the floor (1.33–1.35 under kubemark: Infeasible)',
+  () => {
+    it('p1 resized to 1500m: stored, not allocated, and the Node stays at 1500m', async () => {
+      expect((await resize('p1', '1500m')).status).toBe(200);
+      await waitUntil('the kubelet to answer the resize', async () => (await resizeState('p1')).pending.length > 0, { timeoutMs: 60_000 });
+      const node = await afterStatusWrites(2);
+      expect(node.allocatable.cpu).toBe('1500m');
+      expect((await resizeState('p1')).allocated).toBe('250m');
+    }, 120_000);
+  },
+);
