@@ -21,8 +21,6 @@ const SERVER = '../server/**';
  */
 function featureBoundary(folder) {
   const group = [...FEATURE_FOLDERS.filter((other) => other !== folder).map((other) => `../${other}/**`), SERVER];
-  // The node-status policy applies status coalescing's rules inside the API server: it reads their window.
-  if (folder === 'node-policy') group.push('!../status-coalescing/status-coalescing.rules.js');
   const message = `${folder}/ imports no other feature, nor server/: shared node rules and services are in domain/node-rules/, shared caches in kube/`;
   return { files: [`src/${folder}/**/*.ts`], message, group };
 }

@@ -16,9 +16,10 @@
  *      [0, 2^63−1]. A node that is not gets no entry, and the policy leaves its writes to the
  *      webhook.
  *   3. The coalescing window of an entry is the node's window of status coalescing (nodeWindowMs
- *      of statusReportPeriod, whole seconds) while `coalesceStatusWrites` is on and the plan
- *      inflates the node (its ratios annotation is written), else 0 (no coalescing): the rules
- *      of status-coalescing.rules.ts, decided here, compared there.
+ *      of statusReportPeriod, domain/node-rules/coalescing-window.ts, whole seconds) while
+ *      `coalesceStatusWrites` is on and the plan inflates the node (its ratios annotation is
+ *      written), else 0 (no coalescing): the rules of status-coalescing.rules.ts, decided here,
+ *      compared there.
  *   4. An entry is one line per field, joined by "\n" (no line holds one: quantities, a pool
  *      name, JSON.stringify output, a uid and a time), in a fixed order, versioned by its first
  *      line; its last two lines name the Node it was planned for (metadata.uid) and the time it is
@@ -51,7 +52,7 @@ import { planStoredNode } from '../domain/node-rules/node-plan.js';
 import type { NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
 import { formatResourceQuantity } from '../domain/quantity.js';
 import { parseDuration } from '../common/duration.js';
-import { nodeWindowMs } from '../status-coalescing/status-coalescing.rules.js';
+import { nodeWindowMs } from '../domain/node-rules/coalescing-window.js';
 
 export const TARGET_SHARDS = 16;
 /** The shards' ConfigMaps, in the platform's namespace (k8s/node-policy/targets.yaml). */

@@ -6,7 +6,7 @@ import { parseDuration } from '../common/duration.js';
 import { formatResourceQuantity, parseResourceQuantity } from '../domain/quantity.js';
 import { planNodeStatus, RATIOS_ANNOTATION, resolveNodePolicy } from '../domain/node-rules/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
-import { heartbeatsFresh, nodeWindowMs, planStatusCoalescing, type StatusUpdateRequest } from './status-coalescing.rules.js';
+import { heartbeatsFresh, planStatusCoalescing, type StatusUpdateRequest } from './status-coalescing.rules.js';
 import { Outcomes, runs } from '../../test/support/property.js';
 
 const { applyPatch } = fastJsonPatch;
@@ -14,7 +14,7 @@ type Json = Record<string, any>;
 
 const REPORT_PERIOD_MS = 5 * 60_000;
 const NAME = 'worker-1';
-/** worker-1's window: the report period less its fixed share of up to 10 % (pinned by the nodeWindowMs test). */
+/** worker-1's window: the report period less its fixed share of up to 10 % (pinned by domain/node-rules/coalescing-window.spec.ts). */
 const WINDOW_MS = 298_000;
 const KUBELET = { username: `system:node:${NAME}`, groups: ['system:nodes', 'system:authenticated'] };
 const NODES = {
@@ -429,23 +429,6 @@ describe('planStatusCoalescing', () => {
     const dropped = structuredClone(write);
     dropped.status.conditions[3].lastHeartbeatTime = null;
     expect(admit(dropped, stored).plan).toEqual({ decision: 'passed', reason: 'report-due' });
-  });
-
-  it('nodeWindowMs: fixed per node, the period less up to 10 % in whole seconds (4m30s–5m for 5m, docs/status-coalescing.md), spread over it', () => {
-    expect(nodeWindowMs(NAME, 300_000)).toBe(WINDOW_MS);
-    // Spread: a thousand nodes take every whole second of the range, 31 of them for 5m, 7 for 1m.
-    for (const [period, shortest, seconds] of [
-      [300_000, 270_000, 31],
-      [60_000, 54_000, 7],
-    ]) {
-      const windows = Array.from({ length: 1000 }, (_, i) => nodeWindowMs(`node-${i}`, period));
-      for (const window of windows) {
-        expect(window % 1_000).toBe(0);
-        expect(window).toBeGreaterThanOrEqual(shortest);
-        expect(window).toBeLessThanOrEqual(period);
-      }
-      expect(new Set(windows).size).toBe(seconds);
-    }
   });
 
   it('heartbeatsFresh: a condition absent from the stored object is never fresh', () => {

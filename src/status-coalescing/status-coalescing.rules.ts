@@ -28,7 +28,7 @@
  *      clock stepped back) or an unreadable time passes too. A heartbeat the update leaves as
  *      stored (the same time, or none on both sides: a condition an administrator set without
  *      one) has not moved, so it is not measured. The node's window is the report
- *      period less up to 10 %, fixed per node name (nodeWindowMs): when coalescing is switched
+ *      period less up to 10 %, fixed per node name (nodeWindowMs, domain/node-rules/coalescing-window.ts): when coalescing is switched
  *      on every node's heartbeats were stored within one kubelet period, and with one window
  *      for all they would all be written again together, in one burst per period; with
  *      windows of different lengths the bursts spread out. So the stored heartbeats advance at
@@ -42,13 +42,13 @@
  * Quantities in allocatable and capacity are compared by value (the API server stores
  * "4000m" as "4", so a by-value equal list encodes to the same bytes).
  */
-import { createHash } from 'node:crypto';
 import type { PatchOperation } from '../admission/admission.types.js';
 import { MANAGED_RESOURCES, type ManagedResource } from '../domain/resources.js';
 import { RATIOS_ANNOTATION } from '../domain/node-rules/node-oversell.rules.js';
 import { parseResourceQuantity } from '../domain/quantity.js';
 import { isRecord } from '../common/is-record.js';
 import { Memo } from '../domain/memo.js';
+import { nodeWindowMs } from '../domain/node-rules/coalescing-window.js';
 import { jsonEqual, jsonEqualExcept } from '../common/json-equal.js';
 
 /** Why an update was let through; `coalesced` updates have the one reason `heartbeat`. */
@@ -162,25 +162,6 @@ const heartbeatTimes = new Memo<string, number>(4_096);
 
 function heartbeatMs(condition: Condition | undefined): number {
   return typeof condition?.lastHeartbeatTime === 'string' ? heartbeatTimes.get(condition.lastHeartbeatTime, Date.parse) : Number.NaN;
-}
-
-/** The share of the report period a node's window is shorter by (rule 4). */
-export const WINDOW_SPREAD = 0.1;
-
-/** One hash per node and period, not one per heartbeat. */
-const nodeWindows = new Memo<string, number>(16_384);
-
-/**
- * Rule 4: the node's window, reportPeriodMs less a fraction of WINDOW_SPREAD fixed by the node's
- * name, in whole seconds (heartbeat times have no fractions).
- */
-export function nodeWindowMs(name: string, reportPeriodMs: number): number {
-  return nodeWindows.get(`${reportPeriodMs} ${name}`, () => computeNodeWindowMs(name, reportPeriodMs));
-}
-
-function computeNodeWindowMs(name: string, reportPeriodMs: number): number {
-  const fraction = createHash('sha256').update(name).digest().readUInt32BE(0) / 2 ** 32;
-  return Math.max(1_000, Math.round((reportPeriodMs * (1 - WINDOW_SPREAD * fraction)) / 1_000) * 1_000);
 }
 
 /** Rule 4: true when every condition's heartbeat stayed as stored or moved forward by less than `windowMs`. */
