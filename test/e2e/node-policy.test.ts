@@ -9,9 +9,13 @@
  * outage (webhook stopped, kubelet restarted: both pods above the raw allocatable keep running,
  * the kubelet's condition and port changes are stored); the security target (a kubelet's token
  * cannot write the targets, and no write of its own stores more than floor(capacity × ratio),
- * with the webhook up or down); then one behaviour, two engines: the same sequence of kubelet,
- * third-party and platform writes driven through the policy path and through the webhook alone
- * stores the same Node after every step.
+ * with the webhook up or down); targets no one else can bend (a namespace user and an admin
+ * refused an entry write, a labelled ConfigMap of their own no param, an emptied, recreated or
+ * bent shard written back within one resync) and that name their Node and expire (with the
+ * webhook down, an entry of another uid or past its valid-until by the write's heartbeat is
+ * ignored); then one behaviour, two engines: the same sequence of kubelet, third-party and
+ * platform writes driven through the policy path and through the webhook alone stores the same
+ * Node after every step.
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
