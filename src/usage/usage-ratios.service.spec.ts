@@ -8,7 +8,7 @@ import { backgroundTasks } from '../../test/fixtures/background.js';
 import { configStore } from '../../test/fixtures/config-store.js';
 import { IN_CLUSTER_ENV } from '../../test/fixtures/namespaces.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
-import { container, runningPod } from '../../test/fixtures/pods.js';
+import { container, resizingPod, runningPod } from '../../test/fixtures/pods.js';
 import { waitUntil } from '../../test/support/wait.js';
 import { ConfigStore } from '../config/config.store.js';
 import { PodCache } from '../kube/pod-cache.service.js';
@@ -226,6 +226,36 @@ describe('UsageRatios', () => {
       expect(replica.service.effective(name, policy, stored)).toEqual(service.effective(name, policy, stored));
     }
     expect(api.lease.spec.holderIdentity).not.toBe('replica-2');
+  }, 15_000);
+
+  it('R counts what the kubelet admitted a measured pod at: a resize it deferred is not what the container runs with', async () => {
+    api = new FakeApiServer();
+    await api.start();
+    api.nodes = [kubeadmNode({ name: 'busy' })];
+    // web is measured; late (1 CPU) was just placed and is not: R leaves it out.
+    api.pods = [
+      resizingPod('web', 'busy', { desired: '3', allocated: '1', pending: 'Deferred' }),
+      runningPod('late', 'busy', { containers: [container('app', { requests: { cpu: '1' } })] }),
+    ];
+    const now = new Date().toISOString();
+    api.nodeMetrics = [{ metadata: { name: 'busy' }, timestamp: now, window: '10s', usage: { cpu: '900m', memory: '3Gi' } }];
+    api.podMetrics = [
+      {
+        metadata: { name: 'web', namespace: api.pods[0].metadata.namespace },
+        timestamp: now,
+        window: '10s',
+        containers: [{ name: 'app', usage: { cpu: '800m', memory: '1Gi' } }],
+      },
+    ];
+    const { service, pods } = usageRatios(api.kube(), IN_CLUSTER_ENV, configStore(CONFIG));
+    stop = async () => {
+      await service.onApplicationShutdown();
+      await pods.onApplicationShutdown();
+    };
+    service.onModuleInit();
+    await waitUntil('busy published', () => service.published('busy') !== undefined, { timeoutMs: 9_000, intervalMs: 100 });
+    // The scheduler counts web at 3 CPUs; the kubelet admitted 1, and that is what U = 800m is measured against.
+    expect(service.published('busy')?.cpu).toMatchObject({ reason: 'usage', R: '1', U: '800m' });
   }, 15_000);
 
   it('a pod placed since the first sample holds its node until a sample measures it, for staleAfter at most (rule 5)', async () => {

@@ -123,6 +123,15 @@ describe('planNode', () => {
     expect(planNode(raw, requests, off, null)).toMatchObject({ planned: { cpu: '4' }, headroom: { cpu: '-3200m' } });
   });
 
+  it('plans the floor from what the kubelet admitted, the headroom from what the pods ask: a deferred resize shows as negative headroom, never as a raised planned value', () => {
+    // Opted out (ratio 1): raw 4; the pods ask 7.2 CPUs (a resize deferred) and hold 3.
+    const raw = node('f2', { [DISABLED_LABEL]: 'true' }, { cpu: '4', pods: '110' });
+    const row = planNode(raw, { cpu: 7200n, pods: 2n }, cfg.nodes, null, { admitted: { cpu: 3000n, pods: 2n } });
+    expect(row).toMatchObject({ planned: { cpu: '4' }, requests: { cpu: '7200m' }, headroom: { cpu: '-3200m' }, ratioReasons: {} });
+    const plan = planCluster([raw], () => ({ cpu: 7200n, pods: 2n }), cfg.nodes, null, { admittedOf: () => ({ cpu: 5000n, pods: 2n }) });
+    expect(plan.nodes[0]).toMatchObject({ planned: { cpu: '5' }, ratioReasons: { cpu: 'floor' }, headroom: { cpu: '-2200m' } });
+  });
+
   it('plans raw for an opted-out node, and says why', () => {
     const row = planNode(node('o1', { [DISABLED_LABEL]: 'true' }, { cpu: '4' }), {}, cfg.nodes, null);
     expect(row).toMatchObject({ reason: 'opted-out', mode: null, ratios: {}, planned: { cpu: '4' }, matches: true });
