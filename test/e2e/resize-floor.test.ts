@@ -11,6 +11,9 @@
  * Node stays at 1500m through the kubelet's next status writes and through a retry (a pod added),
  * the resize still Deferred at 450m; p2 deleted, the retry allocates it, and the Node stays at 1500m.
  *
+ * The same sequence runs again through the node-status policy (k8s/node-policy, 1.36+), where the
+ * API server applies the target the leader published, floor included, without calling the webhook.
+ *
  * From 1.36 the kubelet answers a resize that does not fit with Deferred; 1.33 to 1.35 under
  * kubemark mark every resize Infeasible (see resize.test.ts), where the Node stays at 1500m too.
  */
@@ -21,8 +24,10 @@ import {
   deleteAllPods,
   type E2eEnv,
   e2eEnv,
+  apiserverMetrics,
   getNode,
   HollowKubelet,
+  installNodePolicy,
   KubeApiError,
   type KubeClient,
   kubeMinor,
@@ -104,21 +109,19 @@ function allocated(cpu: string, timeoutMs: number) {
   );
 }
 
-/** How many nodes/status writes the webhook has answered. */
-const statusWrites = async () => (await webhook.metrics()).sum('kube_overcommit_admission_requests_total', { resource: 'nodes/status' });
+/** nodes/status PATCHes the API server answered: the kubelet's, every 10 s on an inflated node, whoever serves them. */
+const statusPatches = async () => (await apiserverMetrics(env)).sum('apiserver_request_total', { resource: 'nodes', subresource: 'status', verb: 'PATCH' });
 
-/** Waits until the kubelet's status writes have reached the webhook `count` more times (every 10 s on an inflated node), then reads the Node. */
+/** Waits until `count` more status PATCHes have been served, then reads the Node. */
 async function afterStatusWrites(count: number) {
-  const from = await statusWrites();
-  await waitUntil(`${count} more status writes through the webhook`, async () => (await statusWrites()) >= from + count, { timeoutMs: 60_000 });
+  const from = await statusPatches();
+  await waitUntil(`${count} more status writes`, async () => (await statusPatches()) >= from + count, { timeoutMs: 60_000 });
   return getNode(admin, kubelet!.name);
 }
 
-beforeAll(async () => {
-  ({ env, admin, webhook } = webhookFixture());
-  await webhook.start();
+/** A hollow kubelet at cpu 1500m running p1 (250m) and p2 (1 CPU). */
+async function startNode(): Promise<void> {
   await webhook.useConfig(config('off'));
-  await createNamespace(env, NAMESPACE, { [POD_POLICY_LABEL]: 'enabled' });
   const [name] = claimNodeNames(env, 'sim-node', 1);
   kubelet = await HollowKubelet.start(env, { name: name!, labels: { [ROLE_LABEL]: 'hollow' } });
   await waitUntil('the hollow node at cpu 1500m', async () => (await getNode(admin, kubelet!.name)).allocatable.cpu === '1500m');
@@ -127,20 +130,32 @@ beforeAll(async () => {
   await waitUntil('p1 and p2 Running on the hollow node', async () => (await Promise.all(['p1', 'p2'].map(get))).every((p) => p.status.phase === 'Running'), {
     timeoutMs: 60_000,
   });
-}, 150_000);
+}
+
+async function stopNode(): Promise<void> {
+  // Pods of a stopped kubelet are never confirmed deleted: forced.
+  await deleteAllPods(admin, NAMESPACE, { force: true });
+  await kubelet?.stop({ deleteNode: true });
+  kubelet = undefined;
+}
+
+beforeAll(async () => {
+  ({ env, admin, webhook } = webhookFixture());
+  await webhook.start();
+  await createNamespace(env, NAMESPACE, { [POD_POLICY_LABEL]: 'enabled' });
+}, 60_000);
 
 afterAll(async () => {
-  // Pods of a stopped kubelet are never confirmed deleted: forced.
   if (admin) await deleteAllPods(admin, NAMESPACE, { force: true }).catch(() => undefined);
   await kubelet?.stop({ deleteNode: true });
   await tearDown({ env, admin, webhook, namespaces: [NAMESPACE] });
 }, 60_000);
 
-describe.runIf(DEFERS_RESIZES)('a resize the kubelet deferred adds nothing to the floor (1.36+: Deferred)', () => {
+/** The sequence of the header, on a node started by the caller. */
+function deferredResizeSequence(): void {
   it('p1 resized to 450m: allocated, the Node at 1500m', async () => {
     expect((await resize('p1', '450m')).status).toBe(200);
-    const state = await allocated('450m', 60_000);
-    expect(state).toEqual({ desired: '450m', allocated: '450m', pending: [] });
+    expect(await allocated('450m', 60_000)).toEqual({ desired: '450m', allocated: '450m', pending: [] });
     expect((await afterStatusWrites(1)).allocatable.cpu).toBe('1500m');
   }, 90_000);
 
@@ -174,12 +189,40 @@ describe.runIf(DEFERS_RESIZES)('a resize the kubelet deferred adds nothing to th
 
   it('p2 deleted: the retry allocates the resize (1500m fits in 1500m), and the Node stays at 1500m', async () => {
     await admin.delete(`/api/v1/namespaces/${NAMESPACE}/pods/p2`);
-    const state = await allocated('1500m', 240_000);
-    expect(state).toEqual({ desired: '1500m', allocated: '1500m', pending: [] });
+    expect(await allocated('1500m', 240_000)).toEqual({ desired: '1500m', allocated: '1500m', pending: [] });
     const node = await afterStatusWrites(2);
     expect(node.allocatable.cpu).toBe('1500m');
     expect(node.annotations[FLOOR_ANNOTATION]).toBeUndefined();
   }, 300_000);
+}
+
+describe.runIf(DEFERS_RESIZES)('a resize the kubelet deferred adds nothing to the floor (1.36+: Deferred), through the webhook', () => {
+  beforeAll(startNode, 120_000);
+  afterAll(stopNode, 60_000);
+  deferredResizeSequence();
+});
+
+describe.runIf(DEFERS_RESIZES)('the same through the node-status policy: the published floor counts what the kubelet admitted', () => {
+  let installed: { uninstall(): Promise<void> } | undefined;
+  beforeAll(async () => {
+    // The webhook finds the policy path at start-up.
+    await webhook.stop();
+    installed = await installNodePolicy(env, admin);
+    await webhook.start();
+    await startNode();
+  }, 180_000);
+  afterAll(async () => {
+    await stopNode();
+    // The webhook first: it releases its Lease while the component's RBAC still lets it.
+    await webhook.stop();
+    await installed?.uninstall();
+    await webhook.start();
+  }, 120_000);
+
+  it('the policy path is active', async () => {
+    expect((await webhook.metrics()).sum('kube_overcommit_node_policy_active')).toBe(1);
+  });
+  deferredResizeSequence();
 });
 
 describe.runIf(SERVES_RESIZE && !DEFERS_RESIZES)(
