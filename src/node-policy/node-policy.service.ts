@@ -52,7 +52,10 @@ export type StatusPath = 'policy' | 'webhook-only';
  * component). Any other failure (429, 5xx, a timeout, a reset connection) says nothing about the
  * path: `unknown`, the last path is kept and the look-up retried with backoff.
  */
-export type PathAnswer = { path: StatusPath; why: string } | { path: 'unknown'; why: string };
+export interface PathAnswer {
+  path: StatusPath | 'unknown';
+  why: string;
+}
 
 export interface NodePolicyTiming {
   /** After a change, the publication waits this long for more (a config edit moves every node at once). */
