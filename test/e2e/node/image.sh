@@ -17,8 +17,9 @@ log() { echo "image.sh: $*" >&2; }
 
 bash "$HERE/base-image.sh"
 args=(--network host)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# A fixed folder: podman's layer cache keys a RUN step on its mounts' sources too.
+work=$ROOT/test/e2e/.run/image-build
+mkdir -p "$work"
 if [[ -n ${NODE_EXTRA_CA_CERTS:-} && -r $NODE_EXTRA_CA_CERTS ]]; then
   cp "$NODE_EXTRA_CA_CERTS" "$work/ca.pem"
   echo "cafile=/run/kube-overcommit-build/ca.pem" >"$work/npmrc"

@@ -1,0 +1,19 @@
+// Same main as k8s.io/kubernetes/cmd/kube-proxy/proxy.go v1.37.2 (Apache-2.0, The Kubernetes Authors),
+// built here from the Go module proxy for the real node (test/e2e/node/): Services on the node.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // for client metric registration
+	_ "k8s.io/component-base/metrics/prometheus/version"  // for version metric registration
+	"k8s.io/kubernetes/cmd/kube-proxy/app"
+)
+
+func main() {
+	command := app.NewProxyCommand()
+	code := cli.Run(command)
+	os.Exit(code)
+}
