@@ -259,10 +259,11 @@ describe('stalled clients are cut off, bounded in time and bytes', () => {
         socket.once('error', () => resolve(undefined));
       });
     try {
-      // Earlier tests' keep-alive connections may hold some of the 20 slots.
+      // Earlier tests' keep-alive connections may hold some of the 20 slots, and free them when they time out
+      // while this loop runs (on a loaded machine it runs for seconds): what is bounded is the connections open at once.
       for (let socket = await open(); socket; socket = await open()) {
         held.push(socket);
-        expect(held.length).toBeLessThanOrEqual(20);
+        expect(held.filter((s) => !s.destroyed).length).toBeLessThanOrEqual(20);
       }
       expect((await handshake(port, {})).error).toBeDefined();
       const dropped = metricValue(await send(`${server.http}/metrics`).then((r) => r.text), 'kube_overcommit_http_refused_total', { reason: 'connections' });
