@@ -1,4 +1,4 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 // Vite's oxc transform emits the legacy decorators and design:* metadata that Nest's
 // dependency injection reads (as tsc does with experimentalDecorators + emitDecoratorMetadata).
@@ -41,12 +41,28 @@ export default defineConfig({
           name: 'e2e',
           expect,
           include: ['test/e2e/**/*.test.ts'],
+          // The real node's suite runs against a node that `npm run node:up` started (project `node`).
+          exclude: [...configDefaults.exclude, 'test/e2e/node/**'],
           environment: 'node',
           // Builds and starts one control plane for the whole run; tests read it with e2eEnv().
           globalSetup: ['test/e2e/harness/global-setup.ts'],
           setupFiles: ['reflect-metadata', 'test/setup/fast-check.ts'],
           testTimeout: 300_000,
           hookTimeout: 600_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        ...decorators,
+        // `npm run test:node`: a real kubelet, containerd and the image built from the Dockerfile,
+        // started by `npm run node:up` (test/e2e/node/node.sh); the suite reads its node.env.
+        test: {
+          name: 'node',
+          expect,
+          include: ['test/e2e/node/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
           fileParallelism: false,
         },
       },

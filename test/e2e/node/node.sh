@@ -359,7 +359,9 @@ restart_kubelet() {
   cmdline=$(tr '\0' '\n' <"/proc/$(<"$DIR/pids/kubelet.pid")/cmdline") || die "no kubelet running"
   stop kubelet
   mapfile -t args <<<"$cmdline"
-  start kubelet "${args[@]}"
+  echo "--- restarted at $(date -u +%FT%TZ) ---" >>"$DIR/logs/kubelet.log"
+  "${args[@]}" </dev/null >>"$DIR/logs/kubelet.log" 2>&1 &
+  echo $! >"$DIR/pids/kubelet.pid"
 }
 
 # --- down ----------------------------------------------------------------------------------

@@ -1,0 +1,373 @@
+/**
+ * The real node (`npm run node:up`, then `npm run test:node`): the kubelet and kube-proxy built from
+ * the pinned Kubernetes module, containerd + runc + the CNI bridge from Debian's packages, the image
+ * built from the Dockerfile and k8s/ applied as shipped (test/e2e/node/overlay: image reference and
+ * pull policy only). What only a real node can show: the webhook reached by kube-apiserver through
+ * its Service, the kubelet's own status write inflated, workloads in containers whose cgroups follow
+ * their requests and limits, a kubelet restart that keeps them, an in-place resize actuated in the
+ * cgroup, and the kernel's OOM killer.
+ *
+ * No node up → every test fails in beforeAll, saying how to start one (never skipped as passing).
+ * The tests run in order and share the node: the ratios set by the first are the later ones' premise.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KubeApiError, KubeClient } from '../../support/kube-client.js';
+import { baseUnits, inflatedBaseUnits } from '../../support/quantity.js';
+import { TerminalStateError, waitUntil } from '../../support/wait.js';
+
+const REPO = resolve(import.meta.dirname, '../../..');
+const NODE_DIR = process.env.NODE_DIR ?? join(REPO, 'test/e2e/.run/node');
+const NAMESPACE = 'real-node-e2e';
+const PLATFORM = 'kube-overcommit';
+const RATIOS = { cpu: '1.5', memory: '1.2' };
+
+/** KEY=value lines written by node.sh up (values shell-quoted only when they need it; ours never do). */
+function readEnvFile(file: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const m = /^([A-Z_0-9]+)=(.*)$/.exec(line);
+    if (m) out[m[1]] = m[2].replace(/^'(.*)'$/, '$1');
+  }
+  return out;
+}
+
+function run(file: string, args: string[], options: { input?: string; timeoutMs?: number } = {}): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const child = execFile(file, args, { timeout: options.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${file} ${args.join(' ')} failed: ${stderr.trim() || error.message}`));
+      else resolvePromise(stdout);
+    });
+    if (options.input !== undefined) child.stdin!.end(options.input);
+  });
+}
+
+let env: Record<string, string>;
+let cluster: Record<string, string>;
+let admin: KubeClient;
+const kubectl = (args: string[], options: { input?: string; timeoutMs?: number } = {}) =>
+  run(env.KUBECTL, [`--kubeconfig=${env.KUBECONFIG}`, '--request-timeout=30s', ...args], options);
+
+/** A v1 cgroup file of a container (cgroupfs driver: /kubepods/<qos>/pod<uid>/<container id>). */
+function cgroupValue(controller: 'cpu' | 'memory', pod: any, file: string, level: 'container' | 'pod' = 'container'): bigint {
+  const qos = pod.status.qosClass === 'Guaranteed' ? '' : `${pod.status.qosClass.toLowerCase()}/`;
+  const id = String(pod.status.containerStatuses[0].containerID).replace(/^containerd:\/\//, '');
+  const dir = `/sys/fs/cgroup/${controller}/kubepods/${qos}pod${pod.metadata.uid}${level === 'container' ? `/${id}` : ''}`;
+  return BigInt(readFileSync(`${dir}/${file}`, 'utf8').trim());
+}
+
+/** The kubelet's cpu.shares for a cpu request (pkg/kubelet/cm: MilliCPUToShares). */
+const shares = (milli: bigint) => (milli * 1024n) / 1000n;
+
+function workloadPod(name: string, resources: { requests: Record<string, string>; limits?: Record<string, string> }, args: string[] = []): any {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: NAMESPACE, labels: { app: 'real-node-e2e' } },
+    spec: {
+      restartPolicy: args.length ? 'Never' : 'Always',
+      terminationGracePeriodSeconds: 2,
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      containers: [
+        {
+          name: 'main',
+          image: env.WORKLOAD_IMAGE,
+          imagePullPolicy: 'Never',
+          args,
+          resources,
+          resizePolicy: [
+            { resourceName: 'cpu', restartPolicy: 'NotRequired' },
+            { resourceName: 'memory', restartPolicy: 'NotRequired' },
+          ],
+        },
+      ],
+    },
+  };
+}
+
+async function getPod(name: string, namespace = NAMESPACE): Promise<any> {
+  return admin.get(`/api/v1/namespaces/${namespace}/pods/${name}`);
+}
+
+async function waitRunning(names: string[]): Promise<any[]> {
+  return waitUntil(
+    `pods ${names.join(', ')} Running and ready`,
+    async () => {
+      const pods = await Promise.all(names.map((n) => getPod(n)));
+      for (const p of pods) if (p.status.phase === 'Failed') throw new TerminalStateError(`${p.metadata.name} Failed: ${p.status.reason}: ${p.status.message}`);
+      const ready = pods.every((p) => p.status.phase === 'Running' && p.status.containerStatuses?.[0]?.ready === true);
+      return ready ? pods : undefined;
+    },
+    { timeoutMs: 120_000, intervalMs: 500 },
+  );
+}
+
+async function setRatios(ratios: Record<string, string>): Promise<void> {
+  const config = [
+    'nodes:',
+    `  defaultRatios: { ${Object.entries(ratios)
+      .map(([r, v]) => `${r}: ${v}`)
+      .join(', ')} }`,
+    '  coalesceStatusWrites: true',
+    '  pools: []',
+    '',
+  ].join('\n');
+  await kubectl(['-n', PLATFORM, 'patch', 'configmap', 'kube-overcommit-config', '--type=merge', '-p', JSON.stringify({ data: { 'config.yaml': config } })]);
+}
+
+/** Node as stored, and what the kubelet reported as raw (the webhook's record). */
+async function nodeView(): Promise<{ node: any; raw: Record<string, string>; capacity: Record<string, string>; ratios: Record<string, number> }> {
+  const node = await admin.get(`/api/v1/nodes/${env.NODE_NAME}`);
+  const record = JSON.parse(node.metadata.annotations?.['kube-overcommit.io/allocatable-raw'] ?? '{}');
+  const ratios = JSON.parse(node.metadata.annotations?.['kube-overcommit.io/ratios'] ?? '{}');
+  return { node, raw: record.allocatable ?? {}, capacity: record.capacity ?? {}, ratios };
+}
+
+/** The Node's stored allocatable once it is floor(raw × ratio) for cpu and memory under `ratios`. */
+async function waitInflated(ratios: Record<string, string>, timeoutMs = 60_000) {
+  return waitUntil(
+    `Node ${env.NODE_NAME} stored allocatable = floor(raw × ${JSON.stringify(ratios)})`,
+    async () => {
+      const v = await nodeView();
+      if (v.raw.cpu === undefined) return undefined;
+      const done = Object.entries(ratios).every(([r, ratio]) => baseUnits(r, v.node.status.allocatable[r]) === inflatedBaseUnits(r, v.raw[r], ratio));
+      return done ? v : undefined;
+    },
+    { timeoutMs, intervalMs: 500 },
+  );
+}
+
+/** kube-apiserver's counter for the nodes entry of the webhook configuration (name, type, rejected or fail-open). */
+async function apiserverWebhookCount(metric: string, webhook: string): Promise<number> {
+  const text: string = await admin.request('GET', '/metrics');
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${metric}{`) || !line.includes(`name="${webhook}"`)) continue;
+    total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return total;
+}
+
+beforeAll(async () => {
+  const envFile = join(NODE_DIR, 'node.env');
+  if (!existsSync(envFile))
+    throw new Error(`no real node at ${NODE_DIR}: start one with \`npm run node:up\` (test/e2e/node/node.sh), then run \`npm run test:node\``);
+  env = readEnvFile(envFile);
+  cluster = readEnvFile(join(env.CLUSTER_DIR, 'env'));
+  admin = new KubeClient(cluster.APISERVER_URL, cluster.ADMIN_TOKEN, readFileSync(cluster.CA_FILE), 'admin');
+  await kubectl(['delete', 'namespace', NAMESPACE, '--ignore-not-found', '--wait=true', '--timeout=120s']);
+  await kubectl(['create', 'namespace', NAMESPACE]);
+});
+
+afterAll(async () => {
+  if (admin === undefined) return;
+  await kubectl(['delete', 'namespace', NAMESPACE, '--ignore-not-found', '--wait=true', '--timeout=120s']).catch(() => undefined);
+  await setRatios({ cpu: '1', memory: '1' }).catch(() => undefined);
+  admin.close();
+});
+
+describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ as shipped', () => {
+  it('runs the shipped Deployment: 2 replicas Ready on the real node, the image built here, the webhook reached through its Service', async () => {
+    const deployment = await admin.get(`/apis/apps/v1/namespaces/${PLATFORM}/deployments/kube-overcommit`);
+    expect(deployment.spec.replicas).toBe(2);
+    expect(deployment.status.readyReplicas).toBe(2);
+    const container = deployment.spec.template.spec.containers[0];
+    expect(container.image).toBe('ghcr.io/kube-overcommit/kube-overcommit:0.1.0');
+    expect(container.imagePullPolicy).toBe('Never');
+    // The rest as k8s/ renders it: non-root, read-only root filesystem, probes, resources.
+    expect(container.securityContext.readOnlyRootFilesystem).toBe(true);
+    expect(deployment.spec.template.spec.securityContext.runAsUser).toBe(65532);
+    expect(container.resources.limits.memory).toBe('512Mi');
+
+    const pods = (await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`, { labelSelector: 'app.kubernetes.io/name=kube-overcommit' })).items;
+    expect(pods.length).toBe(2);
+    for (const pod of pods) {
+      expect(pod.spec.nodeName).toBe(env.NODE_NAME);
+      expect(pod.status.phase).toBe('Running');
+      expect(pod.status.containerStatuses[0].ready).toBe(true);
+      expect(pod.status.containerStatuses[0].containerID).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
+      expect(pod.status.podIP).toMatch(/^10\.88\./);
+    }
+    const slices = (
+      await admin.get(`/apis/discovery.k8s.io/v1/namespaces/${PLATFORM}/endpointslices`, { labelSelector: 'kubernetes.io/service-name=kube-overcommit' })
+    ).items;
+    const addresses = slices.flatMap((s: any) => s.endpoints.filter((e: any) => e.conditions.ready).flatMap((e: any) => e.addresses)).sort();
+    expect(addresses).toEqual(pods.map((p: any) => p.status.podIP).sort());
+
+    const configuration = await admin.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/kube-overcommit');
+    for (const webhook of configuration.webhooks) {
+      expect(webhook.clientConfig.url).toBeUndefined();
+      expect(webhook.clientConfig.service).toMatchObject({ name: 'kube-overcommit', namespace: PLATFORM, port: 443 });
+      expect(webhook.clientConfig.caBundle.length).toBeGreaterThan(100);
+    }
+    expect((await admin.get(`/apis/policy/v1/namespaces/${PLATFORM}/poddisruptionbudgets/kube-overcommit`)).metadata.name).toBe('kube-overcommit');
+  });
+
+  it("inflates the real kubelet's own status write through the Service: floor(raw × ratio), and a ConfigMap edit reaches the Node", async () => {
+    const callsBefore = await apiserverWebhookCount('apiserver_admission_webhook_admission_duration_seconds_count', 'nodes.kube-overcommit.io');
+    await setRatios(RATIOS);
+    const inflated = await waitInflated(RATIOS);
+    // The raw values are what this kubelet computes: capacity from the machine (cpu: its cores),
+    // allocatable = capacity − the hard eviction threshold for memory (100Mi), nothing reserved.
+    const cores = BigInt(readFileSync('/proc/cpuinfo', 'utf8').match(/^processor\s*:/gm)!.length);
+    expect(baseUnits('cpu', inflated.capacity.cpu)).toBe(cores * 1000n);
+    expect(baseUnits('cpu', inflated.raw.cpu)).toBe(cores * 1000n);
+    expect(baseUnits('memory', inflated.raw.memory)).toBe(baseUnits('memory', inflated.capacity.memory) - 100n * 2n ** 20n);
+    // Capacity is never changed; allocatable is floor(raw × ratio).
+    expect(inflated.node.status.capacity.cpu).toBe(inflated.capacity.cpu);
+    expect(baseUnits('cpu', inflated.node.status.allocatable.cpu)).toBe((cores * 1000n * 3n) / 2n);
+    expect(baseUnits('memory', inflated.node.status.allocatable.memory)).toBe(inflatedBaseUnits('memory', inflated.raw.memory, '1.2'));
+    expect(inflated.ratios).toMatchObject({ cpu: 1.5, memory: 1.2 });
+    // kube-apiserver calls the nodes entry at the kubelet's next status write (every 10 s while the
+    // stored allocatable differs from the kubelet's): clientConfig.service is its only way there.
+    const callsAfter = await waitUntil(
+      'kube-apiserver calls the nodes entry',
+      async () => {
+        const n = await apiserverWebhookCount('apiserver_admission_webhook_admission_duration_seconds_count', 'nodes.kube-overcommit.io');
+        return n > callsBefore ? n : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 1000 },
+    );
+    expect(callsAfter).toBeGreaterThan(callsBefore);
+    expect(await apiserverWebhookCount('apiserver_admission_webhook_fail_open_count', 'nodes.kube-overcommit.io')).toBe(0);
+
+    // An edit of the ratio alone: the next kubelet write is stored at the new ratio, from the recorded raw.
+    await setRatios({ cpu: '2', memory: '1.2' });
+    const edited = await waitInflated({ cpu: '2', memory: '1.2' });
+    expect(baseUnits('cpu', edited.node.status.allocatable.cpu)).toBe(cores * 2000n);
+    expect(edited.raw.cpu).toBe(inflated.raw.cpu);
+    await setRatios(RATIOS);
+    await waitInflated(RATIOS);
+  });
+
+  it("runs pods past the node's raw allocatable, each in cgroups sized from its own requests and limits; kubepods from capacity", async () => {
+    const { raw, capacity } = await nodeView();
+    const rawCpu = baseUnits('cpu', raw.cpu);
+    // 4 × 500m + the webhook's 2 × 250m: 2500m requested on a node whose kubelet computes 2000m.
+    const names = ['burstable-0', 'burstable-1', 'guaranteed-0', 'guaranteed-1'];
+    for (const name of names) {
+      const resources = name.startsWith('burstable')
+        ? { requests: { cpu: '500m', memory: '32Mi' }, limits: { cpu: '1', memory: '64Mi' } }
+        : { requests: { cpu: '500m', memory: '48Mi' }, limits: { cpu: '500m', memory: '48Mi' } };
+      await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, workloadPod(name, resources));
+    }
+    const pods = await waitRunning(names);
+    const platformPods = (await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`)).items;
+    const requested = [...pods, ...platformPods].reduce(
+      (sum: bigint, p: any) => sum + p.spec.containers.reduce((s: bigint, c: any) => s + baseUnits('cpu', c.resources?.requests?.cpu ?? '0'), 0n),
+      0n,
+    );
+    expect(requested).toBeGreaterThan(rawCpu);
+
+    for (const pod of pods) {
+      expect(pod.spec.nodeName).toBe(env.NODE_NAME);
+      const burstable = pod.metadata.name.startsWith('burstable');
+      expect(pod.status.qosClass).toBe(burstable ? 'Burstable' : 'Guaranteed');
+      expect(cgroupValue('cpu', pod, 'cpu.shares')).toBe(shares(500n));
+      expect(cgroupValue('cpu', pod, 'cpu.cfs_quota_us')).toBe(burstable ? 100_000n : 50_000n);
+      expect(cgroupValue('cpu', pod, 'cpu.cfs_period_us')).toBe(100_000n);
+      expect(cgroupValue('memory', pod, 'memory.limit_in_bytes')).toBe((burstable ? 64n : 48n) * 2n ** 20n);
+    }
+    // The node-level cgroup: sized from what the kubelet computes (capacity, nothing reserved),
+    // never from the inflated allocatable the API server stores.
+    const kubepodsShares = BigInt(readFileSync('/sys/fs/cgroup/cpu/kubepods/cpu.shares', 'utf8').trim());
+    expect(kubepodsShares).toBe(shares(baseUnits('cpu', capacity.cpu)));
+    const kubepodsMemory = BigInt(readFileSync('/sys/fs/cgroup/memory/kubepods/memory.limit_in_bytes', 'utf8').trim());
+    expect(kubepodsMemory).toBeLessThanOrEqual(baseUnits('memory', capacity.memory));
+    expect(kubepodsMemory).toBeGreaterThanOrEqual(baseUnits('memory', raw.memory));
+  });
+
+  it('actuates an in-place resize in the cgroup (pods/resize, no restart)', async () => {
+    const before = await getPod('burstable-0');
+    const containerId = before.status.containerStatuses[0].containerID;
+    await admin.patch(
+      `/api/v1/namespaces/${NAMESPACE}/pods/burstable-0/resize`,
+      { spec: { containers: [{ name: 'main', resources: { requests: { cpu: '700m', memory: '32Mi' }, limits: { cpu: '1500m', memory: '96Mi' } } }] } },
+      'strategic',
+    );
+    const resized = await waitUntil(
+      'burstable-0 resized (status.containerStatuses[0].resources)',
+      async () => {
+        const p = await getPod('burstable-0');
+        const r = p.status.containerStatuses?.[0]?.resources;
+        const pending = (p.status.conditions ?? []).find((c: any) => c.type === 'PodResizePending');
+        if (pending?.reason === 'Infeasible') throw new TerminalStateError(`resize Infeasible: ${pending.message}`);
+        return r?.requests?.cpu === '700m' && r?.limits?.cpu === '1500m' && r?.limits?.memory === '96Mi' && p;
+      },
+      { timeoutMs: 90_000, intervalMs: 500 },
+    );
+    expect(resized.status.containerStatuses[0].containerID).toBe(containerId);
+    expect(resized.status.containerStatuses[0].restartCount).toBe(0);
+    expect(cgroupValue('cpu', resized, 'cpu.shares')).toBe(shares(700n));
+    expect(cgroupValue('cpu', resized, 'cpu.cfs_quota_us')).toBe(150_000n);
+    expect(cgroupValue('memory', resized, 'memory.limit_in_bytes')).toBe(96n * 2n ** 20n);
+  });
+
+  it('keeps every container through a kubelet restart: same container ids, no OutOfcpu, allocatable inflated again', async () => {
+    const podsBefore = [...(await admin.get(`/api/v1/namespaces/${NAMESPACE}/pods`)).items, ...(await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`)).items];
+    const idsBefore = new Map(podsBefore.map((p: any) => [p.metadata.name, p.status.containerStatuses[0].containerID]));
+    const { raw } = await nodeView();
+    const kubeletPid = readFileSync(env.KUBELET_PID_FILE, 'utf8').trim();
+    await run('bash', [join(REPO, 'test/e2e/node/node.sh'), 'restart-kubelet', env.NODE_DIR]);
+    const restartedAt = Date.now();
+    expect(readFileSync(env.KUBELET_PID_FILE, 'utf8').trim()).not.toBe(kubeletPid);
+    // The restarted kubelet renews its Lease (heartbeat-only status writes are coalesced: the Ready
+    // condition's heartbeat time does not move) and has re-admitted its pods.
+    await waitUntil(
+      'the restarted kubelet renews its Lease',
+      async () => {
+        const lease = await admin.get(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${env.NODE_NAME}`);
+        return Date.parse(lease.spec.renewTime) > restartedAt && lease;
+      },
+      { timeoutMs: 90_000, intervalMs: 500 },
+    );
+    // Let the pod workers sync every pod once (the kubelet's resync is 10 s... give it two).
+    await new Promise((r) => setTimeout(r, 20_000));
+    const after = await waitInflated(RATIOS);
+    expect(after.raw.cpu).toBe(raw.cpu);
+    const podsAfter = [...(await admin.get(`/api/v1/namespaces/${NAMESPACE}/pods`)).items, ...(await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`)).items];
+    const ready = (await admin.get(`/api/v1/nodes/${env.NODE_NAME}`)).status.conditions.find((c: any) => c.type === 'Ready');
+    expect(ready.status).toBe('True');
+    for (const pod of podsAfter) {
+      expect({ pod: pod.metadata.name, phase: pod.status.phase, reason: pod.status.reason }).toEqual({
+        pod: pod.metadata.name,
+        phase: 'Running',
+        reason: undefined,
+      });
+      expect(pod.status.containerStatuses[0].containerID).toBe(idsBefore.get(pod.metadata.name));
+      expect(pod.status.containerStatuses[0].restartCount).toBe(0);
+    }
+    expect(podsAfter.map((p: any) => p.metadata.name).sort()).toEqual([...idsBefore.keys()].sort());
+  });
+
+  it('lets the kernel OOM-kill a container past its memory limit; the node stays Ready and its memory from capacity', async () => {
+    await admin.post(
+      `/api/v1/namespaces/${NAMESPACE}/pods`,
+      workloadPod('oom', { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '32Mi' } }, ['alloc', '64']),
+    );
+    const killed = await waitUntil(
+      'pod oom ended (phase Failed or Succeeded)',
+      async () => {
+        const p = await getPod('oom');
+        return (p.status.phase === 'Failed' || p.status.phase === 'Succeeded') && p;
+      },
+      { timeoutMs: 90_000, intervalMs: 500 },
+    );
+    expect(killed.status.containerStatuses[0].state.terminated.reason).toBe('OOMKilled');
+    expect(killed.status.containerStatuses[0].state.terminated.exitCode).toBe(137);
+    expect(killed.status.phase).toBe('Failed');
+    const { node, raw, capacity } = await nodeView();
+    const conditions = Object.fromEntries(node.status.conditions.map((c: any) => [c.type, c.status]));
+    expect(conditions).toMatchObject({ Ready: 'True', MemoryPressure: 'False' });
+    // The eviction threshold is applied to capacity: raw memory = capacity − 100Mi, whatever is stored.
+    expect(baseUnits('memory', raw.memory)).toBe(baseUnits('memory', capacity.memory) - 100n * 2n ** 20n);
+    // The other pods were not touched.
+    for (const name of ['burstable-0', 'burstable-1', 'guaranteed-0', 'guaranteed-1']) expect((await getPod(name)).status.phase).toBe('Running');
+    await admin
+      .delete(`/api/v1/namespaces/${NAMESPACE}/pods/oom`)
+      .catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
+  });
+});
