@@ -196,7 +196,7 @@ up() {
 
   # The control plane, listening beyond loopback so that pods reach it through Service
   # `kubernetes` (10.0.0.1:443 → the advertised $GATEWAY:port, kept by the lease reconciler).
-  APISERVER_EXTRA_ARGS="--bind-address=0.0.0.0 --advertise-address=$GATEWAY --endpoint-reconciler-type=lease" \
+  APISERVER_EXTRA_ARGS="--bind-address=0.0.0.0 --advertise-address=$GATEWAY --endpoint-reconciler-type=lease --kubelet-preferred-address-types=InternalIP" \
     bash "$CP/cluster.sh" up "$DIR/cluster"
   set -a
   # shellcheck source=/dev/null
@@ -382,6 +382,7 @@ down() {
   stop containerd
   for ns in $(pod_netns); do ip netns delete "$ns" 2>/dev/null || true; done
   "$NODE_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  kubelet_iptables_cleanup
   if [[ -x $CP/cluster.sh ]]; then bash "$CP/cluster.sh" down "$DIR/cluster" >/dev/null 2>&1 || true; fi
   # Mounts under DIR and $STATE (volumes, rootfs, shm), deepest first.
   for m in $(our_mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
@@ -391,9 +392,35 @@ down() {
   iptables -w -X "$GUARD" 2>/dev/null || true
   remove_cgroups
   rm -rf "$STATE"
-  # libcni's cache of this network's results (containerd keeps it in /var/lib/cni).
-  rm -f /var/lib/cni/results/kube-overcommit-node-* 2>/dev/null || true
-  leftovers
+  # libcni's cache of the results of this network and of containerd's loopback (/var/lib/cni).
+  rm -f /var/lib/cni/results/kube-overcommit-node-* /var/lib/cni/results/cni-loopback-* 2>/dev/null || true
+  rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true
+  leftovers || return 1
+  # The bulky state (containerd's images and snapshots, etcd's data, volumes): only the logs stay.
+  if [[ -d $DIR ]]; then
+    find "$DIR" -mindepth 1 -maxdepth 1 ! -name logs ! -name cluster -exec rm -rf --one-file-system {} +
+    [[ ! -d $DIR/cluster ]] || find "$DIR/cluster" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf --one-file-system {} +
+  fi
+}
+
+# The chains the kubelet itself still makes (pkg/kubelet/kubelet_network_linux.go): KUBE-IPTABLES-HINT,
+# KUBE-KUBELET-CANARY, and KUBE-FIREWALL with its jumps from INPUT and OUTPUT (it drops packets to
+# 127.0.0.0/8 from other sources). kube-proxy --cleanup leaves them.
+kubelet_iptables_cleanup() {
+  local cmd table chain rule
+  for cmd in iptables ip6tables; do
+    for table in filter nat mangle; do
+      for chain in INPUT OUTPUT; do
+        while rule=$("$cmd" -w -t "$table" -S "$chain" 2>/dev/null | grep -m1 -- '-j KUBE-FIREWALL$'); do
+          # shellcheck disable=SC2086 # the rule's words, -A → -D
+          "$cmd" -w -t "$table" ${rule/-A /-D } 2>/dev/null || break
+        done
+      done
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+        "$cmd" -w -t "$table" -F "$chain" 2>/dev/null && "$cmd" -w -t "$table" -X "$chain" 2>/dev/null || true
+      done
+    done
+  done
 }
 
 # Network namespaces of pods: containerd names them cni-<uuid>, and its sandboxes' are ours.
@@ -442,9 +469,10 @@ case $cmd in
   build) build ;;
   up) up ;;
   down) down ;;
+  cleanup-iptables) kubelet_iptables_cleanup ;;
   restart-kubelet) restart_kubelet ;;
   *)
-    echo "usage: $0 build|up|down|restart-kubelet [DIR]" >&2
+    echo "usage: $0 build|up|down|restart-kubelet|cleanup-iptables [DIR]" >&2
     exit 2
     ;;
 esac
