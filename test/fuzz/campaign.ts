@@ -39,7 +39,7 @@ export interface Finding {
   detail: string;
 }
 
-/** The server's body limit (README: a body over 3 MiB gets 413). */
+/** The server's body limit (docs/deploying.md, "What `/mutate` answers": a body over 3 MiB gets 413). */
 const BODY_LIMIT = 3 * 1024 * 1024;
 
 /** An error answer larger than this is a finding: a hostile body must not buy a large answer. */
