@@ -5,18 +5,21 @@
 # webhook's image built from the repository's Dockerfile and k8s/ applied through an overlay that
 # changes only the image reference and pull policy.
 #
+#   node.sh deps         installs the Debian packages below that are missing (apt-get)
 #   node.sh build        builds the kubelet, kube-proxy, the sandbox (pause) and workload binaries into
 #                        test/e2e/.bin/node/ (skipped while its stamp matches)
 #   node.sh up [DIR]     build, then starts everything under DIR (default test/e2e/.run/node) and
 #                        deploys k8s/ (NODE_DEPLOY=0: not); writes DIR/node.env and DIR/node.json
 #   node.sh down [DIR]   stops everything and removes what up made outside DIR: containers, pod
-#                        network namespaces, mounts, the bridge, iptables rules, cgroups. Then
-#                        checks that nothing is left and fails naming what is.
+#                        network namespaces, mounts, the bridge, iptables rules (kube-proxy's and
+#                        the kubelet's), cgroups; checks that nothing is left (fails naming what is),
+#                        then deletes DIR but its logs
+#   node.sh restart-kubelet [DIR]   stops the kubelet (SIGTERM) and starts it again, same flags
 #
 # The host forces some settings (all recorded in docs/real-node.md): cgroup v1 → failCgroupV1: false
 # and the cgroupfs driver; no CAP_SYS_RESOURCE over oom_score_adj → restrict_oom_score_adj; no
 # registry → every image is built here and imported (pull policy Never/IfNotPresent).
-# Needs root and: apt-get install containerd runc containernetworking-plugins podman buildah mmdebstrap iptables conntrack
+# Needs root, openssl, Go, npm ci done, and Debian's packages in PACKAGES below (`node.sh deps`).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,12 +38,34 @@ GUARD=KUBE-OVERCOMMIT-NODE # iptables chain: pod traffic stays on this machine
 UP_TIMEOUT=${UP_TIMEOUT:-120}
 export CONTAINERS_CONF=$HERE/containers.conf
 
+# Debian's packages the node needs (`node.sh deps` installs the missing ones).
+PACKAGES=(containerd runc containernetworking-plugins podman buildah crun mmdebstrap iptables conntrack uidmap fuse-overlayfs slirp4netns)
+
 log() { echo "node.sh: $*" >&2; }
 die() {
   log "ERROR: $*"
   exit 1
 }
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+
+# --- deps ----------------------------------------------------------------------------------
+
+missing_packages() {
+  local p
+  for p in "${PACKAGES[@]}"; do
+    [[ $(dpkg-query -W -f '${Status}' "$p" 2>/dev/null) == "install ok installed" ]] || echo "$p"
+  done
+}
+
+deps() {
+  local missing
+  missing=$(missing_packages)
+  [[ -n $missing ]] || { log "Debian packages present: ${PACKAGES[*]}"; return 0; }
+  log "installing $(tr '\n' ' ' <<<"$missing")"
+  apt-get update -qq
+  # shellcheck disable=SC2086 # one package a word
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
 
 # --- build ---------------------------------------------------------------------------------
 
@@ -165,10 +190,8 @@ free_port() {
 up() {
   local t0=$SECONDS t
   [[ $(id -u) == 0 ]] || die "up needs root (containerd, the kubelet, iptables)"
-  for t in containerd containerd-shim-runc-v2 runc ctr podman iptables conntrack openssl; do
-    command -v "$t" >/dev/null || die "needs $t: apt-get install containerd runc containernetworking-plugins podman buildah mmdebstrap iptables conntrack"
-  done
-  [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] || die "needs the CNI plugins: apt-get install containernetworking-plugins"
+  [[ -z $(missing_packages) ]] || die "Debian packages missing: $(missing_packages | tr '\n' ' ')(\`$0 deps\` installs them)"
+  command -v openssl >/dev/null || die "needs openssl"
   down_quiet
   rm -rf --one-file-system "$DIR"
   mkdir -p "$DIR/logs" "$DIR/pids" "$DIR/images" "$STATE"
@@ -466,13 +489,14 @@ DIR=${2:-$ROOT/test/e2e/.run/node}
 mkdir -p "$(dirname "$DIR")"
 DIR=$(cd "$(dirname "$DIR")" && pwd)/$(basename "$DIR")
 case $cmd in
+  deps) deps ;;
   build) build ;;
   up) up ;;
   down) down ;;
   cleanup-iptables) kubelet_iptables_cleanup ;;
   restart-kubelet) restart_kubelet ;;
   *)
-    echo "usage: $0 build|up|down|restart-kubelet|cleanup-iptables [DIR]" >&2
+    echo "usage: $0 deps|build|up|down|restart-kubelet|cleanup-iptables [DIR]" >&2
     exit 2
     ;;
 esac
