@@ -350,42 +350,50 @@ describe.runIf(POLICY_SERVED)('targets no one else can bend, that name their Nod
       }
       expect(stored).toBe('3');
 
-      // An admin empties the shard (kubectl replace of targets.yaml): allowed, refilled within one resync.
-      const drift0 = await drift();
-      const current = await admin.get(shardPath(shard));
-      await admin.put(shardPath(shard), {
-        apiVersion: 'v1',
-        kind: 'ConfigMap',
-        metadata: { name: shard, labels: current.metadata.labels, resourceVersion: current.metadata.resourceVersion },
-      });
-      let t0 = Date.now();
-      await waitUntil('the emptied shard refilled', async () => (await publishedEntries()).get(name) !== undefined, {
-        timeoutMs: RESYNC_MS + 10_000,
-        intervalMs: 500,
-      });
-      const refilledAfter = Date.now() - t0;
-      // Deleted and created again empty (kubectl delete, kubectl apply): refilled within one resync.
-      await admin.delete(shardPath(shard));
-      await admin.post(`/api/v1/namespaces/${namespace()}/configmaps`, {
-        apiVersion: 'v1',
-        kind: 'ConfigMap',
-        metadata: { name: shard, labels: current.metadata.labels },
-      });
-      t0 = Date.now();
-      await waitUntil('the recreated shard refilled', async () => (await publishedEntries()).get(name) !== undefined, {
-        timeoutMs: RESYNC_MS + 10_000,
-        intervalMs: 500,
-      });
-      const recreatedAfter = Date.now() - t0;
-      // With the guard lifted (its binding deleted by an admin) the entry is bent: written back within one resync.
-      await admin.delete(guard);
-      try {
-        expect((await write(admin)).status).toBe(200);
-        t0 = Date.now();
-        await waitUntil('the bent entry written back', async () => (await publishedEntries()).get(name)?.split('\n')[1] === 'cpu 1 1 3', {
+      // The restarted webhook's leader has read the shards and published: from here a repair is a re-read's (counted as drift).
+      await waitUntil(
+        'the new leader publishing',
+        async () => (await webhook.metrics()).sum('kube_overcommit_node_policy_leader') === 1 && (await publishedEntries()).has(name),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 5_000));
+      /** `change` made, then the time until the entry is as planned again and the drift it counted. */
+      const repaired = async (what: string, change: () => Promise<unknown>) => {
+        const drift0 = await drift();
+        await change();
+        const t0 = Date.now();
+        await waitUntil(what, async () => (await publishedEntries()).get(name)?.split('\n')[1] === 'cpu 1 1 3', {
           timeoutMs: RESYNC_MS + 10_000,
           intervalMs: 500,
         });
+        return { what, ms: Date.now() - t0, drift: (await drift()) - drift0 };
+      };
+      const labels = (await admin.get(shardPath(shard))).metadata.labels;
+      const repairs = [
+        // An admin empties the shard (kubectl replace of targets.yaml): allowed by the guard.
+        await repaired('the emptied shard refilled', async () => {
+          const current = await admin.get(shardPath(shard));
+          await admin.put(shardPath(shard), {
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            metadata: { name: shard, labels, resourceVersion: current.metadata.resourceVersion },
+          });
+        }),
+        // Deleted and created again empty (kubectl delete, kubectl apply).
+        await repaired('the recreated shard refilled', async () => {
+          await admin.delete(shardPath(shard));
+          await admin.post(`/api/v1/namespaces/${namespace()}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: shard, labels } });
+        }),
+      ];
+      // With the guard lifted (its binding deleted by an admin) the entry is bent.
+      await admin.delete(guard);
+      try {
+        // The API server's policy informer drops the binding within moments: the bent write goes through then.
+        const accepted = await waitUntil('an admin’s write of a bent entry accepted', async () => ((await write(admin)).status === 200 ? true : undefined), {
+          timeoutMs: 20_000,
+          intervalMs: 500,
+        });
+        expect(accepted).toBe(true);
+        repairs.push(await repaired('the bent entry written back', async () => undefined));
       } finally {
         await admin.post(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings`, {
           apiVersion: guardBinding.apiVersion,
@@ -394,12 +402,11 @@ describe.runIf(POLICY_SERVED)('targets no one else can bend, that name their Nod
           spec: guardBinding.spec,
         });
       }
-      const undoneAfter = Date.now() - t0;
-      console.log(
-        `shard repairs: emptied refilled after ${refilledAfter} ms, recreated after ${recreatedAfter} ms, bent entry undone after ${undoneAfter} ms; drift counted ${(await drift()) - drift0}`,
-      );
-      for (const ms of [refilledAfter, recreatedAfter, undoneAfter]) expect(ms).toBeLessThanOrEqual(RESYNC_MS + 5_000);
-      expect((await drift()) - drift0).toBeGreaterThanOrEqual(2);
+      console.log(`shard repairs (time to the planned entry, drift counted): ${JSON.stringify(repairs)}`);
+      for (const repair of repairs) {
+        expect(repair.ms, repair.what).toBeLessThanOrEqual(RESYNC_MS + 5_000);
+        expect(repair.drift, repair.what).toBeGreaterThanOrEqual(1);
+      }
     } finally {
       editor.close();
       await admin.delete(`/api/v1/namespaces/${namespace()}/configmaps/${forged}`).catch(() => undefined);
