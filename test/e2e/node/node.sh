@@ -163,6 +163,22 @@ current-context: e2e
 EOF
 }
 
+kubelet_client_pki() {
+  local pki=$DIR/pki
+  mkdir -p "$pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 30 -keyout "$pki/kubelet-client-ca.key" -out "$pki/kubelet-client-ca.crt" \
+    -subj "/CN=kube-overcommit-node-kubelet-client-ca" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -sha256 -keyout "$pki/apiserver-kubelet-client.key" -out "$pki/apiserver-kubelet-client.csr" \
+    -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+  printf '%s\n' 'basicConstraints=critical,CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' \
+    'extendedKeyUsage=clientAuth' >"$pki/client.ext"
+  openssl x509 -req -sha256 -days 30 -in "$pki/apiserver-kubelet-client.csr" -CA "$pki/kubelet-client-ca.crt" \
+    -CAkey "$pki/kubelet-client-ca.key" -CAcreateserial -CAserial "$pki/kubelet-client-ca.srl" -extfile "$pki/client.ext" \
+    -out "$pki/apiserver-kubelet-client.crt" 2>/dev/null
+  chmod 600 "$pki"/*.key
+}
+
 # scratch_image NAME BINARY ARGS...: an image holding one static binary as its entrypoint,
 # saved to DIR/images/<base name>.tar for containerd.
 scratch_image() {
@@ -217,9 +233,12 @@ up() {
   iptables -w -A "$GUARD" -j DROP
   iptables -w -I FORWARD -s "$POD_CIDR" -j "$GUARD"
 
+  # kube-apiserver's client certificate for the kubelet's API (logs, exec, port-forward), from a CA
+  # of its own that the kubelet trusts (x509.clientCAFile): group system:masters, as kubeadm's.
+  kubelet_client_pki
   # The control plane, listening beyond loopback so that pods reach it through Service
   # `kubernetes` (10.0.0.1:443 → the advertised $GATEWAY:port, kept by the lease reconciler).
-  APISERVER_EXTRA_ARGS="--bind-address=0.0.0.0 --advertise-address=$GATEWAY --endpoint-reconciler-type=lease --kubelet-preferred-address-types=InternalIP" \
+  APISERVER_EXTRA_ARGS="--bind-address=0.0.0.0 --advertise-address=$GATEWAY --endpoint-reconciler-type=lease --kubelet-preferred-address-types=InternalIP --kubelet-client-certificate=$DIR/pki/apiserver-kubelet-client.crt --kubelet-client-key=$DIR/pki/apiserver-kubelet-client.key" \
     bash "$CP/cluster.sh" up "$DIR/cluster"
   set -a
   # shellcheck source=/dev/null
@@ -297,7 +316,7 @@ healthzPort: $KUBELET_HEALTHZ_PORT
 authentication:
   anonymous: { enabled: false }
   webhook: { enabled: true }
-  x509: { clientCAFile: "$CA_FILE" }
+  x509: { clientCAFile: "$DIR/pki/kubelet-client-ca.crt" }
 authorization: { mode: Webhook }
 clusterDomain: cluster.local
 failSwapOn: false

@@ -370,4 +370,79 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
       .delete(`/api/v1/namespaces/${NAMESPACE}/pods/oom`)
       .catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
   });
+
+  it('keeps answering through a rollout restart and a deleted replica: 0 rejected, 0 failed-open calls, one endpoint ready at least', async () => {
+    // Traffic: the kubelet's status writes (every 10 s while inflated) and a pod-create loop in a
+    // namespace the pod-policy entry selects (the pods fit no node: admission only).
+    const loopNamespace = 'real-node-e2e-loop';
+    await kubectl(['delete', 'namespace', loopNamespace, '--ignore-not-found', '--wait=true', '--timeout=120s']);
+    await kubectl(['create', 'namespace', loopNamespace]);
+    await kubectl(['label', 'namespace', loopNamespace, 'kube-overcommit.io/pod-policy=enabled']);
+    const entries = ['nodes.kube-overcommit.io', 'pod-policy.kube-overcommit.io'];
+    const counts = async (metric: string) => Promise.all(entries.map((e) => apiserverWebhookCount(metric, e)));
+    const callsBefore = await counts('apiserver_admission_webhook_admission_duration_seconds_count');
+    const failOpenBefore = await counts('apiserver_admission_webhook_fail_open_count');
+    const rejectedBefore = await counts('apiserver_admission_webhook_rejection_count');
+
+    let stop = false;
+    const created: number[] = [];
+    const createErrors: string[] = [];
+    const readyEndpoints: number[] = [];
+    const loop = (async () => {
+      for (let i = 0; !stop && i < 600; i++) {
+        const pod = {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: `loop-${i}`, namespace: loopNamespace },
+          spec: {
+            nodeSelector: { 'real-node-e2e/never': 'true' },
+            containers: [{ name: 'main', image: env.WORKLOAD_IMAGE, imagePullPolicy: 'Never', resources: { requests: { cpu: '1m' } } }],
+          },
+        };
+        const started = Date.now();
+        try {
+          await admin.post(`/api/v1/namespaces/${loopNamespace}/pods`, pod);
+          created.push(Date.now() - started);
+        } catch (error) {
+          createErrors.push(String(error));
+        }
+        const slices = await admin
+          .get(`/apis/discovery.k8s.io/v1/namespaces/${PLATFORM}/endpointslices`, { labelSelector: 'kubernetes.io/service-name=kube-overcommit' })
+          .catch(() => undefined);
+        if (slices) readyEndpoints.push(slices.items.flatMap((sl: any) => (sl.endpoints ?? []).filter((e: any) => e.conditions?.ready)).length);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
+    try {
+      await kubectl(['-n', PLATFORM, 'rollout', 'restart', 'deployment/kube-overcommit']);
+      await kubectl(['-n', PLATFORM, 'rollout', 'status', 'deployment/kube-overcommit', '--timeout=180s'], { timeoutMs: 200_000 });
+      const pods = (await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`, { labelSelector: 'app.kubernetes.io/name=kube-overcommit' })).items;
+      await kubectl(['-n', PLATFORM, 'delete', 'pod', pods[0].metadata.name, '--wait=true', '--timeout=60s'], { timeoutMs: 90_000 });
+      await kubectl(['-n', PLATFORM, 'rollout', 'status', 'deployment/kube-overcommit', '--timeout=120s'], { timeoutMs: 150_000 });
+      // More traffic to the new replicas: a kubelet status write at least.
+      await new Promise((r) => setTimeout(r, 12_000));
+    } finally {
+      stop = true;
+      await loop;
+      await kubectl(['delete', 'namespace', loopNamespace, '--wait=false']).catch(() => undefined);
+    }
+
+    const callsAfter = await counts('apiserver_admission_webhook_admission_duration_seconds_count');
+    const sorted = [...created].sort((x, y) => x - y);
+    process.stderr.write(
+      `real-node availability: ${created.length} pods created, ${createErrors.length} errors, create p50 ${sorted[Math.floor(sorted.length / 2)]} ms, ` +
+        `max ${sorted.at(-1)} ms; webhook calls nodes ${callsAfter[0] - callsBefore[0]}, pod-policy ${callsAfter[1] - callsBefore[1]}; ` +
+        `ready endpoints min ${Math.min(...readyEndpoints)} over ${readyEndpoints.length} samples\n`,
+    );
+    expect(createErrors).toEqual([]);
+    expect(created.length).toBeGreaterThan(20);
+    // Both entries were called through the disruptions; none failed open, none rejected.
+    expect(callsAfter[0]).toBeGreaterThan(callsBefore[0]);
+    expect(callsAfter[1] - callsBefore[1]).toBeGreaterThanOrEqual(created.length);
+    expect(await counts('apiserver_admission_webhook_fail_open_count')).toEqual(failOpenBefore);
+    expect(await counts('apiserver_admission_webhook_rejection_count')).toEqual(rejectedBefore);
+    expect(Math.min(...readyEndpoints)).toBeGreaterThanOrEqual(1);
+    const deployment = await admin.get(`/apis/apps/v1/namespaces/${PLATFORM}/deployments/kube-overcommit`);
+    expect(deployment.status.readyReplicas).toBe(2);
+  });
 });
