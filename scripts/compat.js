@@ -213,7 +213,7 @@ export function renderTable(results, pins) {
     ...runs.filter((r) => r.files !== 'all').map((r) => `\n${r.minor}: a subset ran (${r.files.join(', ')}).`),
     ...runs
       .filter((r) => r.skippedTests?.length)
-      .map((r) => `\n${r.minor} skipped (why: the list below the table):\n${r.skippedTests.map((t) => `- ${t}`).join('\n')}`),
+      .map((r) => `\n${r.minor} skipped (why: "Skipped on a minor, and why" below):\n${r.skippedTests.map((t) => `- ${t}`).join('\n')}`),
     END,
   ].join('\n');
 }
