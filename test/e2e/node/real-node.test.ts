@@ -375,6 +375,8 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
     // Traffic: the kubelet's status writes (every 10 s while inflated) and a pod-create loop in a
     // namespace the pod-policy entry selects (the pods fit no node: admission only).
     const loopNamespace = 'real-node-e2e-loop';
+    await setRatios(RATIOS);
+    await waitInflated(RATIOS);
     await kubectl(['delete', 'namespace', loopNamespace, '--ignore-not-found', '--wait=true', '--timeout=120s']);
     await kubectl(['create', 'namespace', loopNamespace]);
     await kubectl(['label', 'namespace', loopNamespace, 'kube-overcommit.io/pod-policy=enabled']);
@@ -416,8 +418,11 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
     try {
       await kubectl(['-n', PLATFORM, 'rollout', 'restart', 'deployment/kube-overcommit']);
       await kubectl(['-n', PLATFORM, 'rollout', 'status', 'deployment/kube-overcommit', '--timeout=180s'], { timeoutMs: 200_000 });
+      // One of the two serving replicas (the rollout's old pods may still be terminating).
       const pods = (await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`, { labelSelector: 'app.kubernetes.io/name=kube-overcommit' })).items;
-      await kubectl(['-n', PLATFORM, 'delete', 'pod', pods[0].metadata.name, '--wait=true', '--timeout=60s'], { timeoutMs: 90_000 });
+      const serving = pods.filter((p: any) => !p.metadata.deletionTimestamp && p.status.containerStatuses?.[0]?.ready);
+      expect(serving.length).toBe(2);
+      await kubectl(['-n', PLATFORM, 'delete', 'pod', serving[0].metadata.name, '--wait=true', '--timeout=60s'], { timeoutMs: 90_000 });
       await kubectl(['-n', PLATFORM, 'rollout', 'status', 'deployment/kube-overcommit', '--timeout=120s'], { timeoutMs: 150_000 });
       // More traffic to the new replicas: a kubelet status write at least.
       await new Promise((r) => setTimeout(r, 12_000));
