@@ -450,4 +450,71 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
     const deployment = await admin.get(`/apis/apps/v1/namespaces/${PLATFORM}/deployments/kube-overcommit`);
     expect(deployment.status.readyReplicas).toBe(2);
   });
+  it('installs the same with helm install of the chart: the Deployment Ready on the real node, the webhook behind its Service, a ratio from the values on the Node', async () => {
+    const home = join(env.NODE_DIR, 'helm');
+    const helm = (args: string[]) =>
+      new Promise<string>((resolvePromise, reject) => {
+        execFile(
+          join(REPO, 'test/e2e/.bin/helm'),
+          [`--kubeconfig=${env.KUBECONFIG}`, ...args],
+          {
+            timeout: 300_000,
+            env: { ...process.env, HELM_CACHE_HOME: join(home, 'cache'), HELM_CONFIG_HOME: join(home, 'config'), HELM_DATA_HOME: join(home, 'data') },
+          },
+          (error, stdout, stderr) => (error ? reject(new Error(`helm ${args.join(' ')}: ${stderr || error.message}`)) : resolvePromise(stdout)),
+        );
+      });
+    // Over the objects k8s/ installed (the same names: --take-ownership); image as built here, never
+    // pulled; cpu × 2 from the values; the node-status policy off (its path is not this test's).
+    const values = [
+      '--set',
+      'image.pullPolicy=Never',
+      '--set',
+      'namespace.create=true',
+      '--set',
+      'nodePolicy.enabled=false',
+      '--set-json',
+      'config={"nodes":{"defaultRatios":{"cpu":2},"pools":[]}}',
+    ];
+    try {
+      const install = await helm([
+        'install',
+        'kube-overcommit',
+        join(REPO, 'charts/kube-overcommit'),
+        '--namespace',
+        PLATFORM,
+        '--take-ownership',
+        '--wait',
+        '--timeout',
+        '180s',
+        ...values,
+      ]);
+      expect(install).toMatch(/STATUS: deployed/);
+      await kubectl(['-n', PLATFORM, 'rollout', 'status', 'deployment/kube-overcommit', '--timeout=180s'], { timeoutMs: 200_000 });
+      const deployment = await admin.get(`/apis/apps/v1/namespaces/${PLATFORM}/deployments/kube-overcommit`);
+      expect(deployment.metadata.labels['app.kubernetes.io/managed-by']).toBe('Helm');
+      expect(deployment.status.readyReplicas).toBe(2);
+      expect(deployment.spec.template.spec.containers[0].image).toBe('ghcr.io/kube-overcommit/kube-overcommit:0.1.0');
+      const pods = (await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`, { labelSelector: 'app.kubernetes.io/name=kube-overcommit' })).items.filter(
+        (p: any) => !p.metadata.deletionTimestamp,
+      );
+      expect(pods.map((p: any) => [p.spec.nodeName, p.status.phase])).toEqual([
+        [env.NODE_NAME, 'Running'],
+        [env.NODE_NAME, 'Running'],
+      ]);
+      const configuration = await admin.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/kube-overcommit');
+      expect(configuration.metadata.labels['app.kubernetes.io/managed-by']).toBe('Helm');
+      for (const webhook of configuration.webhooks) {
+        expect(webhook.clientConfig.url).toBeUndefined();
+        expect(webhook.clientConfig.service).toMatchObject({ name: 'kube-overcommit', namespace: PLATFORM });
+      }
+      const inflated = await waitInflated({ cpu: '2' });
+      expect(baseUnits('cpu', inflated.node.status.allocatable.cpu)).toBe(baseUnits('cpu', inflated.raw.cpu) * 2n);
+    } finally {
+      // k8s/ as node:up applied it back (it takes the objects over again), Helm's release records gone.
+      await kubectl(['apply', '-k', join(REPO, 'test/e2e/node/overlay')]);
+      await kubectl(['-n', PLATFORM, 'delete', 'secret', '-l', 'owner=helm,name=kube-overcommit', '--ignore-not-found']);
+      await kubectl(['-n', PLATFORM, 'rollout', 'status', 'deployment/kube-overcommit', '--timeout=180s'], { timeoutMs: 200_000 });
+    }
+  });
 });
