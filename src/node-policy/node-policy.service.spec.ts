@@ -262,11 +262,12 @@ describe('NodeTargetsPublisher against a fake API server', () => {
       const shardB = shardConfigMap(shardOf('b'));
       api.editShard(shardA, { a: planned.get('a')!.replace(/^cpu 4 4 6$/m, 'cpu 4 4 40'), intruder: planned.get('a')! });
       api.editShard(shardB, { b: null });
-      // Written back as planned (the bent entry with a new valid-until: its body was not the published one).
+      // Written back as planned (the bent and the removed entries with a new valid-until: their body was not the published one).
       const bodies = (entries: Map<string, string>) => new Map([...entries].map(([name, entry]) => [name, entry.split('\n').slice(0, -1)]));
       await until(() => api.entries().size === 3 && entryOf(api, 'a')?.[1] === 'cpu 4 4 6', 2 * TIMING.resyncMs! + 500);
       expect(bodies(api.entries())).toEqual(bodies(planned));
-      expect(api.entries().get('b')).toBe(planned.get('b'));
+      // The untouched entry kept its valid-until; the removed one is published anew.
+      expect(api.entries().get('c')).toBe(planned.get('c'));
       expect(await drift(replicas[0]!, 'entry')).toBe(3);
       expect(nestLogs('warn').map((l) => String(l.message))).toContainEqual(
         expect.stringMatching(/entries changed by another writer; writing the planned ones back/),
