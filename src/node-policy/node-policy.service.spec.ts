@@ -166,6 +166,20 @@ describe('NodeTargetsPublisher against a fake API server', () => {
       });
     }
 
+    it('the webhook alone without the component (no policy, no shard): nothing written, no drift counted at the resyncs', async () => {
+      const { api, replicas } = await cluster([node('a')], {
+        before: (api) => {
+          api.policyInstalled = false;
+          api.shards.clear();
+        },
+      });
+      // The shards read (each answered 404) at three resyncs.
+      await until(() => api.count('GET /api/v1/namespaces/kube-overcommit/configmaps/kube-overcommit-node-targets-00') >= 3);
+      expect(api.writes).toEqual([]);
+      expect(await replicas[0]!.metric(NODE_TARGET_DRIFT_METRIC, { kind: 'shard-missing' })).toBe(0);
+      expect(await replicas[0]!.metric(NODE_POLICY_ACTIVE_METRIC)).toBe(0);
+    });
+
     it('nodes.admissionPolicy: false: the webhook alone, every entry withdrawn, without asking the API server', async () => {
       const { api, store } = await cluster([node('a')]);
       await until(() => api.entries().size === 1);

@@ -390,7 +390,8 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     // The webhook alone: the shards may not even exist (k8s/node-policy not installed), nothing to withdraw.
     const shards = this.path === 'policy' ? await read : await read.catch(() => undefined);
     if (!shards) return undefined;
-    if (known) this.countDrift(known, shards);
+    // Drift is the policy path's: without it the shards may not exist at all (the component not installed).
+    if (known && this.path === 'policy') this.countDrift(known, shards);
     this.shards = shards;
     return shards;
   }
