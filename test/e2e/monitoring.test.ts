@@ -126,7 +126,15 @@ describe('Grafana dashboard k8s/monitoring/kube-overcommit-dashboard.json', () =
     expect([...inputs].filter((n) => !known(n))).toEqual([]);
     // The leader alerts read the gauges the app exports for them.
     expect([...inputs]).toEqual(
-      expect.arrayContaining(['kube_overcommit_reconciler_enabled', 'kube_overcommit_reconciler_leader', 'kube_overcommit_usage_publish_total']),
+      expect.arrayContaining([
+        'kube_overcommit_reconciler_enabled',
+        'kube_overcommit_reconciler_leader',
+        'kube_overcommit_usage_publish_total',
+        'kube_overcommit_node_policy_active',
+        'kube_overcommit_node_policy_leader',
+        'kube_overcommit_node_target_writes_total',
+        'kube_overcommit_node_target_drift_total',
+      ]),
     );
   });
 
