@@ -413,9 +413,10 @@ restart_kubelet() {
 down_quiet() { down 2>/dev/null || true; }
 
 down() {
-  local id ns m
+  local id ns m t0=$SECONDS
   stop kube-proxy
   stop kubelet
+  local t_kubelet=$((SECONDS - t0))
   # Every container and sandbox containerd runs, then their network namespaces (the veths go with them).
   if [[ -S $STATE/containerd.sock ]]; then
     for id in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true; done
@@ -424,26 +425,33 @@ down() {
     for id in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers delete "$id" >/dev/null 2>&1 || true; done
   fi
   stop containerd
+  local t_containers=$((SECONDS - t0))
   for ns in $(pod_netns); do ip netns delete "$ns" 2>/dev/null || true; done
   "$NODE_BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   kubelet_iptables_cleanup
+  local t_network=$((SECONDS - t0))
   if [[ -x $CP/cluster.sh ]]; then bash "$CP/cluster.sh" down "$DIR/cluster" >/dev/null 2>&1 || true; fi
+  [[ ! -d $DIR/logs ]] || log "down: kubelet and kube-proxy stopped after ${t_kubelet}s, containers and containerd after ${t_containers}s, network after ${t_network}s, control plane after $((SECONDS - t0))s"
   # Mounts under DIR and $STATE (volumes, rootfs, shm), deepest first.
   for m in $(our_mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
   ip link delete "$BRIDGE" 2>/dev/null || true
   while iptables -w -D FORWARD -s "$POD_CIDR" -j "$GUARD" 2>/dev/null; do :; done
   iptables -w -F "$GUARD" 2>/dev/null || true
   iptables -w -X "$GUARD" 2>/dev/null || true
+  local t_mounts=$((SECONDS - t0))
   remove_cgroups
   rm -rf "$STATE"
   # libcni's cache of the results of this network and of containerd's loopback (/var/lib/cni).
   rm -f /var/lib/cni/results/kube-overcommit-node-* /var/lib/cni/results/cni-loopback-* 2>/dev/null || true
   rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true
+  local t_cleanup=$((SECONDS - t0))
   leftovers || return 1
+  local t_checked=$((SECONDS - t0))
   # The bulky state (containerd's images and snapshots, etcd's data, volumes): only the logs stay.
   if [[ -d $DIR ]]; then
     find "$DIR" -mindepth 1 -maxdepth 1 ! -name logs ! -name cluster -exec rm -rf --one-file-system {} +
     [[ ! -d $DIR/cluster ]] || find "$DIR/cluster" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf --one-file-system {} +
+    log "down: mounts after ${t_mounts}s, cgroups and iptables after ${t_cleanup}s, checked after ${t_checked}s, state removed after $((SECONDS - t0))s"
   fi
 }
 
