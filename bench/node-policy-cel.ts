@@ -12,7 +12,7 @@
  *             answers the noise of the measure) or a file
  *   floor     the policy with its match conditions and a mutation of one JSON Patch `test` and no
  *             variables: what any policy costs with these shards (its writes go to the webhook)
- *   webhook   the binding deleted: the webhook's nodes entry alone decides and coalesces
+ *   webhook   the bindings deleted: the webhook's nodes entry alone decides and coalesces
  *
  * each after 3 s and a few PATCHes to warm up (the API server's informers take the change up and
  * it compiles a changed policy): `--patches`
@@ -91,7 +91,7 @@ interface Version {
   name: 'policy' | 'against' | 'floor' | 'webhook';
   /** Where its spec comes from. */
   source: string;
-  /** The policy's spec; none: the binding deleted. */
+  /** The policy's spec; none: the bindings deleted. */
   spec?: any;
 }
 
@@ -116,7 +116,7 @@ async function main(): Promise<number> {
       source: `${flags.policy}: its matchConditions, the mutation ${FLOOR_MUTATION}`,
       spec: { ...policy, variables: [], mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: FLOOR_MUTATION } }] },
     },
-    { name: 'webhook', source: 'the binding deleted' },
+    { name: 'webhook', source: 'the bindings deleted' },
   ];
   const same = JSON.stringify(policy) === JSON.stringify(against);
   log(`${flags.policy} against ${flags.against}${same ? ' (the same policy: the noise of the measure)' : ''}`);
@@ -172,24 +172,26 @@ async function main(): Promise<number> {
     };
     const statusPatch = { resource: 'nodes', subresource: 'status', verb: 'PATCH' };
     const nodesEntry = nodesWebhookName(env);
-    const bindingPath = `/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings/${NODE_POLICY}`;
-    const { metadata, spec: bindingSpec } = await admin.get(bindingPath);
-    const binding = {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'MutatingAdmissionPolicyBinding',
-      metadata: { name: metadata.name, labels: metadata.labels },
-      spec: bindingSpec,
-    };
+    // The policy's bindings, one per shard (k8s/node-policy/policy.yaml).
+    const bindingsPath = '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings';
+    const bindings = (await admin.get(bindingsPath)).items
+      .filter((item: any) => item.spec.policyName === NODE_POLICY)
+      .map((item: any) => ({
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'MutatingAdmissionPolicyBinding',
+        metadata: { name: item.metadata.name, labels: item.metadata.labels },
+        spec: item.spec,
+      }));
     let bound = true;
     const use = async (version: Version) => {
       if (!version.spec) {
-        if (bound) await admin.delete(bindingPath);
+        if (bound) for (const binding of bindings) await admin.delete(`${bindingsPath}/${binding.metadata.name}`);
         bound = false;
         return;
       }
       const current = await admin.get(POLICY_PATH);
       await admin.put(POLICY_PATH, { ...current, spec: version.spec });
-      if (!bound) await admin.post('/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings', binding);
+      if (!bound) for (const binding of bindings) await admin.post(bindingsPath, binding);
       bound = true;
     };
     const rounds: Round[] = [];
