@@ -183,6 +183,9 @@ function runScenario(cores: number, k0: number, steps: Step[], accounting: (pod:
   return w.worst;
 }
 
+/** A scenario: the node's cores, its cpu ratio in hundredths, the steps. */
+const scenario = [fc.integer({ min: 1, max: 8 }), fc.integer({ min: 100, max: 300 }), fc.array(step, { minLength: 1, maxLength: 60, size: 'max' })] as const;
+
 describe('the commitment floor under in-place resizes (model)', () => {
   it(
     'the kubelet never holds more than floor(raw × ratio) allows; the stored value is max(floor(raw × ratio), Σ admitted); restarts keep every pod',
@@ -190,14 +193,9 @@ describe('the commitment floor under in-place resizes (model)', () => {
       const seen = new Outcomes(...OUTCOMES);
       const parameters = runs(300);
       fc.assert(
-        fc.property(
-          fc.integer({ min: 1, max: 8 }),
-          fc.integer({ min: 100, max: 300 }),
-          fc.array(step, { minLength: 1, maxLength: 60, size: 'max' }),
-          (cores, k, steps) => {
-            expect(runScenario(cores, k, steps, admittedPodRequests, seen)).toBe(0);
-          },
-        ),
+        fc.property(...scenario, (cores, k, steps) => {
+          expect(runScenario(cores, k, steps, admittedPodRequests, seen)).toBe(0);
+        }),
         parameters,
       );
       seen.expectEach();
@@ -210,14 +208,9 @@ describe('the commitment floor under in-place resizes (model)', () => {
     () => {
       const seen = new Outcomes('past policy', 'within');
       fc.assert(
-        fc.property(
-          fc.integer({ min: 1, max: 8 }),
-          fc.integer({ min: 100, max: 300 }),
-          fc.array(step, { minLength: 1, maxLength: 60, size: 'max' }),
-          (cores, k, steps) => {
-            seen.add(runScenario(cores, k, steps, scheduledPodRequests) > 0 ? 'past policy' : 'within');
-          },
-        ),
+        fc.property(...scenario, (cores, k, steps) => {
+          seen.add(runScenario(cores, k, steps, scheduledPodRequests) > 0 ? 'past policy' : 'within');
+        }),
         runs(300),
       );
       // About 4 % of the scenarios (two seeds at 20 × the runs: 4.4 %).

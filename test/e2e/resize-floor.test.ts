@@ -28,7 +28,6 @@ import {
   getNode,
   HollowKubelet,
   installNodePolicy,
-  KubeApiError,
   type KubeClient,
   kubeMinor,
   tearDown,
@@ -36,7 +35,7 @@ import {
   webhookFixture,
   WebhookProcess,
 } from './harness/index.js';
-import { PAUSE_IMAGE, POD_POLICY_LABEL } from './harness/workloads.js';
+import { PAUSE_IMAGE, POD_POLICY_LABEL, resizeCpu } from './harness/workloads.js';
 
 const NAMESPACE = 'e2e-resize-floor';
 const SERVES_RESIZE = kubeMinor(e2eEnv()) >= 33;
@@ -75,16 +74,7 @@ function pod(name: string, cpu?: string): any {
 
 const get = (name: string) => admin.get(`/api/v1/namespaces/${NAMESPACE}/pods/${name}`);
 
-/** `kubectl patch pod <name> --subresource resize` of container `app`'s cpu request: the HTTP status and body. */
-async function resize(name: string, cpu: string): Promise<{ status: number; body: any }> {
-  const patch = { spec: { containers: [{ name: 'app', resources: { requests: { cpu } } }] } };
-  try {
-    return { status: 200, body: await admin.patch(`/api/v1/namespaces/${NAMESPACE}/pods/${name}/resize`, patch) };
-  } catch (error) {
-    if (error instanceof KubeApiError) return { status: error.status, body: error.body };
-    throw error;
-  }
-}
+const resize = (name: string, cpu: string) => resizeCpu(admin, NAMESPACE, name, cpu);
 
 /** The desired and allocated cpu of `app`, and the pod's resize conditions (type/reason). */
 async function resizeState(name: string) {

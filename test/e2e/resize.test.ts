@@ -48,7 +48,7 @@ import {
   webhookFixture,
   WebhookProcess,
 } from './harness/index.js';
-import { PAUSE_IMAGE, POD_POLICY_LABEL, postWithWarnings } from './harness/workloads.js';
+import { PAUSE_IMAGE, POD_POLICY_LABEL, postWithWarnings, resizeCpu } from './harness/workloads.js';
 
 const NAMESPACE = 'e2e-resize';
 /**
@@ -101,16 +101,7 @@ function pod(name: string, cpu: string, nodeName?: string): any {
 
 const get = (name: string) => admin.get(`/api/v1/namespaces/${NAMESPACE}/pods/${name}`);
 
-/** `kubectl patch pod <name> --subresource resize`: the cpu request of container `app`. Resolves with the HTTP status and the body. */
-async function resize(name: string, cpu: string): Promise<{ status: number; body: any }> {
-  const patch = { spec: { containers: [{ name: 'app', resources: { requests: { cpu } } }] } };
-  try {
-    return { status: 200, body: await admin.patch(`/api/v1/namespaces/${NAMESPACE}/pods/${name}/resize`, patch) };
-  } catch (error) {
-    if (error instanceof KubeApiError) return { status: error.status, body: error.body };
-    throw error;
-  }
-}
+const resize = (name: string, cpu: string) => resizeCpu(admin, NAMESPACE, name, cpu);
 
 /** What the kubelet reports of `app`'s cpu and of the pod's (allocated, actual), and the pod's resize conditions. */
 function resizeStatus(p: any) {

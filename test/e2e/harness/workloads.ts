@@ -204,3 +204,17 @@ export async function deleteIfExists(admin: KubeClient, path: string): Promise<v
 export function suffix(): string {
   return `${Date.now().toString(36).slice(-4)}${Math.random().toString(36).slice(2, 5)}`;
 }
+
+/**
+ * `kubectl patch pod <name> --subresource resize` of container `app`'s cpu request: the HTTP
+ * status and body (a refusal answered, not thrown).
+ */
+export async function resizeCpu(admin: KubeClient, namespace: string, name: string, cpu: string): Promise<{ status: number; body: any }> {
+  const patch = { spec: { containers: [{ name: 'app', resources: { requests: { cpu } } }] } };
+  try {
+    return { status: 200, body: await admin.patch(`/api/v1/namespaces/${namespace}/pods/${name}/resize`, patch) };
+  } catch (error) {
+    if (error instanceof KubeApiError) return { status: error.status, body: error.body };
+    throw error;
+  }
+}
