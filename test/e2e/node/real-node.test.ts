@@ -5,24 +5,32 @@
  * pull policy only). What only a real node can show: the webhook reached by kube-apiserver through
  * its Service, the kubelet's own status write inflated, workloads in containers whose cgroups follow
  * their requests and limits, a kubelet restart that keeps them, an in-place resize actuated in the
- * cgroup, and the kernel's OOM killer.
+ * cgroup, the kernel's OOM killer, and the webhook pods' CPU and memory as the kubelet measures them
+ * (written to REAL_NODE_RESULT).
  *
  * No node up → every test fails in beforeAll, saying how to start one (never skipped as passing).
  * The tests run in order and share the node: the ratios set by the first are the later ones' premise.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadAvg, machineInfo } from '../../../bench/lib.js';
 import { KubeApiError, KubeClient } from '../../support/kube-client.js';
 import { baseUnits, inflatedBaseUnits } from '../../support/quantity.js';
 import { TerminalStateError, waitUntil } from '../../support/wait.js';
+import { ContainerUsageSampler, summaryPath, type UsageWindow } from './kubelet-stats.js';
 
 const REPO = resolve(import.meta.dirname, '../../..');
 const NODE_DIR = process.env.NODE_DIR ?? join(REPO, 'test/e2e/.run/node');
 const NAMESPACE = 'real-node-e2e';
 const PLATFORM = 'kube-overcommit';
 const RATIOS = { cpu: '1.5', memory: '1.2' };
+/**
+ * Where the availability test writes the webhook pods' CPU and memory as the kubelet measured them
+ * (relative to the repository); bench/results/real-node-webhook.json is the committed run.
+ */
+const RESULT_FILE = resolve(REPO, process.env.REAL_NODE_RESULT ?? 'test/e2e/.run/node/logs/real-node-webhook.json');
 
 /** KEY=value lines written by node.sh up (values shell-quoted only when they need it; ours never do). */
 function readEnvFile(file: string): Record<string, string> {
@@ -371,12 +379,20 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
       .catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
   });
 
-  it('keeps answering through a rollout restart and a deleted replica: 0 rejected, 0 failed-open calls, one endpoint ready at least', async () => {
+  it('keeps answering through a rollout restart and a deleted replica: 0 rejected, 0 failed-open calls, one endpoint ready at least; its CPU and memory as the kubelet measures them', async () => {
     // Traffic: the kubelet's status writes (every 10 s while inflated) and a pod-create loop in a
     // namespace the pod-policy entry selects (the pods fit no node: admission only).
     const loopNamespace = 'real-node-e2e-loop';
+    const startedAt = new Date();
+    const loadAvgAtStart = loadAvg();
     await setRatios(RATIOS);
     await waitInflated(RATIOS);
+    // The webhook's containers as the kubelet measures them: 30 s idle (the kubelet's status
+    // writes and the readiness probes only), 20 s of the loop alone, then the disruptions.
+    const webhookContainers = { namespace: PLATFORM, podPrefix: 'kube-overcommit-', container: 'webhook' };
+    const idleSampler = new ContainerUsageSampler(admin, env.NODE_NAME, webhookContainers);
+    await new Promise((r) => setTimeout(r, 30_000));
+    const idle = await idleSampler.stop();
     await kubectl(['delete', 'namespace', loopNamespace, '--ignore-not-found', '--wait=true', '--timeout=120s']);
     await kubectl(['create', 'namespace', loopNamespace]);
     await kubectl(['label', 'namespace', loopNamespace, 'kube-overcommit.io/pod-policy=enabled']);
@@ -390,6 +406,8 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
     const created: number[] = [];
     const createErrors: string[] = [];
     const readyEndpoints: number[] = [];
+    const steadySampler = new ContainerUsageSampler(admin, env.NODE_NAME, webhookContainers);
+    let disruptionSampler: ContainerUsageSampler | undefined;
     const loop = (async () => {
       for (let i = 0; !stop && i < 600; i++) {
         const pod = {
@@ -398,7 +416,7 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
           metadata: { name: `loop-${i}`, namespace: loopNamespace },
           spec: {
             nodeSelector: { 'real-node-e2e/never': 'true' },
-            containers: [{ name: 'main', image: env.WORKLOAD_IMAGE, imagePullPolicy: 'Never', resources: { requests: { cpu: '1m' } } }],
+            containers: [{ name: 'app', image: env.WORKLOAD_IMAGE, imagePullPolicy: 'Never', resources: { requests: { cpu: '1m' } } }],
           },
         };
         const started = Date.now();
@@ -415,7 +433,11 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
         await new Promise((r) => setTimeout(r, 200));
       }
     })();
+    let steady: { usage: UsageWindow; podsCreated: number } | undefined;
     try {
+      await new Promise((r) => setTimeout(r, 20_000));
+      steady = { usage: await steadySampler.stop(), podsCreated: created.length };
+      disruptionSampler = new ContainerUsageSampler(admin, env.NODE_NAME, webhookContainers);
       await kubectl(['-n', PLATFORM, 'rollout', 'restart', 'deployment/kube-overcommit']);
       await kubectl(['-n', PLATFORM, 'rollout', 'status', 'deployment/kube-overcommit', '--timeout=180s'], { timeoutMs: 200_000 });
       // One of the two serving replicas (the rollout's old pods may still be terminating).
@@ -429,27 +451,91 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
     } finally {
       stop = true;
       await loop;
+      await steadySampler.stop();
+      await disruptionSampler?.stop();
       await kubectl(['delete', 'namespace', loopNamespace, '--wait=false']).catch(() => undefined);
     }
+    const disruptions = { usage: await disruptionSampler!.stop(), podsCreated: created.length - steady!.podsCreated };
 
     const callsAfter = await counts('apiserver_admission_webhook_admission_duration_seconds_count');
+    const failOpenAfter = await counts('apiserver_admission_webhook_fail_open_count');
+    const rejectedAfter = await counts('apiserver_admission_webhook_rejection_count');
     const sorted = [...created].sort((x, y) => x - y);
     process.stderr.write(
       `real-node availability: ${created.length} pods created, ${createErrors.length} errors, create p50 ${sorted[Math.floor(sorted.length / 2)]} ms, ` +
         `max ${sorted.at(-1)} ms; webhook calls nodes ${callsAfter[0] - callsBefore[0]}, pod-policy ${callsAfter[1] - callsBefore[1]}; ` +
-        `ready endpoints min ${Math.min(...readyEndpoints)} over ${readyEndpoints.length} samples\n`,
+        `ready endpoints min ${Math.min(...readyEndpoints)} over ${readyEndpoints.length} samples; webhook cpu median/max (m), working set median/max (MiB): ` +
+        [idle, steady!.usage, disruptions.usage]
+          .map(
+            (w, i) =>
+              `${['idle', 'loop', 'disruptions'][i]} ${w.cpuMillicores.median}/${w.cpuMillicores.max}, ${w.workingSetMiB.median}/${w.workingSetMiB.max}`,
+          )
+          .join('; ') +
+        '\n',
     );
+    const deployment = await admin.get(`/apis/apps/v1/namespaces/${PLATFORM}/deployments/kube-overcommit`);
+    const { node } = await nodeView();
+    const delta = (after: number[], before: number[]) => Object.fromEntries(entries.map((e, i) => [e, after[i] - before[i]]));
+    const result = {
+      benchmark: 'real-node-webhook',
+      command: 'npm run node:up && REAL_NODE_RESULT=bench/results/real-node-webhook.json npm run test:node',
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      machine: { ...machineInfo(), loadAvgAtStart },
+      cluster: { node: env.NODE_NAME, kubelet: node.status.nodeInfo.kubeletVersion, containerRuntime: node.status.nodeInfo.containerRuntimeVersion },
+      deployment: { replicas: deployment.spec.replicas, resources: deployment.spec.template.spec.containers[0].resources },
+      source:
+        `the kubelet's summary API (GET ${summaryPath(env.NODE_NAME)}), container "webhook" of each replica: CPU = Δ usageCoreNanoSeconds / Δ sample time ` +
+        'between consecutive readings of one container (as metrics-server computes it), polled every 2 s; memory = workingSetBytes',
+      idle: { traffic: "the kubelet's status writes (every 10 s while inflated) and the readiness probes (every 2 s)", ...idle },
+      loop: {
+        traffic: 'the same and a pod-create loop in a pod-policy namespace (a pod every ~0.2 s after the last answer and an EndpointSlice read), nothing else',
+        ...steady!.usage,
+        podsCreated: steady!.podsCreated,
+      },
+      disruptions: {
+        traffic:
+          'the same loop through kubectl rollout restart, then the deletion of one serving replica, then 12 s more; ' +
+          'the replicas replaced and their successors (whose start-up is in the CPU figures)',
+        ...disruptions.usage,
+        podsCreated: disruptions.podsCreated,
+      },
+      creates: {
+        pods: created.length,
+        errors: createErrors.length,
+        p50Ms: sorted[Math.floor(sorted.length / 2)],
+        maxMs: sorted.at(-1),
+        readyEndpointsMin: Math.min(...readyEndpoints),
+        readyEndpointSamples: readyEndpoints.length,
+      },
+      apiserver: {
+        calls: delta(callsAfter, callsBefore),
+        rejected: delta(rejectedAfter, rejectedBefore),
+        failedOpen: delta(failOpenAfter, failOpenBefore),
+      },
+    };
+    mkdirSync(dirname(RESULT_FILE), { recursive: true });
+    writeFileSync(RESULT_FILE, `${JSON.stringify(result, null, 2)}\n`);
+    process.stderr.write(`real-node availability: written to ${relative(REPO, RESULT_FILE)}\n`);
+
     expect(createErrors).toEqual([]);
     expect(created.length).toBeGreaterThan(20);
     // Both entries were called through the disruptions; none failed open, none rejected.
     expect(callsAfter[0]).toBeGreaterThan(callsBefore[0]);
     expect(callsAfter[1] - callsBefore[1]).toBeGreaterThanOrEqual(created.length);
-    expect(await counts('apiserver_admission_webhook_fail_open_count')).toEqual(failOpenBefore);
-    expect(await counts('apiserver_admission_webhook_rejection_count')).toEqual(rejectedBefore);
+    expect(failOpenAfter).toEqual(failOpenBefore);
+    expect(rejectedAfter).toEqual(rejectedBefore);
     expect(Math.min(...readyEndpoints)).toBeGreaterThanOrEqual(1);
-    const deployment = await admin.get(`/apis/apps/v1/namespaces/${PLATFORM}/deployments/kube-overcommit`);
     expect(deployment.status.readyReplicas).toBe(2);
+    // The kubelet measured every window (the disruptions': the replicas replaced and their
+    // successors), every replica within the Deployment's memory limit.
+    expect([idle, steady!.usage].map((w) => w.containers)).toEqual([2, 2]);
+    expect(steady!.usage.cpuMillicores.intervals).toBeGreaterThan(0);
+    expect(disruptions.usage.containers).toBeGreaterThanOrEqual(4);
+    const limitMiB = Number(baseUnits('memory', deployment.spec.template.spec.containers[0].resources.limits.memory) / 2n ** 20n);
+    expect(Math.max(...[idle, steady!.usage, disruptions.usage].map((w) => w.workingSetMiB.max))).toBeLessThan(limitMiB);
   });
+
   it('installs the same with helm install of the chart: the Deployment Ready on the real node, the webhook behind its Service, a ratio from the values on the Node', async () => {
     const home = join(env.NODE_DIR, 'helm');
     const helm = (args: string[]) =>
