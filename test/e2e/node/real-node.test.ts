@@ -4,9 +4,9 @@
  * built from the Dockerfile and k8s/ applied as shipped (test/e2e/node/overlay: image reference and
  * pull policy only). What only a real node can show: the webhook reached by kube-apiserver through
  * its Service, the kubelet's own status write inflated, workloads in containers whose cgroups follow
- * their requests and limits, a kubelet restart that keeps them, an in-place resize actuated in the
- * cgroup, the kernel's OOM killer, and the webhook pods' CPU and memory as the kubelet measures them
- * (written to REAL_NODE_RESULT).
+ * their requests and limits, an in-place resize actuated in the cgroup and counted by the pod cap and
+ * the commitment floor, kubelet restarts that keep every container, the kernel's OOM killer, and
+ * the webhook pods' CPU and memory as the kubelet measures them (written to REAL_NODE_RESULT).
  *
  * No node up → every test fails in beforeAll, saying how to start one (never skipped as passing).
  * The tests run in order and share the node: the ratios set by the first are the later ones' premise.
@@ -17,8 +17,9 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAvg, machineInfo } from '../../../bench/lib.js';
 import { KubeApiError, KubeClient } from '../../support/kube-client.js';
-import { baseUnits, inflatedBaseUnits } from '../../support/quantity.js';
+import { baseUnits, formatBaseUnits, inflatedBaseUnits } from '../../support/quantity.js';
 import { TerminalStateError, waitUntil } from '../../support/wait.js';
+import { POD_POLICY_LABEL, resizeCpu } from '../harness/workloads.js';
 import { ContainerUsageSampler, summaryPath, type UsageWindow } from './kubelet-stats.js';
 
 const REPO = resolve(import.meta.dirname, '../../..');
@@ -26,6 +27,7 @@ const NODE_DIR = process.env.NODE_DIR ?? join(REPO, 'test/e2e/.run/node');
 const NAMESPACE = 'real-node-e2e';
 const PLATFORM = 'kube-overcommit';
 const RATIOS = { cpu: '1.5', memory: '1.2' };
+const FLOOR_ANNOTATION = 'kube-overcommit.io/floor';
 /**
  * Where the availability test writes the webhook pods' CPU and memory as the kubelet measured them
  * (relative to the repository); bench/results/real-node-webhook.json is the committed run.
@@ -81,7 +83,7 @@ function workloadPod(name: string, resources: { requests: Record<string, string>
       enableServiceLinks: false,
       containers: [
         {
-          name: 'main',
+          name: 'app',
           image: env.WORKLOAD_IMAGE,
           imagePullPolicy: 'Never',
           args,
@@ -113,7 +115,8 @@ async function waitRunning(names: string[]): Promise<any[]> {
   );
 }
 
-async function setRatios(ratios: Record<string, string>): Promise<void> {
+/** The ConfigMap's config: `ratios` for every node; the pod cap off as shipped, or in `deny`. */
+async function setRatios(ratios: Record<string, string>, cap: 'off' | 'deny' = 'off'): Promise<void> {
   const config = [
     'nodes:',
     `  defaultRatios: { ${Object.entries(ratios)
@@ -121,6 +124,7 @@ async function setRatios(ratios: Record<string, string>): Promise<void> {
       .join(', ')} }`,
     '  coalesceStatusWrites: true',
     '  pools: []',
+    ...(cap === 'deny' ? ['pods:', '  cap: { mode: deny }'] : []),
     '',
   ].join('\n');
   await kubectl(['-n', PLATFORM, 'patch', 'configmap', 'kube-overcommit-config', '--type=merge', '-p', JSON.stringify({ data: { 'config.yaml': config } })]);
@@ -157,6 +161,76 @@ async function apiserverWebhookCount(metric: string, webhook: string): Promise<n
     total += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return total;
+}
+
+/** The pods on the node: the workloads and the webhook's replicas. */
+async function nodePods(): Promise<any[]> {
+  return [...(await admin.get(`/api/v1/namespaces/${NAMESPACE}/pods`)).items, ...(await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`)).items];
+}
+
+const containerIds = (pods: any[]) => new Map<string, string>(pods.map((p: any) => [p.metadata.name, p.status.containerStatuses[0].containerID]));
+
+/** Σ of a resource over the pods' containers: their requests, or what the kubelet admitted (the larger of allocated and actual). */
+function cpuSum(pods: any[], count: 'requests' | 'admitted'): bigint {
+  let sum = 0n;
+  for (const pod of pods) {
+    for (const container of pod.spec.containers) {
+      const requested = baseUnits('cpu', container.resources?.requests?.cpu ?? '0');
+      const status = pod.status.containerStatuses?.find((c: any) => c.name === container.name);
+      const held = [status?.allocatedResources?.cpu, status?.resources?.requests?.cpu].filter((q) => q !== undefined).map((q) => baseUnits('cpu', q));
+      sum += count === 'requests' || held.length === 0 ? requested : held.reduce((a, b) => (a > b ? a : b));
+    }
+  }
+  return sum;
+}
+
+/** A POST answered: its status and body, a refusal included. */
+async function answer(request: Promise<any>): Promise<{ status: number; body: any }> {
+  try {
+    return { status: 200, body: await request };
+  } catch (error) {
+    if (error instanceof KubeApiError) return { status: error.status, body: error.body };
+    throw error;
+  }
+}
+
+/**
+ * `node.sh restart-kubelet` (SIGTERM, started again with the same flags); resolves with the restart
+ * time once the new kubelet has renewed its Lease and had 20 s to sync every pod.
+ */
+async function restartKubelet(): Promise<number> {
+  const kubeletPid = readFileSync(env.KUBELET_PID_FILE, 'utf8').trim();
+  await run('bash', [join(REPO, 'test/e2e/node/node.sh'), 'restart-kubelet', env.NODE_DIR]);
+  const restartedAt = Date.now();
+  expect(readFileSync(env.KUBELET_PID_FILE, 'utf8').trim()).not.toBe(kubeletPid);
+  // Heartbeat-only status writes are coalesced (the Ready condition's heartbeat time does not
+  // move): the Lease says the new kubelet is there.
+  await waitUntil(
+    'the restarted kubelet renews its Lease',
+    async () => {
+      const lease = await admin.get(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${env.NODE_NAME}`);
+      return Date.parse(lease.spec.renewTime) > restartedAt && lease;
+    },
+    { timeoutMs: 90_000, intervalMs: 500 },
+  );
+  // Let the pod workers sync every pod once (the kubelet's resync is 10 s: give it two).
+  await new Promise((r) => setTimeout(r, 20_000));
+  return restartedAt;
+}
+
+/** Every pod of `idsBefore` Running with the container it had (same id, 0 restarts), and no other pod. */
+async function expectContainersKept(idsBefore: Map<string, string>): Promise<void> {
+  const podsAfter = await nodePods();
+  for (const pod of podsAfter) {
+    expect({ pod: pod.metadata.name, phase: pod.status.phase, reason: pod.status.reason }).toEqual({
+      pod: pod.metadata.name,
+      phase: 'Running',
+      reason: undefined,
+    });
+    expect(pod.status.containerStatuses[0].containerID).toBe(idsBefore.get(pod.metadata.name));
+    expect(pod.status.containerStatuses[0].restartCount).toBe(0);
+  }
+  expect(podsAfter.map((p: any) => p.metadata.name).sort()).toEqual([...idsBefore.keys()].sort());
 }
 
 beforeAll(async () => {
@@ -293,7 +367,7 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
     const containerId = before.status.containerStatuses[0].containerID;
     await admin.patch(
       `/api/v1/namespaces/${NAMESPACE}/pods/burstable-0/resize`,
-      { spec: { containers: [{ name: 'main', resources: { requests: { cpu: '700m', memory: '32Mi' }, limits: { cpu: '1500m', memory: '96Mi' } } }] } },
+      { spec: { containers: [{ name: 'app', resources: { requests: { cpu: '700m', memory: '32Mi' }, limits: { cpu: '1500m', memory: '96Mi' } } }] } },
       'strategic',
     );
     const resized = await waitUntil(
@@ -314,41 +388,90 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
     expect(cgroupValue('memory', resized, 'memory.limit_in_bytes')).toBe(96n * 2n ** 20n);
   });
 
-  it('keeps every container through a kubelet restart: same container ids, no OutOfcpu, allocatable inflated again', async () => {
-    const podsBefore = [...(await admin.get(`/api/v1/namespaces/${NAMESPACE}/pods`)).items, ...(await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`)).items];
-    const idsBefore = new Map(podsBefore.map((p: any) => [p.metadata.name, p.status.containerStatuses[0].containerID]));
+  it("counts the resized pod in the cap: in deny mode, a pod created on the node and a resize that fitted before it are refused with the cap's message", async () => {
+    const { raw, ratios } = await nodeView();
+    const pods = (await nodePods()).filter((p: any) => p.spec.nodeName === env.NODE_NAME);
+    expect((await getPod('burstable-0')).spec.containers[0].resources.requests.cpu).toBe('700m');
+    const requested = cpuSum(pods, 'requests');
+    const cap = inflatedBaseUnits('cpu', raw.cpu, RATIOS.cpu);
+    // 100m past the cap with the resized pod's 700m; 100m under it with the 500m it had before.
+    const extra = cap - requested + 100n;
+    expect(cap - (requested - 200n) - extra).toBe(100n);
+    await kubectl(['label', 'namespace', NAMESPACE, `${POD_POLICY_LABEL}=enabled`]);
+    await setRatios(RATIOS, 'deny');
+    try {
+      const onNode = (name: string, cpu: string) => {
+        const pod = workloadPod(name, { requests: { cpu, memory: '16Mi' } });
+        pod.spec.nodeName = env.NODE_NAME;
+        return pod;
+      };
+      // In force once the webhook has the new config and knows the namespace's label: a dry-run pod of 100 CPUs is refused.
+      await waitUntil(
+        'the cap in deny mode in the namespace',
+        async () => (await answer(admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, onNode('probe', '100'), { dryRun: 'All' }))).status === 403,
+        { timeoutMs: 60_000, intervalMs: 1000 },
+      );
+      const capText = `cap ${formatBaseUnits('cpu', cap)} (raw allocatable ${raw.cpu} × ratio ${ratios.cpu})`;
+      const created = await answer(admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, onNode('extra', formatBaseUnits('cpu', extra))));
+      expect(created.status).toBe(403);
+      expect(created.body.message).toBe(
+        `admission webhook "pod-policy.kube-overcommit.io" denied the request: kube-overcommit: pod ${NAMESPACE}/extra would exceed the overcommit cap of node ${env.NODE_NAME}: ` +
+          `cpu: ${formatBaseUnits('cpu', requested + extra)} requested (${formatBaseUnits('cpu', requested)} by ${pods.length} pods on the node + ${formatBaseUnits('cpu', extra)} by this pod) > ${capText}`,
+      );
+      // burstable-1 resized by the same amount: refused too, and it keeps its 500m.
+      const resized = await resizeCpu(admin, NAMESPACE, 'burstable-1', formatBaseUnits('cpu', 500n + extra));
+      expect(resized.status).toBe(403);
+      expect(resized.body.message).toBe(
+        `admission webhook "pod-policy.kube-overcommit.io" denied the request: kube-overcommit: pod ${NAMESPACE}/burstable-1 would exceed the overcommit cap of node ${env.NODE_NAME}: ` +
+          `cpu: ${formatBaseUnits('cpu', requested + extra)} requested (${formatBaseUnits('cpu', requested - 500n)} by ${pods.length - 1} pods on the node + ${formatBaseUnits('cpu', 500n + extra)} by this pod) > ${capText}`,
+      );
+      expect((await getPod('burstable-1')).spec.containers[0].resources.requests.cpu).toBe('500m');
+      expect((await answer(getPod('extra'))).status).toBe(404);
+    } finally {
+      await setRatios(RATIOS);
+      await kubectl(['label', 'namespace', NAMESPACE, `${POD_POLICY_LABEL}-`]);
+    }
+  });
+
+  it('keeps the resized requests stored when the ratio drops below them (the commitment floor): a restarted kubelet re-admits every pod', async () => {
+    const pods = await nodePods();
+    const burstable = pods.find((p: any) => p.metadata.name === 'burstable-0');
+    expect(burstable.status.containerStatuses[0].allocatedResources.cpu).toBe('700m');
+    // What the kubelet admitted, the resized pod at its 700m: above floor(raw × 1).
+    const admitted = cpuSum(pods, 'admitted');
     const { raw } = await nodeView();
-    const kubeletPid = readFileSync(env.KUBELET_PID_FILE, 'utf8').trim();
-    await run('bash', [join(REPO, 'test/e2e/node/node.sh'), 'restart-kubelet', env.NODE_DIR]);
-    const restartedAt = Date.now();
-    expect(readFileSync(env.KUBELET_PID_FILE, 'utf8').trim()).not.toBe(kubeletPid);
-    // The restarted kubelet renews its Lease (heartbeat-only status writes are coalesced: the Ready
-    // condition's heartbeat time does not move) and has re-admitted its pods.
-    await waitUntil(
-      'the restarted kubelet renews its Lease',
+    expect(admitted).toBeGreaterThan(baseUnits('cpu', raw.cpu));
+    const idsBefore = containerIds(pods);
+    await setRatios({ cpu: '1', memory: RATIOS.memory });
+    const floored = await waitUntil(
+      "the floor deciding the Node's cpu",
       async () => {
-        const lease = await admin.get(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${env.NODE_NAME}`);
-        return Date.parse(lease.spec.renewTime) > restartedAt && lease;
+        const v = await nodeView();
+        return v.node.metadata.annotations[FLOOR_ANNOTATION] ? v : undefined;
       },
-      { timeoutMs: 90_000, intervalMs: 500 },
+      { timeoutMs: 60_000, intervalMs: 500 },
     );
-    // Let the pod workers sync every pod once (the kubelet's resync is 10 s... give it two).
-    await new Promise((r) => setTimeout(r, 20_000));
-    const after = await waitInflated(RATIOS);
-    expect(after.raw.cpu).toBe(raw.cpu);
-    const podsAfter = [...(await admin.get(`/api/v1/namespaces/${NAMESPACE}/pods`)).items, ...(await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`)).items];
+    expect(baseUnits('cpu', floored.node.status.allocatable.cpu)).toBe(admitted);
+    expect(JSON.parse(floored.node.metadata.annotations[FLOOR_ANNOTATION])).toEqual({ cpu: formatBaseUnits('cpu', admitted) });
+    // The restarted kubelet re-admits its pods against the stored value: raw cpu would reject some
+    // (OutOfcpu, the scene of docs/real-node.md); the floor keeps every one.
+    await restartKubelet();
+    await expectContainersKept(idsBefore);
+    expect(baseUnits('cpu', (await nodeView()).node.status.allocatable.cpu)).toBe(admitted);
+    await setRatios(RATIOS);
+    const back = await waitInflated(RATIOS);
+    expect(back.node.metadata.annotations[FLOOR_ANNOTATION]).toBeUndefined();
+  });
+
+  it('keeps every container through a kubelet restart: same container ids, no OutOfcpu, allocatable inflated again', async () => {
+    const idsBefore = containerIds(await nodePods());
+    const { raw } = await nodeView();
+    await restartKubelet();
     const ready = (await admin.get(`/api/v1/nodes/${env.NODE_NAME}`)).status.conditions.find((c: any) => c.type === 'Ready');
     expect(ready.status).toBe('True');
-    for (const pod of podsAfter) {
-      expect({ pod: pod.metadata.name, phase: pod.status.phase, reason: pod.status.reason }).toEqual({
-        pod: pod.metadata.name,
-        phase: 'Running',
-        reason: undefined,
-      });
-      expect(pod.status.containerStatuses[0].containerID).toBe(idsBefore.get(pod.metadata.name));
-      expect(pod.status.containerStatuses[0].restartCount).toBe(0);
-    }
-    expect(podsAfter.map((p: any) => p.metadata.name).sort()).toEqual([...idsBefore.keys()].sort());
+    await expectContainersKept(idsBefore);
+    const after = await waitInflated(RATIOS);
+    expect(after.raw.cpu).toBe(raw.cpu);
   });
 
   it('lets the kernel OOM-kill a container past its memory limit; the node stays Ready and its memory from capacity', async () => {
