@@ -136,7 +136,7 @@ export class PodCache implements OnApplicationShutdown {
   }
 
   /** What the kubelet has admitted the node's bound non-terminal pods at: what the commitment floor reads. */
-  admitted(nodeName: string): ResourceAmounts {
+  admitted(nodeName: string): Readonly<ResourceAmounts> {
     return this.index.admitted(nodeName);
   }
 }

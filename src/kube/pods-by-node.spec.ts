@@ -1,4 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { runs } from '../../test/support/property.js';
 import { container, mirrorPod, resizingPod, runningPod } from '../../test/fixtures/pods.js';
 import { admittedPodRequests, scheduledPodRequests, isMirrorPod, type PodLike } from '../domain/pod-resources.js';
 import { cachedPod, keyOf, PodsByNode } from './pods-by-node.js';
@@ -77,5 +79,51 @@ describe('cachedPod', () => {
     index.upsert({ ...a, status: { phase: 'Succeeded' } });
     expect([...index.pods('n1').keys()]).toEqual([]);
     expect(index.pods('n2').get(keyOf(b)!)).toEqual({ requests: scheduledPodRequests(b), admitted: admittedPodRequests(b) });
+  });
+});
+
+describe('PodsByNode.admitted', () => {
+  it('is the Σ admittedPodRequests of the node’s bound, non-terminal pods after any sequence of upserts and removals; the same frozen object while its pods do not change', () => {
+    const step = fc.record({
+      pod: fc.constantFrom('p1', 'p2', 'p3', 'p4'),
+      node: fc.constantFrom('n1', 'n2', undefined),
+      cpu: fc.constantFrom('100m', '250m', '1'),
+      phase: fc.constantFrom('Running', 'Running', 'Succeeded'),
+      remove: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 25 }), (steps) => {
+        const index = new PodsByNode();
+        /** The model: each pod's last state (deleted: absent). */
+        const pods = new Map<string, PodLike>();
+        const uids = new Map<string, string>();
+        for (const { pod: name, node, cpu, phase, remove } of steps) {
+          const before = { n1: index.admitted('n1'), n2: index.admitted('n2') };
+          const moved = new Set([pods.get(name)?.spec?.nodeName, node]);
+          if (remove) {
+            const gone = pods.get(name);
+            if (gone) index.remove(gone);
+            pods.delete(name);
+          } else {
+            const pod = runningPod(name, node ?? '', { containers: [container('app', { requests: { cpu } })] }) as PodLike;
+            if (!node) delete pod.spec!.nodeName;
+            pod.metadata!.uid = uids.get(name) ?? pod.metadata!.uid;
+            uids.set(name, pod.metadata!.uid!);
+            pod.status!.phase = phase;
+            index.upsert(pod);
+            pods.set(name, pod);
+          }
+          for (const n of ['n1', 'n2'] as const) {
+            const sum = index.admitted(n);
+            expect(Object.isFrozen(sum)).toBe(true);
+            const bound = [...pods.values()].filter((p) => p.spec?.nodeName === n && p.status?.phase === 'Running');
+            expect(sum.pods).toBe(BigInt(bound.length));
+            expect(sum.cpu ?? 0n).toBe(bound.reduce((total, p) => total + (admittedPodRequests(p).cpu ?? 0n), 0n));
+            if (!moved.has(n)) expect(sum).toBe(before[n]);
+          }
+        }
+      }),
+      runs(100),
+    );
   });
 });

@@ -118,6 +118,11 @@ export class PodsByNode {
   private readonly exclusiveByNode = new Map<string, Map<string, bigint>>();
   /** The node each indexed pod is on. */
   private readonly nodeOf = new Map<string, string>();
+  /**
+   * Each node's Σ admitted as last summed, dropped at any change of its pods: the node-policy
+   * publisher reads every node's at each publication, and pods change on few nodes in between.
+   */
+  private readonly admittedSums = new Map<string, Readonly<ResourceAmounts>>();
 
   /** `pod` as received, or as the pod cache keeps it (cachedPod). */
   upsert(pod: PodLike | CachedPod): void {
@@ -134,7 +139,9 @@ export class PodsByNode {
     if (previous !== undefined && previous !== node) {
       this.byNode.get(previous)?.delete(key);
       this.dropExclusive(previous, key);
+      this.admittedSums.delete(previous);
     }
+    this.admittedSums.delete(node);
     this.nodeOf.set(key, node);
     let pods = this.byNode.get(node);
     if (!pods) this.byNode.set(node, (pods = new Map()));
@@ -158,6 +165,7 @@ export class PodsByNode {
     const previous = this.nodeOf.get(key);
     if (previous === undefined) return;
     this.nodeOf.delete(key);
+    this.admittedSums.delete(previous);
     const pods = this.byNode.get(previous);
     pods?.delete(key);
     if (pods?.size === 0) this.byNode.delete(previous);
@@ -172,9 +180,11 @@ export class PodsByNode {
     return exclusiveCpu > 0n ? { requests, exclusiveCpu } : { requests };
   }
 
-  /** The Σ admittedPodRequests of the node's pods (`pods`: their count): what the commitment floor reads. */
-  admitted(node: string): ResourceAmounts {
-    return this.sum(node, 'admitted');
+  /** The Σ admittedPodRequests of the node's pods (`pods`: their count): what the commitment floor reads. Frozen: the same object until the node's pods change. */
+  admitted(node: string): Readonly<ResourceAmounts> {
+    let sum = this.admittedSums.get(node);
+    if (!sum) this.admittedSums.set(node, (sum = Object.freeze(this.sum(node, 'admitted'))));
+    return sum;
   }
 
   private sum(node: string, accounting: keyof PodAccounts, exclude?: string): ResourceAmounts {

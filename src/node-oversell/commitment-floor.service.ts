@@ -21,7 +21,7 @@ export class CommitmentFloor implements NodeCommitments, OnModuleInit {
     this.pods.use('commitment-floor', floorEnabled(this.config.snapshot().config.nodes));
   }
 
-  committed(node: string): ResourceAmounts | undefined {
+  committed(node: string): Readonly<ResourceAmounts> | undefined {
     // What the kubelet has admitted, never what it has been asked for: a Deferred resize counted here would fit at its next retry.
     return this.pods.isSynced() ? this.pods.admitted(node) : undefined;
   }

@@ -13,6 +13,7 @@ import {
   NODE_POLICY_LEADER_METRIC,
   NODE_POLICY_PATH_CHECKS_METRIC,
   NODE_TARGET_DRIFT_METRIC,
+  NODE_TARGET_PLANS_METRIC,
   NODE_TARGET_WRITES_METRIC,
   NODE_TARGETS_METRIC,
   type NodePolicyTiming,
@@ -110,6 +111,7 @@ describe('NodeTargetsPublisher against a fake API server', () => {
         counter(NODE_POLICY_PATH_CHECKS_METRIC, ['answer']),
         gauge(NODE_POLICY_LEADER_METRIC),
         counter(NODE_TARGET_DRIFT_METRIC, ['kind']),
+        counter(NODE_TARGET_PLANS_METRIC, ['how']),
         { ...TIMING, ...timing },
       );
       const metric = async (name: string, labels: Record<string, string> = {}) =>
@@ -318,6 +320,26 @@ describe('NodeTargetsPublisher against a fake API server', () => {
       cache.set(node('a', 'uid-3'));
       await until(() => entryOf(api, 'a')?.[11] === 'uid-3');
       expect(api.entries().get('a')!.split('\n')).toHaveLength(13);
+    });
+
+    it('a publication plans again only the node that changed; a config edit plans every node (rule 9)', async () => {
+      const names = ['a', 'b', 'c', 'd', 'e'];
+      const { api, cache, store, replicas } = await cluster(names.map((name) => node(name)));
+      const plans = async () => ({
+        planned: (await replicas[0]!.metric(NODE_TARGET_PLANS_METRIC, { how: 'planned' })) ?? 0,
+        reused: (await replicas[0]!.metric(NODE_TARGET_PLANS_METRIC, { how: 'reused' })) ?? 0,
+      });
+      await until(() => api.entries().size === 5);
+      expect((await plans()).planned).toBe(5);
+      const shaped = node('c');
+      cache.set({ ...shaped, status: { ...shaped.status, allocatable: { ...shaped.status!.allocatable, cpu: '3' } } });
+      await until(() => entryOf(api, 'c')?.[1]?.startsWith('cpu 3 ') === true);
+      const after = await plans();
+      expect(after.planned).toBe(6);
+      expect(after.reused % 4).toBe(0); // every publication since reused the four others, resyncs' too
+      expect(store.apply('nodes:\n  defaultRatios: { cpu: 2 }\n', 'test').ok).toBe(true);
+      await until(() => entryOf(api, 'a')?.[1]?.endsWith(' 8') === true);
+      expect((await plans()).planned).toBe(11);
     });
 
     it('valid-until: kept across resyncs while more than half the validity is left, then renewed; so the shards are not rewritten at every resync', async () => {

@@ -4,6 +4,7 @@ import type { Counter, Gauge } from 'prom-client';
 import { AdmissionregistrationV1Api, CoordinationV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, VersionApi } from '@kubernetes/client-node';
 import { BackgroundTasks } from '../common/background-tasks.js';
 import type { NodesConfig } from '../domain/node-rules/node-oversell.config.js';
+import type { ResourceAmounts } from '../domain/resources.js';
 import { ConfigStore } from '../config/config.store.js';
 import { apiErrorCode, describeApiError } from '../kube/api-error.js';
 import { KUBE_ENV, inCluster, platformNamespace } from '../kube/kube.env.js';
@@ -16,11 +17,11 @@ import {
   ENTRY_VALIDITY_MS,
   planShardPatches,
   planShards,
-  planTargetEntry,
   shardName,
   shardOf,
   type Shards,
   TARGET_SHARDS,
+  TargetEntryPlans,
   validUntil,
 } from './node-targets.rules.js';
 
@@ -34,9 +35,13 @@ export const NODE_TARGET_WRITES_METRIC = 'kube_overcommit_node_target_writes_tot
 export const NODE_POLICY_PATH_CHECKS_METRIC = 'kube_overcommit_node_policy_path_checks_total';
 export const NODE_POLICY_LEADER_METRIC = 'kube_overcommit_node_policy_leader';
 export const NODE_TARGET_DRIFT_METRIC = 'kube_overcommit_node_target_drift_total';
+export const NODE_TARGET_PLANS_METRIC = 'kube_overcommit_node_target_plans_total';
 
 /** A shard's metadata alone: its resourceVersion, without the entries. */
 const PARTIAL_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
+
+/** The committed requests of a node the floor does not know (off, or pods not listed yet): one object, so rule 9 compares it by reference. */
+const NOTHING_COMMITTED: Readonly<ResourceAmounts> = Object.freeze({});
 
 /** Each shard as this leader last read or wrote it; null: the ConfigMap does not exist. */
 type ShardStates = Array<{ data: Map<string, string>; resourceVersion: string } | null>;
@@ -116,6 +121,11 @@ export const nodePolicyMetrics = [
     help: 'What the publishing leader found changed in the shard ConfigMaps by another writer at a re-read (every resync) and wrote back, by kind: entry (an entry changed, added or removed), shard-missing (a shard ConfigMap absent at a re-read).',
     labelNames: ['kind'],
   }),
+  makeCounterProvider({
+    name: NODE_TARGET_PLANS_METRIC,
+    help: "Nodes' targets at each publication, by how: planned (the Node, its committed requests, the config or its usage entry changed since the last publication) or reused (none did).",
+    labelNames: ['how'],
+  }),
 ];
 
 /**
@@ -137,6 +147,8 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
   private path?: StatusPath;
   /** What the shards hold, as last read or written by this leader; undefined until read. */
   private shards?: ShardStates;
+  /** Each node's last planned entry, reused while its inputs are the same (node-targets.rules.ts, rule 9). */
+  private plans = new TargetEntryPlans();
   /** A resync came: read the shards again before the next publication. */
   private rereadDue = false;
   private timer?: NodeJS.Timeout;
@@ -168,6 +180,7 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     @InjectMetric(NODE_POLICY_PATH_CHECKS_METRIC) private readonly checks: Counter<string>,
     @InjectMetric(NODE_POLICY_LEADER_METRIC) private readonly leaderGauge: Gauge<string>,
     @InjectMetric(NODE_TARGET_DRIFT_METRIC) private readonly drift: Counter<string>,
+    @InjectMetric(NODE_TARGET_PLANS_METRIC) private readonly plansCounter: Counter<string>,
     @Optional() @Inject(NODE_POLICY_TIMING) timing?: Partial<NodePolicyTiming>,
   ) {
     this.timing = { ...DEFAULT_TIMING, ...timing };
@@ -179,6 +192,7 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     for (const kind of ['entry', 'shard-missing']) this.drift.inc({ kind }, 0);
     for (const result of ['written', 'error']) this.writes.inc({ result }, 0);
     for (const answer of ['policy', 'webhook-only', 'unknown']) this.checks.inc({ answer }, 0);
+    for (const how of ['planned', 'reused']) this.plansCounter.inc({ how }, 0);
     if (!inCluster(this.env)) {
       this.logger.log('node status path: the webhook alone (not in a cluster)');
       return;
@@ -286,6 +300,7 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     this.nodes.use('node-policy', leader);
     clearInterval(this.resync);
     this.shards = undefined;
+    this.plans = new TargetEntryPlans();
     this.targetsGauge.reset();
     if (!leader) return;
     this.resync = setInterval(
@@ -337,9 +352,12 @@ export class NodeTargetsPublisher implements OnModuleInit, OnApplicationShutdown
     const entries = [];
     for (const node of this.nodes.nodes()) {
       const name = node.metadata?.name ?? '';
-      const planned = planTargetEntry(node, this.commitments.committed(name) ?? {}, nodesConfig, this.usage.published(name));
+      const planned = this.plans.plan(node, this.commitments.committed(name) ?? NOTHING_COMMITTED, nodesConfig, this.usage.published(name));
       if (planned) entries.push({ name, entry: validUntil(planned.entry, shards[shardOf(name)]?.data.get(name), now, this.timing.entryValidityMs) });
     }
+    const { planned, reused } = this.plans.endPublication();
+    this.plansCounter.inc({ how: 'planned' }, planned);
+    this.plansCounter.inc({ how: 'reused' }, reused);
     const { shards: desired, left } = planShards(entries);
     this.targetsGauge.set({ state: 'published' }, entries.length - left);
     this.targetsGauge.set({ state: 'left' }, left);

@@ -19,6 +19,7 @@ import {
   shardName,
   shardOf,
   TARGET_SHARDS,
+  TargetEntryPlans,
   validUntil,
 } from './node-targets.rules.js';
 
@@ -285,5 +286,78 @@ describe('isPolicyServable (rule 7)', () => {
     expect(isPolicyServable(update(() => undefined, { username: 'system:serviceaccount:kube-overcommit:kube-overcommit' }))).toBe(false);
     expect(isPolicyServable({ ...update(() => undefined), oldObject: undefined })).toBe(false);
     expect(isPolicyServable(update((node) => (node.status.allocatable.cpu = 'lots')))).toBe(false);
+  });
+});
+
+describe('TargetEntryPlans (rule 9)', () => {
+  const configs = [
+    config('nodes: { defaultRatios: { cpu: 1.5 }, statusReportPeriod: 5m }').nodes,
+    config('nodes: { defaultRatios: { cpu: 2, memory: 1.2 }, statusReportPeriod: 5m, commitmentFloor: true }').nodes,
+  ];
+  const NAMES = ['a', 'b', 'c', 'd'];
+  /** One step between two publications: a node's new Node object (another raw cpu), new committed requests (equal by value or not), a config swap, a usage entry swapped, a node deleted. */
+  const step = fc.oneof(
+    fc.record({ kind: fc.constant('node' as const), name: fc.constantFrom(...NAMES), cpu: fc.constantFrom('2', '4') }),
+    fc.record({ kind: fc.constant('requests' as const), name: fc.constantFrom(...NAMES), cpu: fc.constantFrom(0n, 3000n, 7000n) }),
+    fc.record({ kind: fc.constant('config' as const), index: fc.constantFrom(0, 1) }),
+    fc.record({ kind: fc.constant('usage' as const), name: fc.constantFrom(...NAMES), ratio: fc.constantFrom(1, 1.3) }),
+    fc.record({ kind: fc.constant('delete' as const), name: fc.constantFrom(...NAMES) }),
+  );
+
+  it('a publication returns exactly planTargetEntry of the current inputs, and plans again only the nodes whose inputs changed', () => {
+    fc.assert(
+      fc.property(fc.array(fc.array(step, { maxLength: 4 }), { minLength: 1, maxLength: 8 }), (publications) => {
+        const nodes = new Map(NAMES.map((name) => [name, node(name, { cpu: '4', memory: '16Gi', pods: '110' })]));
+        const requests = new Map<string, ResourceAmounts>(NAMES.map((name) => [name, { cpu: 0n, pods: 0n }]));
+        const usage = new Map<string, { cpu: { ratio: number; reason: 'usage'; A: string; R: string; U: string } } | undefined>();
+        let nodesConfig = configs[0];
+        const plans = new TargetEntryPlans();
+        /** The model: the nodes given a new Node or usage entry since the last publication (every node before the first), and what that publication saw. */
+        let replaced = new Set(NAMES);
+        let lastConfig = nodesConfig;
+        const lastCpu = new Map<string, bigint | undefined>();
+        for (const steps of publications) {
+          for (const s of steps) {
+            if (s.kind === 'node') {
+              nodes.set(s.name, node(s.name, { cpu: s.cpu, memory: '16Gi', pods: '110' }));
+              replaced.add(s.name);
+            } else if (s.kind === 'requests') {
+              requests.set(s.name, { cpu: s.cpu, pods: 0n }); // a new object: equal amounts are the same inputs
+            } else if (s.kind === 'config') {
+              nodesConfig = configs[s.index];
+            } else if (s.kind === 'usage') {
+              usage.set(s.name, { cpu: { ratio: s.ratio, reason: 'usage', A: '4', R: '4', U: '1' } });
+              replaced.add(s.name);
+            } else {
+              nodes.delete(s.name);
+              replaced.delete(s.name);
+              lastCpu.delete(s.name);
+            }
+          }
+          const changed = [...nodes.keys()].filter(
+            (name) => replaced.has(name) || nodesConfig !== lastConfig || !lastCpu.has(name) || lastCpu.get(name) !== requests.get(name)!.cpu,
+          );
+          for (const [name, stored] of nodes) {
+            const inputs = [stored, requests.get(name)!, nodesConfig, usage.get(name)] as const;
+            expect(plans.plan(...inputs)).toEqual(planTargetEntry(...inputs));
+            lastCpu.set(name, requests.get(name)!.cpu);
+          }
+          expect(plans.endPublication()).toEqual({ planned: changed.length, reused: nodes.size - changed.length });
+          replaced = new Set();
+          lastConfig = nodesConfig;
+        }
+      }),
+      runs(200),
+    );
+  });
+
+  it('a deleted node is forgotten: re-created under the name, it is planned again even from the same inputs', () => {
+    const plans = new TargetEntryPlans();
+    const stored = node('worker-1', { cpu: '4', memory: '16Gi', pods: '110' });
+    plans.plan(stored, {}, configs[0], undefined);
+    expect(plans.endPublication()).toEqual({ planned: 1, reused: 0 });
+    expect(plans.endPublication()).toEqual({ planned: 0, reused: 0 });
+    plans.plan(stored, {}, configs[0], undefined);
+    expect(plans.endPublication()).toEqual({ planned: 1, reused: 0 });
   });
 });

@@ -40,8 +40,15 @@
  *      published time while the rest of the entry is unchanged and more than half the validity
  *      remains, so validity alone rewrites a shard once per half-validity, not at every resync;
  *      with no replica publishing, every entry lapses within ENTRY_VALIDITY_MS.
+ *   9. A publication plans again only the nodes whose entry may have changed: an entry is a
+ *      function of the stored Node, its committed requests, the nodes config and its usage entry
+ *      alone (no clock: rule 8's time is added after), so TargetEntryPlans keeps each node's last
+ *      one and reuses it while those four are the same (the Node, the config and the usage entry by
+ *      object: each a snapshot the informer or the store replaces on change, never edits; the
+ *      requests by value). After one node's heartbeat a publication plans that node, not the cluster.
  */
 import { createHash } from 'node:crypto';
+import { Memo } from '../domain/memo.js';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
 import type { NodeLike } from '../domain/node-like.js';
 import type { NodesConfig } from '../domain/node-rules/node-oversell.config.js';
@@ -71,9 +78,12 @@ export function shardName(index: number): string {
   return `${TARGET_CONFIGMAP_PREFIX}${String(index).padStart(2, '0')}`;
 }
 
+// A publication asks every node's shard twice: hashing 5,000 names each time was a third of its work.
+const shardByName = new Memo<string, number>(65_536);
+
 /** Rule 5: the shard of a node. */
 export function shardOf(node: string): number {
-  return createHash('sha256').update(node).digest().readUInt32BE(0) % TARGET_SHARDS;
+  return shardByName.get(node, () => createHash('sha256').update(node).digest().readUInt32BE(0) % TARGET_SHARDS);
 }
 
 const inRange = (amount: bigint | undefined): boolean => amount === undefined || (amount >= 0n && amount <= MAX_AMOUNT);
@@ -136,6 +146,50 @@ export function planTargetEntry(
   if (plan === null) return null;
   const entry = formatTargetEntry(plan, coalescingWindowSeconds(name, plan, nodesConfig), uid);
   return entry === null ? null : { name, entry };
+}
+
+interface PlannedEntry {
+  node: NodeLike;
+  requests: Readonly<ResourceAmounts>;
+  nodesConfig: NodesConfig | undefined;
+  usage: NodeUsageEntry | undefined;
+  planned: { name: string; entry: string } | null;
+}
+
+const sameRequests = (a: Readonly<ResourceAmounts>, b: Readonly<ResourceAmounts>): boolean =>
+  a === b || MANAGED_RESOURCES.every((resource) => a[resource] === b[resource]);
+
+/** Rule 9: planTargetEntry of each node of a publication, reusing the last publication's while its inputs are the same. */
+export class TargetEntryPlans {
+  private last = new Map<string, PlannedEntry>();
+  private next = new Map<string, PlannedEntry>();
+  private planned = 0;
+
+  /** planTargetEntry(node, requests, nodesConfig, usage), or the same node's last one while its inputs are the same. */
+  plan(
+    node: NodeLike,
+    requests: Readonly<ResourceAmounts>,
+    nodesConfig: NodesConfig | undefined,
+    usage: NodeUsageEntry | undefined,
+  ): { name: string; entry: string } | null {
+    const name = node.metadata?.name ?? '';
+    let kept = this.last.get(name);
+    if (!kept || kept.node !== node || kept.nodesConfig !== nodesConfig || kept.usage !== usage || !sameRequests(kept.requests, requests)) {
+      kept = { node, requests, nodesConfig, usage, planned: planTargetEntry(node, requests, nodesConfig, usage) };
+      this.planned++;
+    }
+    this.next.set(name, kept);
+    return kept.planned;
+  }
+
+  /** Ends a publication: what it planned is what the next one reuses (a node it did not see is forgotten). Returns how many of its nodes were planned and how many reused. */
+  endPublication(): { planned: number; reused: number } {
+    const counts = { planned: this.planned, reused: this.next.size - this.planned };
+    this.last = this.next;
+    this.next = new Map();
+    this.planned = 0;
+    return counts;
+  }
 }
 
 /** Entries per shard, by node name. */

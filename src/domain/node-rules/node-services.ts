@@ -15,7 +15,7 @@ export const NODE_COMMITMENTS = Symbol('NODE_COMMITMENTS');
 /** What is committed on each node, as the commitment floor (rule 6) reads it. */
 export interface NodeCommitments {
   /** The sum of what the kubelet has admitted the node's bound non-terminal pods at (pod-resources.ts admittedPodRequests; `pods`: their count); undefined while unknown. */
-  committed(node: string): ResourceAmounts | undefined;
+  committed(node: string): Readonly<ResourceAmounts> | undefined;
 }
 
 /** True unless the config turns the commitment floor off (`nodes.commitmentFloor: false`). */
