@@ -5,8 +5,9 @@
  * pull policy only). What only a real node can show: the webhook reached by kube-apiserver through
  * its Service, the kubelet's own status write inflated, workloads in containers whose cgroups follow
  * their requests and limits, an in-place resize actuated in the cgroup and counted by the pod cap and
- * the commitment floor, kubelet restarts that keep every container, the kernel's OOM killer, and
- * the webhook pods' CPU and memory as the kubelet measures them (written to REAL_NODE_RESULT).
+ * the commitment floor, kubelet restarts that keep every container, the kernel's OOM killer and the
+ * eviction signals from capacity, and the webhook pods' CPU and memory as the kubelet measures them
+ * (written to REAL_NODE_RESULT).
  *
  * No node up → every test fails in beforeAll, saying how to start one (never skipped as passing).
  * The tests run in order and share the node: the ratios set by the first are the later ones' premise.
@@ -218,8 +219,11 @@ async function restartKubelet(): Promise<number> {
   return restartedAt;
 }
 
-/** Every pod of `idsBefore` Running with the container it had (same id, 0 restarts), and no other pod. */
-async function expectContainersKept(idsBefore: Map<string, string>): Promise<void> {
+/**
+ * Every pod of `idsBefore` Running with the container it had (same id, 0 restarts), no other pod,
+ * and none rejected at the kubelet's re-admission since `since` (its OutOfcpu/OutOfmemory Events).
+ */
+async function expectContainersKept(idsBefore: Map<string, string>, since: number): Promise<void> {
   const podsAfter = await nodePods();
   for (const pod of podsAfter) {
     expect({ pod: pod.metadata.name, phase: pod.status.phase, reason: pod.status.reason }).toEqual({
@@ -231,6 +235,15 @@ async function expectContainersKept(idsBefore: Map<string, string>): Promise<voi
     expect(pod.status.containerStatuses[0].restartCount).toBe(0);
   }
   expect(podsAfter.map((p: any) => p.metadata.name).sort()).toEqual([...idsBefore.keys()].sort());
+  const rejections = [];
+  for (const namespace of [NAMESPACE, PLATFORM]) {
+    for (const event of (await admin.get(`/api/v1/namespaces/${namespace}/events`)).items) {
+      const at = Date.parse(event.lastTimestamp ?? event.eventTime ?? event.metadata.creationTimestamp);
+      if (/^OutOf/.test(event.reason) && at >= Math.floor(since / 1000) * 1000)
+        rejections.push(`${event.involvedObject.name}: ${event.reason}: ${event.message}`);
+    }
+  }
+  expect(rejections).toEqual([]);
 }
 
 beforeAll(async () => {
@@ -455,8 +468,8 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
     expect(JSON.parse(floored.node.metadata.annotations[FLOOR_ANNOTATION])).toEqual({ cpu: formatBaseUnits('cpu', admitted) });
     // The restarted kubelet re-admits its pods against the stored value: raw cpu would reject some
     // (OutOfcpu, the scene of docs/real-node.md); the floor keeps every one.
-    await restartKubelet();
-    await expectContainersKept(idsBefore);
+    const restartedAt = await restartKubelet();
+    await expectContainersKept(idsBefore, restartedAt);
     expect(baseUnits('cpu', (await nodeView()).node.status.allocatable.cpu)).toBe(admitted);
     await setRatios(RATIOS);
     const back = await waitInflated(RATIOS);
@@ -466,12 +479,21 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
   it('keeps every container through a kubelet restart: same container ids, no OutOfcpu, allocatable inflated again', async () => {
     const idsBefore = containerIds(await nodePods());
     const { raw } = await nodeView();
-    await restartKubelet();
+    const restartedAt = await restartKubelet();
+    const callsAfterRestart = await apiserverWebhookCount('apiserver_admission_webhook_admission_duration_seconds_count', 'nodes.kube-overcommit.io');
     const ready = (await admin.get(`/api/v1/nodes/${env.NODE_NAME}`)).status.conditions.find((c: any) => c.type === 'Ready');
     expect(ready.status).toBe('True');
-    await expectContainersKept(idsBefore);
-    const after = await waitInflated(RATIOS);
+    await expectContainersKept(idsBefore, restartedAt);
+    // The restarted kubelet's next status write, inflated again by the webhook from the same raw.
+    await waitUntil(
+      'a status write of the restarted kubelet through the nodes entry',
+      async () => (await apiserverWebhookCount('apiserver_admission_webhook_admission_duration_seconds_count', 'nodes.kube-overcommit.io')) > callsAfterRestart,
+      { timeoutMs: 30_000, intervalMs: 1000 },
+    );
+    const after = await nodeView();
     expect(after.raw.cpu).toBe(raw.cpu);
+    expect(baseUnits('cpu', after.node.status.allocatable.cpu)).toBe(inflatedBaseUnits('cpu', raw.cpu, RATIOS.cpu));
+    expect(baseUnits('memory', after.node.status.allocatable.memory)).toBe(inflatedBaseUnits('memory', after.raw.memory, RATIOS.memory));
   });
 
   it('lets the kernel OOM-kill a container past its memory limit; the node stays Ready and its memory from capacity', async () => {
@@ -495,6 +517,15 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
     expect(conditions).toMatchObject({ Ready: 'True', MemoryPressure: 'False' });
     // The eviction threshold is applied to capacity: raw memory = capacity − 100Mi, whatever is stored.
     expect(baseUnits('memory', raw.memory)).toBe(baseUnits('memory', capacity.memory) - 100n * 2n ** 20n);
+    expect(baseUnits('memory', node.status.allocatable.memory)).toBeGreaterThan(baseUnits('memory', capacity.memory));
+    // And the eviction manager's signals (read from the summary API) are computed from capacity, not
+    // from the stored, inflated allocatable: memory.available = capacity − the node's working set,
+    // allocatableMemory.available = the kubelet's own allocatable for pods (capacity, nothing
+    // reserved here) − the pods' working set.
+    const summary = await admin.get(summaryPath(env.NODE_NAME));
+    const podsContainer = summary.node.systemContainers.find((c: any) => c.name === 'pods');
+    for (const memory of [summary.node.memory, podsContainer.memory])
+      expect(BigInt(memory.availableBytes) + BigInt(memory.workingSetBytes)).toBe(baseUnits('memory', capacity.memory));
     // The other pods were not touched.
     for (const name of ['burstable-0', 'burstable-1', 'guaranteed-0', 'guaranteed-1']) expect((await getPod(name)).status.phase).toBe('Running');
     await admin
