@@ -322,6 +322,16 @@ authentication:
 authorization: { mode: Webhook }
 clusterDomain: cluster.local
 failSwapOn: false
+# The kubelet's default hard thresholds but for disk: on this shared machine the disk is often
+# more than 85 % full with other work, and the default imagefs.available<15% (nodefs 10%) would
+# taint the node DiskPressure and evict its pods. memory.available stays the default 100Mi (the
+# suite checks raw memory = capacity − 100Mi).
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 2Gi
+  nodefs.inodesFree: 5%
+  imagefs.available: 2Gi
+  imagefs.inodesFree: 5%
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
 podLogsDir: $DIR/pod-logs
