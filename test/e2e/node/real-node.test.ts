@@ -533,7 +533,7 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
       .catch((e) => (e instanceof KubeApiError && e.status === 404 ? undefined : Promise.reject(e)));
   });
 
-  it('keeps answering through a rollout restart and a deleted replica: 0 rejected, 0 failed-open calls, one endpoint ready at least; its CPU and memory as the kubelet measures them', async () => {
+  it('keeps answering through a rollout restart and an evicted replica (the PDB refusing the second): 0 rejected, 0 failed-open calls, one endpoint ready at least; its CPU and memory as the kubelet measures them', async () => {
     // Traffic: the kubelet's status writes (every 10 s while inflated) and a pod-create loop in a
     // namespace the pod-policy entry selects (the pods fit no node: admission only).
     const loopNamespace = 'real-node-e2e-loop';
@@ -598,7 +598,33 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
       const pods = (await admin.get(`/api/v1/namespaces/${PLATFORM}/pods`, { labelSelector: 'app.kubernetes.io/name=kube-overcommit' })).items;
       const serving = pods.filter((p: any) => !p.metadata.deletionTimestamp && p.status.containerStatuses?.[0]?.ready);
       expect(serving.length).toBe(2);
-      await kubectl(['-n', PLATFORM, 'delete', 'pod', serving[0].metadata.name, '--wait=true', '--timeout=60s'], { timeoutMs: 90_000 });
+      // Deleted as a drain deletes it: the Eviction API, which honours the PDB (maxUnavailable 1).
+      // The other one, evicted at once, is refused while the first one's successor is not Ready.
+      await waitUntil(
+        'the PDB allowing one disruption',
+        async () => {
+          const pdb = await admin.get(`/apis/policy/v1/namespaces/${PLATFORM}/poddisruptionbudgets/kube-overcommit`);
+          return pdb.status.currentHealthy === 2 && pdb.status.disruptionsAllowed === 1;
+        },
+        { timeoutMs: 30_000, intervalMs: 500 },
+      );
+      const evict = (pod: any) =>
+        answer(
+          admin.post(`/api/v1/namespaces/${PLATFORM}/pods/${pod.metadata.name}/eviction`, {
+            apiVersion: 'policy/v1',
+            kind: 'Eviction',
+            metadata: { name: pod.metadata.name, namespace: PLATFORM },
+          }),
+        );
+      const evicted = await evict(serving[0]);
+      const refused = await evict(serving[1]);
+      expect(evicted.status).toBe(200);
+      expect(refused.status).toBe(429);
+      expect(refused.body.message).toBe("Cannot evict pod as it would violate the pod's disruption budget.");
+      await waitUntil(`${serving[0].metadata.name} deleted`, async () => (await answer(getPod(serving[0].metadata.name, PLATFORM))).status === 404, {
+        timeoutMs: 60_000,
+        intervalMs: 500,
+      });
       await kubectl(['-n', PLATFORM, 'rollout', 'status', 'deployment/kube-overcommit', '--timeout=120s'], { timeoutMs: 150_000 });
       // More traffic to the new replicas: a kubelet status write at least.
       await new Promise((r) => setTimeout(r, 12_000));
@@ -649,7 +675,7 @@ describe('real node: kubelet + containerd, the image from the Dockerfile, k8s/ a
       },
       disruptions: {
         traffic:
-          'the same loop through kubectl rollout restart, then the deletion of one serving replica, then 12 s more; ' +
+          'the same loop through kubectl rollout restart, then the eviction of one serving replica (the Eviction API), then 12 s more; ' +
           'the replicas replaced and their successors (whose start-up is in the CPU figures)',
         ...disruptions.usage,
         podsCreated: disruptions.podsCreated,
