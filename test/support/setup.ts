@@ -58,6 +58,17 @@ export interface SetUpOptions {
   appDeps?: 'production' | 'repo';
   /** Called with the run folder as soon as it is chosen (to tear down after an interrupt). */
   onRunDir?: (runDir: string) => void;
+  /**
+   * The control plane's release and kube-apiserver's extra flags (default: KUBE, BIN_DIR and
+   * APISERVER_EXTRA_ARGS of the environment, as build.sh and cluster.sh read them).
+   */
+  controlPlane?: ControlPlaneRelease & { apiserverArgs?: string };
+}
+
+/** A pinned minor (`1.36`) and the folder of its binaries (releaseBinDir). */
+export interface ControlPlaneRelease {
+  kube: string;
+  binDir: string;
 }
 
 const KWOK_ANNOTATION = 'kwok.x-k8s.io/node=fake';
@@ -76,7 +87,7 @@ function stamp(): string {
 function pruneRuns(runsDir: string, keep: number, log: Log): void {
   if (!existsSync(runsDir)) return;
   const runs = readdirSync(runsDir)
-    .filter((name) => /^(e2e|demo)-\d{8}-\d{6}-\d+$/.test(name))
+    .filter((name) => /^(e2e|demo|upgrade)-\d{8}-\d{6}-\d+$/.test(name))
     .map((name) => ({ name, mtime: statSync(join(runsDir, name)).mtimeMs }))
     .sort((a, b) => b.mtime - a.mtime);
   for (const { name } of runs.slice(keep)) {
@@ -342,6 +353,27 @@ export function clusterDown(runDir: string): void {
   spawnSync(join(root, 'test', 'e2e', 'control-plane', 'cluster.sh'), ['down', runDir], { stdio: 'inherit' });
 }
 
+/** The environment build.sh and cluster.sh read the release from. */
+function releaseEnv(release: ControlPlaneRelease, apiserverArgs?: string): NodeJS.ProcessEnv {
+  return { ...process.env, KUBE: release.kube, BIN_DIR: release.binDir, ...(apiserverArgs === undefined ? {} : { APISERVER_EXTRA_ARGS: apiserverArgs }) };
+}
+
+/** Where build.sh puts a pinned minor's binaries (release.sh's DEFAULT_BIN_DIR); fails for a minor not pinned. */
+export async function releaseBinDir(minor: string): Promise<string> {
+  const here = join(repoRoot(), 'test', 'e2e', 'control-plane');
+  const script = 'HERE=$1; KUBE=$2; source "$HERE/release.sh"; echo "$DEFAULT_BIN_DIR"';
+  return (await run('bash', ['-c', script, 'release', here, minor])).trim();
+}
+
+/**
+ * `cluster.sh restart DIR` with another release's binaries: kube-apiserver, then
+ * kube-controller-manager, then kube-scheduler stopped and started again from `release.binDir`
+ * on the same flags, ports, certificates and etcd data (an upgrade); everything else keeps running.
+ */
+export async function clusterRestart(runDir: string, release: ControlPlaneRelease, log?: Log): Promise<void> {
+  await run(join(repoRoot(), 'test', 'e2e', 'control-plane', 'cluster.sh'), ['restart', runDir], { env: releaseEnv(release), log, prefix: '  ' });
+}
+
 export async function setUpE2e(options: SetUpOptions = {}): Promise<E2eEnv> {
   const log: Log = options.log ?? (() => undefined);
   const root = repoRoot();
@@ -354,7 +386,8 @@ export async function setUpE2e(options: SetUpOptions = {}): Promise<E2eEnv> {
   const step = (what: string) => log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${what}`);
 
   const controlPlane = join(root, 'test', 'e2e', 'control-plane');
-  await run(join(controlPlane, 'build.sh'), [], { log, prefix: '  ' });
+  const clusterEnv = options.controlPlane ? releaseEnv(options.controlPlane, options.controlPlane.apiserverArgs) : process.env;
+  await run(join(controlPlane, 'build.sh'), [], { env: clusterEnv, log, prefix: '  ' });
   await run(join(root, 'test', 'e2e', 'helm', 'build.sh'), [], { log, prefix: '  ' });
   step('control-plane binaries and helm ready');
   mkdirSync(runDir, { recursive: true });
@@ -377,7 +410,7 @@ export async function setUpE2e(options: SetUpOptions = {}): Promise<E2eEnv> {
   step(`product built (dependencies: ${appDeps}; compile cache warmed)`);
 
   try {
-    await run(join(controlPlane, 'cluster.sh'), ['up', runDir], { log, prefix: '  ' });
+    await run(join(controlPlane, 'cluster.sh'), ['up', runDir], { env: clusterEnv, log, prefix: '  ' });
     step('control plane up');
     const c = readClusterEnv(runDir);
     const binDir = c.BIN_DIR!;

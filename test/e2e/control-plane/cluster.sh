@@ -9,10 +9,18 @@
 #   cluster.sh down DIR   stops every process with a pid file in DIR/pids/ (SIGTERM, then
 #                         SIGKILL after 10 s), also ones the tests started (kwok, webhooks).
 #                         Safe to run at any time, also after a failed or interrupted up.
+#   cluster.sh restart DIR
+#                         stops kube-apiserver, then kube-controller-manager, then kube-scheduler,
+#                         one at a time, and starts each again from BIN_DIR (KUBE=1.36: another
+#                         release's binaries, an upgrade) with the flags, ports, certificates and
+#                         etcd data up gave them, waiting until each is healthy; etcd and every
+#                         other process (kubelets, webhooks, kwok) keep running. Each one's earlier
+#                         log is kept as DIR/logs/<name>.<its version>.log; DIR/env is rewritten.
 #
 # Environment: KUBE (a pinned minor, see release.sh), BIN_DIR (binaries, default test/e2e/.bin, or
 #              test/e2e/.bin/vKUBE), UP_TIMEOUT (seconds per wait, default 90),
-#              APISERVER_EXTRA_ARGS (extra kube-apiserver flags, split on whitespace).
+#              APISERVER_EXTRA_ARGS (extra kube-apiserver flags, split on whitespace; up's are
+#              kept in DIR/env, and restart uses those).
 # kwok is not started here: see README.md for the command line the tests use.
 set -euo pipefail
 
@@ -24,7 +32,7 @@ UP_TIMEOUT=${UP_TIMEOUT:-90}
 SERVICE_CIDR=10.0.0.0/24
 
 usage() {
-  echo "usage: $0 up|down DIR" >&2
+  echo "usage: $0 up|down|restart DIR" >&2
   exit 2
 }
 
@@ -293,6 +301,64 @@ make_tokens() {
   chmod 600 "$file"
 }
 
+# The three processes restart runs again, each with the one set of flags up and restart share.
+start_apiserver() {
+  # shellcheck disable=SC2086 # APISERVER_EXTRA_ARGS is split on purpose
+  start kube-apiserver kube-apiserver \
+    --etcd-servers="$ETCD_URL" \
+    --bind-address=127.0.0.1 \
+    --advertise-address=127.0.0.1 \
+    --secure-port="$APISERVER_PORT" \
+    --cert-dir="$DIR/pki/kube-apiserver" \
+    --tls-cert-file="$DIR/pki/apiserver.crt" \
+    --tls-private-key-file="$DIR/pki/apiserver.key" \
+    --client-ca-file="$DIR/pki/ca.crt" \
+    --token-auth-file="$DIR/tokens.csv" \
+    --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+    --admission-control-config-file="$DIR/admission/admission.yaml" \
+    --endpoint-reconciler-type=none \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$DIR/pki/sa.pub" \
+    --service-account-signing-key-file="$DIR/pki/sa.key" \
+    --allow-privileged=true \
+    --profiling=false \
+    --requestheader-client-ca-file="$DIR/pki/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$DIR/pki/front-proxy-client.crt" \
+    --proxy-client-key-file="$DIR/pki/front-proxy-client.key" \
+    ${APISERVER_EXTRA_ARGS:-}
+}
+
+start_controller_manager() {
+  start kube-controller-manager kube-controller-manager \
+    --kubeconfig="$DIR/kube-controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --secure-port="$KCM_PORT" \
+    --leader-elect=false \
+    --controllers='*' \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="$DIR/pki/sa.key" \
+    --root-ca-file="$DIR/pki/ca.crt" \
+    --cluster-signing-cert-file="$DIR/pki/ca.crt" \
+    --cluster-signing-key-file="$DIR/pki/ca.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --profiling=false
+}
+
+start_scheduler() {
+  start kube-scheduler kube-scheduler \
+    --kubeconfig="$DIR/kube-scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --secure-port="$SCHEDULER_PORT" \
+    --leader-elect=false \
+    --profiling=false
+}
+
 # --- up ----------------------------------------------------------------------------------
 
 up() {
@@ -335,56 +401,11 @@ up() {
     --log-level=warn
   wait_for etcd "/health" http_get_contains "$ETCD_PORT" /health '"health":"true"'
 
-  # shellcheck disable=SC2086 # APISERVER_EXTRA_ARGS is split on purpose
-  start kube-apiserver kube-apiserver \
-    --etcd-servers="$ETCD_URL" \
-    --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
-    --secure-port="$APISERVER_PORT" \
-    --cert-dir="$DIR/pki/kube-apiserver" \
-    --tls-cert-file="$DIR/pki/apiserver.crt" \
-    --tls-private-key-file="$DIR/pki/apiserver.key" \
-    --client-ca-file="$DIR/pki/ca.crt" \
-    --token-auth-file="$DIR/tokens.csv" \
-    --authorization-mode=Node,RBAC \
-    --enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-    --admission-control-config-file="$DIR/admission/admission.yaml" \
-    --endpoint-reconciler-type=none \
-    --service-cluster-ip-range="$SERVICE_CIDR" \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$DIR/pki/sa.pub" \
-    --service-account-signing-key-file="$DIR/pki/sa.key" \
-    --allow-privileged=true \
-    --profiling=false \
-    --requestheader-client-ca-file="$DIR/pki/front-proxy-ca.crt" \
-    --requestheader-allowed-names=front-proxy-client \
-    --requestheader-username-headers=X-Remote-User \
-    --requestheader-group-headers=X-Remote-Group \
-    --requestheader-extra-headers-prefix=X-Remote-Extra- \
-    --proxy-client-cert-file="$DIR/pki/front-proxy-client.crt" \
-    --proxy-client-key-file="$DIR/pki/front-proxy-client.key" \
-    ${APISERVER_EXTRA_ARGS:-}
+  start_apiserver
   wait_for kube-apiserver "/readyz" apiserver_ready
 
-  start kube-controller-manager kube-controller-manager \
-    --kubeconfig="$DIR/kube-controller-manager.kubeconfig" \
-    --bind-address=127.0.0.1 \
-    --secure-port="$KCM_PORT" \
-    --leader-elect=false \
-    --controllers='*' \
-    --use-service-account-credentials=true \
-    --service-account-private-key-file="$DIR/pki/sa.key" \
-    --root-ca-file="$DIR/pki/ca.crt" \
-    --cluster-signing-cert-file="$DIR/pki/ca.crt" \
-    --cluster-signing-key-file="$DIR/pki/ca.key" \
-    --service-cluster-ip-range="$SERVICE_CIDR" \
-    --profiling=false
-  start kube-scheduler kube-scheduler \
-    --kubeconfig="$DIR/kube-scheduler.kubeconfig" \
-    --bind-address=127.0.0.1 \
-    --secure-port="$SCHEDULER_PORT" \
-    --leader-elect=false \
-    --profiling=false
+  start_controller_manager
+  start_scheduler
   wait_for kube-controller-manager "/healthz" component_healthz "$KCM_PORT"
   wait_for kube-scheduler "/healthz" component_healthz "$SCHEDULER_PORT"
   # The controllers run: the service-account controller has made "default" in "default".
@@ -420,6 +441,7 @@ write_env() {
     SCHEDULER_PID="$(<"$DIR/pids/kube-scheduler.pid")"
     LOG_DIR="$DIR/logs"
     PID_DIR="$DIR/pids"
+    APISERVER_EXTRA_ARGS="${APISERVER_EXTRA_ARGS:-}"
   )
   local kv first=1
   {
@@ -444,6 +466,36 @@ json_escape() {
   printf '%s' "$s"
 }
 
+# --- restart -----------------------------------------------------------------------------
+
+# restart_one NAME START_FUNCTION WAIT_ARGS...: stops NAME (SIGTERM, SIGKILL after 10 s), keeps its
+# log as NAME.<version>.log, starts it from BIN_DIR and waits until it answers WAIT_ARGS.
+restart_one() {
+  local name=$1 starter=$2 p
+  shift 2
+  p=$(stop_pid_file "$DIR/pids/$name.pid")
+  [[ -n $p ]] && wait_gone "$p"
+  [[ -f $DIR/logs/$name.log ]] && mv "$DIR/logs/$name.log" "$DIR/logs/$name.$K8S_VERSION.log"
+  "$starter"
+  wait_for "$name" "$@"
+}
+
+# The upgrade order of the version skew policy: kube-apiserver first, then the components that
+# talk to it. up's ports, tokens and extra flags come from DIR/env; the binaries from BIN_DIR.
+restart() {
+  local t0=$SECONDS bin_dir=$BIN_DIR
+  [[ -f $DIR/env ]] || { log "no $DIR/env: run up first"; exit 1; }
+  # shellcheck source=/dev/null # written by write_env
+  source "$DIR/env"
+  BIN_DIR=$bin_dir
+  local from=$K8S_VERSION
+  restart_one kube-apiserver start_apiserver "/readyz" apiserver_ready
+  restart_one kube-controller-manager start_controller_manager "/healthz" component_healthz "$KCM_PORT"
+  restart_one kube-scheduler start_scheduler "/healthz" component_healthz "$SCHEDULER_PORT"
+  write_env
+  log "restarted in $((SECONDS - t0))s: $from -> $(awk -F'"' '/"K8S_VERSION"/ { print $4 }' "$DIR/env.json") from $BIN_DIR"
+}
+
 # --- main --------------------------------------------------------------------------------
 
 [[ $# -eq 2 ]] || usage
@@ -457,6 +509,10 @@ case $1 in
     [[ -d $2 ]] || exit 0
     DIR=$(cd "$2" && pwd)
     down
+    ;;
+  restart)
+    DIR=$(cd "$2" && pwd)
+    restart
     ;;
   *) usage ;;
 esac
