@@ -86,10 +86,11 @@ describe('recording a finished run', () => {
 });
 
 describe('areas and skips', () => {
-  it('gives the node-status policy an area of its own', () => {
+  it('gives the node-status policy and the upgrade an area of their own', () => {
     expect(areaOf('node-policy', 'one behaviour, two engines the same sequence')).toBe('node-status policy');
     expect(areaOf('pod-policy', 'pod policy the cap refuses')).toBe('cap');
     expect(areaOf('pod-policy', 'pod policy defaults')).toBe('pod policy');
+    expect(areaOf('upgrade', 'upgrade 1.35 → 1.36 under a running webhook and kubelet')).toBe('upgrade to the next minor');
     expect(areaOf('no-such-file', 'x')).toBe('other');
   });
 
