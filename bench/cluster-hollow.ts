@@ -288,7 +288,7 @@ export function hollowMain(
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
       machine: machineInfo(),
-      cluster: { kubernetes: env.k8sVersion, kubelets: `${options.nodes} × kubemark --morph=kubelet (${env.k8sVersion}), ${rssMiB} MiB RSS in all` },
+      cluster: { kubernetes: env.k8sVersion, kubelets: `${options.nodes} × kubemark --morph=kubelet (${env.kubeletVersion}), ${rssMiB} MiB RSS in all` },
       options,
       sources: {
         statusPatchesPerMin: 'apiserver_request_total{resource="nodes",subresource="status",verb="PATCH"}',

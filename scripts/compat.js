@@ -18,7 +18,8 @@
 // COMPAT_ALLOW_DIRTY=1 is the same as --allow-dirty.
 //
 // Results are kept per minor in test/e2e/compat-results.json (the run's date, commit, Kubernetes
-// version, each area's passed/failed counts and the names of the tests skipped); the table in
+// version, the hollow kubelet's version, each area's passed/failed counts and the names of the tests
+// skipped); the table in
 // docs/compatibility.md (between its compat:begin and compat:end comments) is generated from that
 // file alone, from the results marked clean (recorded under the rules above), so a run of one minor
 // keeps the other minors' rows, and the prose around the table is the doc's own.
@@ -159,6 +160,15 @@ export function refuseRecord(start, end) {
   return undefined;
 }
 
+/**
+ * The release of the hollow kubelet in a minor's binaries (`kubemark --version`): the minor's own, or
+ * for a release without kubemark (1.38) the newest older pinned minor's (build.sh).
+ */
+function kubeletVersion(binDir) {
+  const r = spawnSync(join(binDir, 'kubemark'), ['--version'], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim().split(/\s+/)[1] : undefined;
+}
+
 function runMinor(pin, files, start) {
   const dir = mkdtempSync(join(tmpdir(), 'compat-'));
   const report = join(dir, 'e2e.json');
@@ -174,6 +184,7 @@ function runMinor(pin, files, start) {
   rmSync(dir, { recursive: true, force: true });
   return {
     version: pin.version,
+    kubelet: kubeletVersion(pin.binDir),
     date: started.toISOString().replace(/\.\d+Z$/, 'Z'),
     minutes: Math.round((Date.now() - started.getTime()) / 6000) / 10,
     // The commit read when the run started; `clean` is set only when the record is allowed (main).
@@ -207,6 +218,8 @@ export function renderTable(results, pins) {
     row('Kubernetes', (r) => `**${r.minor}**`),
     `| --- | ${runs.map(() => '---').join(' | ')} |`,
     row('release', (r) => r.version),
+    // Results recorded before the kubelet was: build.sh built every minor's kubemark from that minor's own module then.
+    row('kubelet', (r) => ((r.kubelet ?? r.version) === r.version ? r.version : `kubemark ${r.kubelet}, ${r.minor} has none`)),
     row('result', (r) => `${verdict(r)}: ${r.passed} of ${r.passed + r.failed}${r.skipped ? `, ${r.skipped} skipped` : ''}`),
     ...[...new Set(AREAS.map((a) => a.area)), 'other'].map((area) => row(area, (r) => cell(r.areas[area]))),
     row('run (UTC)', (r) => r.date.replace('T', ' ').replace(/:\d\dZ$/, '')),

@@ -143,9 +143,18 @@ describe('the table', () => {
     expect(table).not.toContain('1.36');
     expect(table).not.toContain('uncommitted');
     expect(table).toContain('| result | passed: 3 of 3 | passed (subset): 3 of 3, 1 skipped |');
+    expect(table).toContain('| kubelet | v1.37.2 | v1.32.13 |');
     expect(table).toContain('| node-status policy | 3 passed | 3 passed |');
     expect(table).toContain('1.32: a subset ran (resize).');
     expect(table).toContain('- resize: (1.33+: pods/resize) x');
+  });
+
+  it('names the kubelet of a release that has none of its own', () => {
+    const table = renderTable({ 1.38: run({ clean: true, version: 'v1.38.0-beta.0', kubelet: 'v1.37.2' }), 1.37: run({ clean: true, kubelet: 'v1.37.2' }) }, [
+      { minor: '1.38' },
+      ...pins,
+    ]);
+    expect(table).toContain('| kubelet | kubemark v1.37.2, 1.38 has none | v1.37.2 |');
   });
 
   it('calls a run with a failure, a non-zero exit or nothing passed failed', () => {

@@ -29,6 +29,7 @@ import {
   HOLLOW_MACHINE,
   HollowKubelet,
   type KubeClient,
+  kubeletMinor,
   kubeMinor,
   nodeClient,
   pinnedPod,
@@ -207,6 +208,8 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
       return view.allocatable.cpu === '3' ? view : undefined;
     });
     expect(node.recordedRaw?.allocatable).toMatchObject({ cpu: HOLLOW_MACHINE.cpu, memory: HOLLOW_MACHINE.memory, pods: HOLLOW_MACHINE.pods });
+    // The kubelet is binDir's kubemark: the release's own, or on a release without one (1.38) an older minor's.
+    expect((await admin.get(`/api/v1/nodes/${inflated!.name}`)).status.nodeInfo.kubeletVersion).toBe(env.kubeletVersion);
     expect((await getNode(admin, plain!.name)).allocatable.cpu).toBe('1');
     for (const { name, cpu } of PODS) await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod(name, inflated!.name, cpu));
     await waitUntil(
@@ -312,8 +315,9 @@ describe('the real kubelet (kubemark hollow node) with the webhook on its shippe
     const path = `/api/v1/nodes/${inflated!.name}/status`;
     const before = await admin.get(`/api/v1/nodes/${inflated!.name}`);
     // The kubelet's default: the features whose gates are on by default, sorted (pkg/kubelet, component-helpers'
-    // nodedeclaredfeatures). NodeDeclaredFeatures is alpha and off in 1.35 (the API server drops the field), on from 1.36.
-    const declares = kubeMinor(env) >= 36;
+    // nodedeclaredfeatures). NodeDeclaredFeatures is alpha and off in 1.35 (the kubelet declares nothing, the API server
+    // drops the field), on from 1.36 in both.
+    const declares = Math.min(kubeMinor(env), kubeletMinor(env)) >= 36;
     expect(before.status.declaredFeatures).toEqual(declares ? DECLARED_FEATURES : undefined);
     expect(before.status.allocatable.cpu).toBe('3');
     const decisions = async () => {

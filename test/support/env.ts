@@ -11,6 +11,11 @@ export interface E2eEnv {
   binDir: string;
   /** The control plane's release, `v1.37.2` (go.mod's, or the matrix minor's: KUBE). */
   k8sVersion: string;
+  /**
+   * The hollow kubelet's release (kubemark in binDir): k8sVersion, or for a release without kubemark
+   * (1.38) the newest pinned minor's that has one, within the kubelet's version skew (`v1.37.2`).
+   */
+  kubeletVersion: string;
   apiserverUrl: string;
   /** The cluster CA (it signs the API server's and the webhook's serving certificates). */
   caFile: string;
@@ -48,9 +53,18 @@ export interface WebhookEnv {
   appDir: string;
 }
 
-/** The control plane's minor (37 for v1.37.2): what a test that follows an upstream change between minors branches on. */
-export function kubeMinor(env: Pick<E2eEnv, 'k8sVersion'>): number {
-  const match = /^v1\.(\d+)\./.exec(env.k8sVersion);
-  if (!match) throw new Error(`not a Kubernetes version: ${env.k8sVersion}`);
+function minorOf(version: string): number {
+  const match = /^v1\.(\d+)\./.exec(version);
+  if (!match) throw new Error(`not a Kubernetes version: ${version}`);
   return Number(match[1]);
+}
+
+/** The control plane's minor (37 for v1.37.2): what a test that follows an upstream change of the API server between minors branches on. */
+export function kubeMinor(env: Pick<E2eEnv, 'k8sVersion'>): number {
+  return minorOf(env.k8sVersion);
+}
+
+/** The hollow kubelet's minor (37 on 1.38.0-beta.0, which has no kubemark): what a test that follows a change of the kubelet branches on. */
+export function kubeletMinor(env: Pick<E2eEnv, 'kubeletVersion'>): number {
+  return minorOf(env.kubeletVersion);
 }

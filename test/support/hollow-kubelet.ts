@@ -24,7 +24,8 @@ let instances = 0;
 
 /**
  * The real kubelet over a fake container runtime and fake cAdvisor: `kubemark --morph=kubelet`
- * (test/e2e/.bin/kubemark, built by control-plane/build.sh from the pinned Kubernetes module).
+ * (test/e2e/.bin/kubemark, built by control-plane/build.sh from the pinned Kubernetes module; for a
+ * release without one, 1.38, from the newest older pinned minor's: env.kubeletVersion).
  * It authenticates as `system:node:<name>` with the node's static token (a kubeconfig written
  * to runDir/hollow/<name>/), registers its Node, renews its Lease, runs the status loop every
  * 10 s (report every 5 min), admits the pods bound to it against the stored allocatable and

@@ -455,6 +455,7 @@ export async function setUpE2e(options: SetUpOptions = {}): Promise<E2eEnv> {
       runDir,
       binDir,
       k8sVersion: c.K8S_VERSION!,
+      kubeletVersion: c.KUBELET_VERSION!,
       apiserverUrl: c.APISERVER_URL!,
       caFile: c.CA_FILE!,
       caKeyFile: c.CA_KEY_FILE!,
@@ -478,7 +479,13 @@ export async function setUpE2e(options: SetUpOptions = {}): Promise<E2eEnv> {
       },
     };
     writeFileSync(join(runDir, 'e2e-env.json'), JSON.stringify(env, null, 2));
-    step(`ready: ${env.apiserverUrl} (Kubernetes ${env.k8sVersion}), run folder ${relative(root, runDir)}`);
+    const kubelet =
+      env.kubeletVersion === env.k8sVersion
+        ? ''
+        : env.kubeletVersion
+          ? `, hollow kubelet: kubemark ${env.kubeletVersion} (${env.k8sVersion} has none)`
+          : ', no kubemark';
+    step(`ready: ${env.apiserverUrl} (Kubernetes ${env.k8sVersion}${kubelet}), run folder ${relative(root, runDir)}`);
     return env;
   } catch (error) {
     log(`set-up failed; stopping what was started (logs in ${runDir}/logs)`);

@@ -9,6 +9,8 @@
 # The Kubernetes release is go.mod's (the newest supported minor) unless KUBE names another minor
 # pinned in versions/ (KUBE=1.35 → versions/1.35.mod/.sum, built with `go build -modfile`, into
 # test/e2e/.bin/v1.35/ unless BIN_DIR says otherwise): the version matrix of `npm run test:compat`.
+# A release without cmd/kubemark (1.38) gets the kubemark of the newest pinned minor below it that has
+# one, within the kubelet's version skew (release.sh's KUBELET_MODFILE: 1.38 → go.mod's v1.37.2).
 #
 # Environment: KUBE (a minor in versions/, default: go.mod's),
 #              BIN_DIR (output, default test/e2e/.bin, or test/e2e/.bin/vKUBE), GO_BUILD_P (go build -p, default 2),
@@ -39,34 +41,47 @@ required_version() {
   awk -v m="$1" '$1 == "replace" || $2 == "=>" || $1 ~ /^\/\// { next }
     { for (i = 1; i < NF; i++) if ($i == m) { print $(i + 1); exit } }' "$2"
 }
-K8S_VERSION=$(required_version k8s.io/kubernetes "$HERE/$MODFILE")
-if [[ ! $K8S_VERSION =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+(-[0-9A-Za-z.]+)?$ ]]; then
-  echo "build.sh: cannot read the k8s.io/kubernetes version from $HERE/$MODFILE" >&2
-  exit 1
-fi
-K8S_MAJOR=${BASH_REMATCH[1]}
-K8S_MINOR=${BASH_REMATCH[2]}
-
-# Each Kubernetes main's package: cmd/<name>, or this minor's own (release.sh's main_pkg).
-MAINS=()
-for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubemark; do
-  pkg=$(main_pkg "$name")
-  if [[ -n $pkg ]]; then MAINS+=("$pkg"); else
-    echo "build.sh: $K8S_VERSION has no $name (its module file says: absent); the tests that need it cannot run on it" >&2
-    kept=()
-    for b in "${BINARIES[@]}"; do [[ $b == "$name" ]] || kept+=("$b"); done
-    BINARIES=("${kept[@]}")
+# kubernetes_version MODFILE: the k8s.io/kubernetes version a module file pins (v1.37.2, v1.38.0-beta.0).
+kubernetes_version() {
+  local version
+  version=$(required_version k8s.io/kubernetes "$HERE/$1")
+  if [[ ! $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$ ]]; then
+    echo "build.sh: cannot read the k8s.io/kubernetes version from $HERE/$1" >&2
+    return 1
   fi
-done
+  echo "$version"
+}
 # A release whose module file names a newer toolchain (`toolchain go1.27.3`, written by pin.sh under
 # GOTOOLCHAIN) builds its Kubernetes binaries, and only those, with GOTOOLCHAIN set to it: the go
 # command fetches that Go from the module proxy (this machine's GOTOOLCHAIN is local).
-K8S_TOOLCHAIN=$(awk '$1 == "toolchain" { print $2; exit }' "$HERE/$MODFILE")
+toolchain_of() { awk '$1 == "toolchain" { print $2; exit }' "$HERE/$1"; }
+K8S_VERSION=$(kubernetes_version "$MODFILE")
+K8S_TOOLCHAIN=$(toolchain_of "$MODFILE")
+
+# Each Kubernetes main's package: cmd/<name>, or this minor's own (release.sh's main_pkg). kubemark
+# comes from KUBELET_MODFILE's release when this one has none (release.sh).
+MAINS=()
+KUBELET_MAIN=
+for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubemark; do
+  pkg=$(main_pkg "$name")
+  if [[ -n $pkg ]]; then MAINS+=("$pkg"); continue; fi
+  if [[ $name == kubemark && -n $KUBELET_MODFILE ]]; then
+    KUBELET_VERSION=$(kubernetes_version "$KUBELET_MODFILE")
+    KUBELET_TOOLCHAIN=$(toolchain_of "$KUBELET_MODFILE")
+    KUBELET_MAIN=$(main_pkg kubemark "$KUBELET_MODFILE")
+    echo "build.sh: $K8S_VERSION has no kubemark (its module file says: absent): the hollow kubelet is kubemark $KUBELET_VERSION ($KUBELET_MODFILE), the newest pinned minor that has one, within the kubelet's version skew (up to 3 minors older than kube-apiserver)" >&2
+    continue
+  fi
+  echo "build.sh: $K8S_VERSION has no $name (its module file says: absent); the tests that need it cannot run on it" >&2
+  kept=()
+  for b in "${BINARIES[@]}"; do [[ $b == "$name" ]] || kept+=("$b"); done
+  BINARIES=("${kept[@]}")
+done
 
 # Everything that decides what gets built.
 stamp_inputs() {
   (cd "$HERE" && sha256sum build.sh release.sh "$MODFILE" "$MODSUM" etcd/go.mod etcd/go.sum etcd/main.go promtool/go.mod promtool/go.sum \
-    "${MAINS[@]/%//main.go}")
+    "${MAINS[@]/%//main.go}" ${KUBELET_MAIN:+"$KUBELET_MODFILE" "${KUBELET_MODFILE%.mod}.sum" "$KUBELET_MAIN/main.go"})
   echo "kwok $KWOK_VERSION"
   "$GO" env GOVERSION GOOS GOARCH
   [[ -z $K8S_TOOLCHAIN ]] || echo "kubernetes toolchain $K8S_TOOLCHAIN"
@@ -113,16 +128,27 @@ step() {
 
 export CGO_ENABLED=0 GOWORK=off GOFLAGS="-buildvcs=false -mod=readonly"
 
-# -s -w: no symbol table/DWARF, as Kubernetes' own release builds (hack/lib/golang.sh).
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$K8S_MAJOR -X $pkg.gitMinor=$K8S_MINOR"
-  ldflags+=" -X $pkg.gitTreeState=clean"
-done
+# ldflags VERSION: -s -w (no symbol table/DWARF) and the version, as Kubernetes' own release builds
+# (hack/lib/golang.sh, hack/lib/version.sh).
+ldflags() {
+  local flags="-s -w" pkg major minor
+  [[ $1 =~ ^v([0-9]+)\.([0-9]+)\. ]]
+  major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$1 -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  echo "$flags"
+}
 
-step "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubemark $K8S_VERSION${K8S_TOOLCHAIN:+ with $K8S_TOOLCHAIN}" \
-  "$HERE" env ${K8S_TOOLCHAIN:+GOTOOLCHAIN=$K8S_TOOLCHAIN} "$GO" build -modfile="$MODFILE" -p "$GO_BUILD_P" -trimpath -ldflags "$ldflags" \
+step "${MAINS[*]##*/} $K8S_VERSION${K8S_TOOLCHAIN:+ with $K8S_TOOLCHAIN}" \
+  "$HERE" env ${K8S_TOOLCHAIN:+GOTOOLCHAIN=$K8S_TOOLCHAIN} "$GO" build -modfile="$MODFILE" -p "$GO_BUILD_P" -trimpath -ldflags "$(ldflags "$K8S_VERSION")" \
   -o "$BIN_DIR/" "${MAINS[@]}"
+
+if [[ -n $KUBELET_MAIN ]]; then
+  step "kubemark $KUBELET_VERSION (the hollow kubelet: $K8S_VERSION has none)${KUBELET_TOOLCHAIN:+ with $KUBELET_TOOLCHAIN}" \
+    "$HERE" env ${KUBELET_TOOLCHAIN:+GOTOOLCHAIN=$KUBELET_TOOLCHAIN} "$GO" build -modfile="$KUBELET_MODFILE" -p "$GO_BUILD_P" -trimpath \
+    -ldflags "$(ldflags "$KUBELET_VERSION")" -o "$BIN_DIR/kubemark" "$KUBELET_MAIN"
+fi
 
 step "etcd $(required_version go.etcd.io/etcd/server/v3 "$HERE/etcd/go.mod")" \
   "$HERE/etcd" "$GO" build -p "$GO_BUILD_P" -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" .

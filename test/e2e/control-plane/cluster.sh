@@ -21,7 +21,9 @@
 #              test/e2e/.bin/vKUBE), UP_TIMEOUT (seconds per wait, default 90),
 #              APISERVER_EXTRA_ARGS (extra kube-apiserver flags, split on whitespace; up's are
 #              kept in DIR/env, and restart uses those).
-# kwok is not started here: see README.md for the command line the tests use.
+# kwok and the hollow kubelet (kubemark) are not started here: see README.md for the command lines
+# the tests use. up says which kubemark BIN_DIR holds (a release without one, 1.38, has the newest
+# pinned older minor's: build.sh) and writes its version to DIR/env as KUBELET_VERSION.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -373,6 +375,7 @@ up() {
   mkdir -p "$DIR/logs" "$DIR/pids"
   # If anything below fails, stop what was started (logs stay in DIR/logs).
   trap 'rc=$?; if ((rc != 0)); then log "up failed; stopping what was started"; down; fi' EXIT
+  say_kubelet
 
   read -r ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KCM_PORT SCHEDULER_PORT <<<"$(free_ports 5)"
   APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
@@ -416,11 +419,36 @@ up() {
   log "up in $((SECONDS - t0))s: $APISERVER_URL (source $DIR/env)"
 }
 
+# binary_version NAME: the release a binary of BIN_DIR was built as (v1.37.2); nothing when BIN_DIR
+# has no such binary.
+binary_version() {
+  [[ -x $BIN_DIR/$1 ]] || return 0
+  case $1 in
+    kubectl) "$BIN_DIR/kubectl" version --client -o json | awk -F'"' '/gitVersion/ { print $4; exit }' ;;
+    *) "$BIN_DIR/$1" --version | awk '{ print $2; exit }' ;;
+  esac
+}
+
+# Which kubemark BIN_DIR holds: the release's own, or (release.sh's KUBELET_MODFILE) an older one's.
+say_kubelet() {
+  local k8s kubelet
+  k8s=$(binary_version kubectl)
+  kubelet=$(binary_version kubemark)
+  if [[ -z $kubelet ]]; then
+    log "Kubernetes $k8s; no kubemark in $BIN_DIR: no hollow kubelet"
+  elif [[ $MODFILE != "$KUBELET_MODFILE" ]]; then
+    log "Kubernetes $k8s; the hollow kubelet is kubemark $kubelet: $k8s has no cmd/kubemark, $KUBELET_MODFILE's minor is the newest pinned one that has, within the kubelet's version skew"
+  else
+    log "Kubernetes $k8s; the hollow kubelet is kubemark $kubelet"
+  fi
+}
+
 write_env() {
   local -a vars=(
     CLUSTER_DIR="$DIR"
     BIN_DIR="$BIN_DIR"
-    K8S_VERSION="$("$BIN_DIR/kubectl" version --client -o json | awk -F'"' '/gitVersion/ { print $4; exit }')"
+    K8S_VERSION="$(binary_version kubectl)"
+    KUBELET_VERSION="$(binary_version kubemark)"
     APISERVER_URL="$APISERVER_URL"
     APISERVER_PORT="$APISERVER_PORT"
     CA_FILE="$DIR/pki/ca.crt"
