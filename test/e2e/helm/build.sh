@@ -29,8 +29,9 @@ HELM_VERSION=$(awk '$1 == "helm.sh/helm/v3" { print $2; exit }' "$HERE/go.mod")
 # The Kubernetes version `helm template` and `helm lint` assume without a cluster (helm's Makefile
 # stamps its client-go's, v1.20 when unset): the e2e control plane's, so that the chart's
 # kubeVersion constraint is checked against the release the tests run, not helm's own client-go.
+# A pre-release (v1.38.0-beta.0) counts as its minor.
 K8S_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$CONTROL_PLANE/$MODFILE")
-[[ $K8S_VERSION =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || { echo "helm/build.sh: cannot read the k8s.io/kubernetes version from $CONTROL_PLANE/$MODFILE" >&2; exit 1; }
+[[ $K8S_VERSION =~ ^v1\.([0-9]+)\.[0-9]+(-[0-9A-Za-z.]+)?$ ]] || { echo "helm/build.sh: cannot read the k8s.io/kubernetes version from $CONTROL_PLANE/$MODFILE" >&2; exit 1; }
 K8S_MINOR=${BASH_REMATCH[1]}
 
 STAMP_FILE=$BIN_DIR/.helm-stamp
