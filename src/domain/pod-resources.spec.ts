@@ -475,3 +475,59 @@ describe('exclusiveCpus (the static CPU manager policy)', () => {
     seen.expectShare('no whole core', 0.02);
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Edges the mutation run (docs/testing.md) found untested
+// ---------------------------------------------------------------------------------------------
+
+describe('pod resources: edges found by mutation testing', () => {
+  const fixed = (cpu: string, memory = '1Gi') => ({ requests: { cpu, memory }, limits: { cpu, memory } });
+
+  it('predicates of a pod without metadata, annotations, status or conditions of the right shape', () => {
+    expect(isMirrorPod({})).toBe(false);
+    expect(isMirrorPod({ metadata: { annotations: null } } as unknown as PodLike)).toBe(false);
+    expect(isTerminal({})).toBe(false);
+    const withConditions = (conditions: unknown[]) => ({ status: { conditions } }) as unknown as PodLike;
+    expect(isResizeInfeasible(withConditions([null, { type: 'PodResizePending', reason: 'Infeasible' }]))).toBe(true);
+    expect(
+      isResizeInfeasible(
+        withConditions([
+          { type: 'Ready', reason: 'Infeasible' },
+          { type: 'PodResizePending', reason: 'Deferred' },
+        ]),
+      ),
+    ).toBe(false);
+    expect(isResizeInfeasible(withConditions([{ type: 'Ready', reason: 'Infeasible' }]))).toBe(false);
+  });
+
+  it('reads a quantity given as a JSON number', () => {
+    const pod = deploymentPod({ initContainers: null, containers: [container('app', { requests: { cpu: 2, memory: 1024 } as any })] });
+    expect(scheduledPodRequests(pod)).toEqual({ cpu: 2000n, memory: 1024n, pods: 1n });
+  });
+
+  it('container statuses: entries that are no object or have no name are skipped; a regular container’s status is found before an init container’s of the same name', () => {
+    const pod = resizingPod('p', 'n', { desired: '3', allocated: '2', pending: 'Deferred' });
+    const regular = pod.status.containerStatuses[0];
+    pod.status.containerStatuses = [null, { image: 'x' }, regular];
+    pod.status.initContainerStatuses = [{ ...regular, allocatedResources: { cpu: '5' }, resources: { requests: { cpu: '5' } } }];
+    expect(admittedPodRequests(pod).cpu).toBe(2000n);
+  });
+
+  it('pod-level resources: any cpu, memory or hugepages key makes them set, whatever else the list holds; no other key does', () => {
+    const pod = (resources: ResourceRequirements): PodLike => ({ spec: { containers: [container('a', fixed('2')) as ContainerLike], resources } });
+    expect(exclusiveCpus(pod({ limits: { 'ephemeral-storage': '1Gi' } }))).toBe(2000n);
+    expect(exclusiveCpus(pod({ requests: { 'hugepages-2Mi': '2Mi' } }))).toBe(0n);
+    expect(exclusiveCpus(pod({ limits: { cpu: '2', 'ephemeral-storage': '1Gi' } }))).toBe(0n);
+    // Without a status the pod-level requests count as the spec sets them.
+    expect(scheduledPodRequests({ spec: { containers: [container('a', {}) as ContainerLike], resources: { requests: { cpu: '3' } } } }).cpu).toBe(3000n);
+  });
+
+  it('QoS: zero limits, a container without resources, no container at all, no spec: not Guaranteed', () => {
+    expect(isGuaranteed({ spec: { containers: [container('a', {}) as ContainerLike], resources: fixed('0', '0') } })).toBe(false);
+    expect(isGuaranteed({ spec: { containers: [container('a', fixed('0', '0')) as ContainerLike] } })).toBe(false);
+    expect(isGuaranteed({ spec: { containers: [{ name: 'a' }] } })).toBe(false);
+    expect(isGuaranteed({ spec: { containers: [] } })).toBe(false);
+    expect(isGuaranteed({})).toBe(false);
+    expect(scheduledPodRequests({})).toEqual({ pods: 1n });
+  });
+});

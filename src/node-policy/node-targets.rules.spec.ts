@@ -4,11 +4,12 @@ import { describe, expect, it } from 'vitest';
 import { nodeOversellStrategy } from '../../test/fixtures/node-oversell-strategy.js';
 import { Outcomes, runs } from '../../test/support/property.js';
 import { parseConfig, type OvercommitConfig } from '../overcommit.config.js';
-import { DISABLED_LABEL, NODE_ANNOTATIONS } from '../domain/node-rules/node-oversell.rules.js';
+import { DISABLED_LABEL, NODE_ANNOTATIONS, RATIOS_ANNOTATION, type NodeStatusPlan } from '../domain/node-rules/node-oversell.rules.js';
 import { parseResourceQuantity } from '../domain/quantity.js';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
 import type { AdmissionRequest } from '../admission/admission.types.js';
 import {
+  coalescingWindowSeconds,
   ENTRY_LINES,
   ENTRY_VALIDITY_MS,
   isPolicyServable,
@@ -359,5 +360,68 @@ describe('TargetEntryPlans (rule 9)', () => {
     expect(plans.endPublication()).toEqual({ planned: 0, reused: 0 });
     plans.plan(stored, {}, configs[0], undefined);
     expect(plans.endPublication()).toEqual({ planned: 1, reused: 0 });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Edges the mutation run (docs/testing.md) found untested
+// ---------------------------------------------------------------------------------------------
+
+describe('node targets: edges found by mutation testing', () => {
+  const nodes = config('nodes: { defaultRatios: { cpu: 1.5 }, statusReportPeriod: 5m }').nodes;
+  const MAX = 2n ** 63n - 1n;
+
+  it('an amount of 0 or 2^63−1 is published; one past 2^63−1 in the raw value, the capacity or the target is not', () => {
+    expect(readEntry(planTargetEntry(node('a', { ...CAPACITY, pods: '0' }), {}, nodes)!.entry).resources[3]).toEqual(['pods', '0', '110', '0']);
+    const atMax = node('a', { ...CAPACITY, memory: String(MAX) });
+    atMax.status.capacity.memory = String(MAX);
+    expect(readEntry(planTargetEntry(atMax, {}, nodes)!.entry).resources[1]).toEqual(['memory', String(MAX), String(MAX), String(MAX)]);
+    const capacityPast = node('a', CAPACITY);
+    capacityPast.status.capacity.memory = String(MAX + 1n);
+    expect(planTargetEntry(capacityPast, {}, nodes)).toBeNull();
+    // A raw cpu whose target, raw × 1.5, passes 2^63−1 (in millicores).
+    const targetPast = node('a', { ...CAPACITY, cpu: `${MAX}m` });
+    targetPast.status.capacity.cpu = `${MAX}m`;
+    expect(planTargetEntry(targetPast, {}, nodes)).toBeNull();
+  });
+
+  it('a node with a uid but nothing to plan (no status) gets no entry', () => {
+    expect(planTargetEntry({ metadata: { name: 'a', uid: 'uid-a' } }, {}, nodes)).toBeNull();
+  });
+
+  it('validUntil renews an entry with exactly half the validity left', () => {
+    const now = Date.parse('2026-12-06T20:00:00Z');
+    const published = validUntil('v2\nbody', undefined, now);
+    expect(validUntil('v2\nbody', published, now + ENTRY_VALIDITY_MS / 2)).toBe('v2\nbody\n2026-12-07T05:00:00Z');
+  });
+
+  it('coalescingWindowSeconds without a nodes config: the 5 min default; with one, its statusReportPeriod', () => {
+    const inflatedPlan = { annotations: { [RATIOS_ANNOTATION]: '{"cpu":1.5}' } } as unknown as NodeStatusPlan;
+    // worker-1's window is 298 s of 300 (domain/node-rules/coalescing-window.spec.ts).
+    expect(coalescingWindowSeconds('worker-1', inflatedPlan, undefined)).toBe(298);
+    expect(coalescingWindowSeconds('worker-1', inflatedPlan, config('nodes: { statusReportPeriod: 1m }').nodes)).toBeLessThan(61);
+  });
+
+  it('planShards places by name order whatever the input order, and fills a shard to exactly its limit', () => {
+    const same = Array.from({ length: 100 }, (_, i) => `node-${String(i).padStart(2, '0')}`)
+      .filter((n) => shardOf(n) === shardOf('node-00'))
+      .slice(0, 3);
+    const reversed = [...same].reverse().map((name) => ({ name, entry: 'y'.repeat(99) }));
+    expect([...planShards(reversed, 250).shards[shardOf('node-00')]!.keys()]).toEqual(same.slice(0, 2));
+    // Two entries of 106 bytes in a limit of 212: both fit.
+    expect(planShards(reversed.slice(1), 212).left).toBe(0);
+    expect(planShards(reversed.slice(1), 211).left).toBe(1);
+  });
+
+  it('isPolicyServable: no userInfo is not the kubelet; an object or stored Node without metadata or status is compared as empty', () => {
+    const stored = { metadata: { name: 'n' }, status: { allocatable: { cpu: '4' }, capacity: { cpu: '4' } } };
+    const kubelet = { username: 'system:node:n' };
+    expect(isPolicyServable({ name: 'n', object: structuredClone(stored), oldObject: stored })).toBe(false);
+    // The request names the node when the object does not.
+    const { metadata: _, ...bare } = structuredClone(stored);
+    expect(isPolicyServable({ name: 'n', userInfo: kubelet, object: bare, oldObject: stored })).toBe(true);
+    expect(isPolicyServable({ name: 'n', userInfo: kubelet, object: bare, oldObject: { status: stored.status } })).toBe(true);
+    expect(isPolicyServable({ name: 'n', userInfo: kubelet, object: { metadata: { name: 'n' } }, oldObject: { metadata: { name: 'n' } } })).toBe(true);
+    expect(isPolicyServable({ name: 'n', userInfo: kubelet, object: { metadata: { name: 'n' } }, oldObject: stored })).toBe(false);
   });
 });
