@@ -64,3 +64,29 @@ describe('minRequestForRatio', () => {
     seen.expectEach();
   });
 });
+
+describe('limit ranges: edges found by mutation testing (docs/testing.md)', () => {
+  it('reads quantities and ratios given as JSON numbers; skips an item that is null and one without max or ratio', () => {
+    const bounds = containerBounds([
+      limitRange('numbers', [
+        null as never,
+        { type: 'Container', min: { cpu: 1 }, maxLimitRequestRatio: { cpu: 2 } },
+        { type: 'Container', max: { memory: 1024 } },
+      ]),
+    ]);
+    expect(bounds).toEqual({ cpu: { min: 1000n, maxLimitRequestRatio: parseQuantity('2') }, memory: { max: 1024n } });
+  });
+
+  it('the tightest bound wins whichever LimitRange comes first', () => {
+    const bounds = containerBounds([
+      limitRange('b', [{ type: 'Container', min: { memory: '32Mi' }, max: { memory: '2Gi' }, maxLimitRequestRatio: { memory: '2.5' } }]),
+      limitRange('a', [{ type: 'Container', min: { memory: '64Mi' }, max: { memory: '4Gi' }, maxLimitRequestRatio: { memory: '4' } }]),
+    ]);
+    expect(bounds.memory).toEqual({ min: Mi(64), max: Mi(2048), maxLimitRequestRatio: parseQuantity('2.5') });
+  });
+
+  it('minRequestForRatio of a ratio with a positive exponent (2k)', () => {
+    expect(minRequestForRatio(10_000n, parseQuantity('2k'))).toBe(5n);
+    expect(minRequestForRatio(10_001n, parseQuantity('2k'))).toBe(6n);
+  });
+});

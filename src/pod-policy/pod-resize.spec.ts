@@ -69,3 +69,31 @@ describe('planResize', () => {
     for (const sent of [renamed, added, removed]) expect(planResize(stored, sent)).toBeNull();
   });
 });
+
+describe('pods/resize: edges found by mutation testing (docs/testing.md)', () => {
+  it('an init container list added, an init container renamed, a container that is no object: refused', () => {
+    const stored = resizingPod('web', 'n1', { desired: '1', allocated: '1' });
+    delete stored.spec.initContainers;
+    const addsInit = withCpu(stored, '2');
+    addsInit.spec.initContainers = [nativeSidecar('mesh', { requests: { cpu: '100m' } })];
+    expect(planResize(stored, addsInit)).toBeNull();
+    const noInit = withCpu(stored, '2');
+    noInit.spec.initContainers = [];
+    expect(planResize(stored, noInit)).not.toBeNull();
+    const withSidecar = structuredClone(stored);
+    withSidecar.spec.initContainers = [nativeSidecar('mesh', { requests: { cpu: '100m' } })];
+    const renamedInit = withCpu(withSidecar, '2');
+    renamedInit.spec.initContainers[0].name = 'other';
+    expect(planResize(withSidecar, renamedInit)).toBeNull();
+    const notAnObject = withCpu(stored, '2');
+    notAnObject.spec.containers[0] = null;
+    expect(planResize(stored, notAnObject)).toBeNull();
+  });
+
+  it('a stored pod and a body without spec: no containers, no pod-level resources', () => {
+    const resized = readResizedPod({}, {});
+    expect(resized).not.toBeNull();
+    expect(Object.hasOwn(resized!.spec!, 'resources')).toBe(false);
+    expect(resized!.spec!.containers).toBeUndefined();
+  });
+});
