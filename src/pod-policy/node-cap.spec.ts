@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { planNodeStatus, RATIOS_ANNOTATION, RAW_ANNOTATION } from '../domain/node-rules/node-oversell.rules.js';
 import { nodeStatusPatch } from '../node-oversell/node-oversell.strategy.js';
-import { capMessage, capViolations, nodeCap } from './node-cap.js';
+import { capMessage, capViolations, exclusiveCpuViolation, nodeCap } from './node-cap.js';
 import { type NodeUsage } from '../domain/resources.js';
 
 const KI = 1024n;
@@ -102,5 +102,25 @@ describe('capViolations', () => {
   it('never checks a resource the node does not report', () => {
     const noStorage = nodeCap(kubeadmNode({ allocatable: { cpu: '4', memory: '8Gi', pods: '110' } }));
     expect(capViolations(noStorage, usage({}), { 'ephemeral-storage': 10n ** 15n, pods: 1n })).toEqual([]);
+  });
+});
+
+describe('node cap: edges found by mutation testing (docs/testing.md)', () => {
+  const cap = { cap: { cpu: 1_000n, pods: 110n }, raw: { cpu: 1_000n, pods: 110n }, ratios: {}, source: 'allocatable' as const };
+
+  it('a node without metadata is capped at its allocatable', () => {
+    expect(nodeCap({ status: { allocatable: { cpu: '4' } } })).toEqual({ cap: { cpu: 4_000n }, raw: { cpu: 4_000n }, ratios: {}, source: 'allocatable' });
+  });
+
+  it('every pod counts one against pods; a resource the pod does not request is not checked, however full the node', () => {
+    const full: NodeUsage = { requests: { cpu: 2_000n, pods: 110n } };
+    expect(capViolations(cap, full, {}).map((v) => [v.resource, v.pod])).toEqual([['pods', 1n]]);
+    expect(capViolations(cap, { requests: { cpu: 2_000n } }, { cpu: 0n })).toEqual([]);
+  });
+
+  it('exclusiveCpuViolation: none for a pod without exclusive CPUs or a node without a raw cpu', () => {
+    expect(exclusiveCpuViolation(cap, { requests: {}, exclusiveCpu: 5_000n }, 0n)).toBeNull();
+    expect(exclusiveCpuViolation({ ...cap, raw: {} }, { requests: {}, exclusiveCpu: 5_000n }, 1_000n)).toBeNull();
+    expect(exclusiveCpuViolation(cap, { requests: {}, exclusiveCpu: 5_000n }, 1_000n)).toEqual({ onNode: 5_000n, pod: 1_000n, total: 6_000n, raw: 1_000n });
   });
 });
