@@ -21,11 +21,12 @@ describe('PolicyServableStrategy', () => {
     const tally = new PolicyServableTally();
     const strategy = new PolicyServableStrategy(tally);
     expect(strategy.admit(heartbeat())).toEqual({});
+    expect(strategy.admit(heartbeat())).toEqual({});
     expect(strategy.admit(heartbeat({ dryRun: true }))).toEqual({});
     expect(strategy.admit(heartbeat({ userInfo: { username: 'system:node:m' } }))).toEqual({});
     const counter = new Counter({ name: POLICY_SERVABLE_METRIC, help: 'h', labelNames: [], registers: [] });
     tally.flushInto(counter);
-    expect((await counter.get()).values).toEqual([{ value: 1, labels: {} }]);
+    expect((await counter.get()).values).toEqual([{ value: 2, labels: {} }]);
     expect(POLICY_SERVABLE_METRIC).toBe('kube_overcommit_node_policy_servable_calls_total');
   });
 });
