@@ -39,7 +39,6 @@ import { BackgroundTasks, BACKGROUND_ERRORS } from '../src/common/background-tas
 import { ConfigStore } from '../src/config/config.store.js';
 import { OVERCOMMIT_CONFIG } from '../src/overcommit.config.js';
 import { cachedPod, PodsByNode } from '../src/kube/pods-by-node.js';
-import type { NodeCacheListener } from '../src/kube/node-cache.service.js';
 import type { NodeLike } from '../src/domain/node-like.js';
 import type { PodLike } from '../src/domain/pod-resources.js';
 import {
@@ -54,6 +53,7 @@ import {
 } from '../src/node-policy/node-policy.service.js';
 import { planTargetEntry, TargetEntryPlans } from '../src/node-policy/node-targets.rules.js';
 import { kubeConfigFor } from '../test/fixtures/kube-config.js';
+import { KnownNodes } from '../test/fixtures/known-nodes.js';
 import { IN_CLUSTER_ENV } from '../test/fixtures/namespaces.js';
 import { kubeadmNode } from '../test/fixtures/nodes.js';
 import type { ShardsReport } from './fake-targets-worker.js';
@@ -81,27 +81,6 @@ const CONFIG = 'nodes:\n  defaultRatios: { cpu: 1.5, memory: 1.2 }\n  statusRepo
 const WARM_UP_MS = 10_000;
 const CHURN_TICK_MS = 100;
 type Version = 'incremental' | 'full';
-
-/** The Node cache as a synced informer holds it: `update` replaces a Node and tells the listeners. */
-class NodeStore {
-  private readonly byName = new Map<string, NodeLike>();
-  private readonly listeners = new Set<NodeCacheListener>();
-  use(): void {}
-  isSynced(): boolean {
-    return true;
-  }
-  nodes(): NodeLike[] {
-    return [...this.byName.values()];
-  }
-  onNodes(listener: NodeCacheListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-  update(node: NodeLike): void {
-    this.byName.set(node.metadata!.name!, node);
-    for (const listener of this.listeners) listener.changed(node);
-  }
-}
 
 const nodeName = (i: number) => `node-${String(i).padStart(5, '0')}`;
 
@@ -183,8 +162,8 @@ async function main(): Promise<void> {
       worker.postMessage('report');
     });
 
-  const nodes = new NodeStore();
-  for (let i = 0; i < count; i++) nodes.update(shapedNode(i, Date.now()));
+  const nodes = new KnownNodes();
+  for (let i = 0; i < count; i++) nodes.set(shapedNode(i, Date.now()));
   const index = new PodsByNode();
   const podsOf: PodLike[][] = Array.from({ length: count }, () => []);
   for (let i = 0; i < count; i++)
@@ -253,7 +232,7 @@ async function main(): Promise<void> {
   let podCredit = 0;
   const churn = setInterval(() => {
     reportCredit += (count * CHURN_TICK_MS) / (flags['report-seconds'] * 1000);
-    for (; reportCredit >= 1; reportCredit--) nodes.update(shapedNode(reportCursor++ % count, Date.now()));
+    for (; reportCredit >= 1; reportCredit--) nodes.set(shapedNode(reportCursor++ % count, Date.now()));
     podCredit += (flags['pod-churn'] * CHURN_TICK_MS) / 1000;
     for (; podCredit >= 1; podCredit--) {
       const i = Math.floor(Math.random() * count);

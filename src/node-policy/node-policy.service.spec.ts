@@ -2,11 +2,11 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { backgroundTasks } from '../../test/fixtures/background.js';
 import { configStore } from '../../test/fixtures/config-store.js';
+import { KnownNodes } from '../../test/fixtures/known-nodes.js';
 import { IN_CLUSTER_ENV } from '../../test/fixtures/namespaces.js';
 import { DISCOVERY_PATH, type Failure, FakeTargetsApi, POLICY_PATH, shardConfigMap } from '../../test/fixtures/node-targets-api.js';
 import { kubeadmNode } from '../../test/fixtures/nodes.js';
 import { nestLogs } from '../../test/setup/nest-logs.js';
-import type { NodeCacheListener } from '../kube/node-cache.service.js';
 import type { NodeLike } from '../domain/node-like.js';
 import {
   NODE_POLICY_ACTIVE_METRIC,
@@ -32,37 +32,6 @@ const TIMING: Partial<NodePolicyTiming> = {
 };
 
 const CONFIG = 'nodes:\n  defaultRatios: { cpu: 1.5 }\n';
-
-/** The Node cache the publisher reads, as a synced informer would hold it; `set` and `remove` tell its listeners. */
-class KnownNodes {
-  private readonly byName = new Map<string, NodeLike>();
-  private readonly listeners = new Set<NodeCacheListener>();
-
-  constructor(nodes: NodeLike[]) {
-    for (const node of nodes) this.byName.set(node.metadata!.name!, node);
-  }
-
-  use(): void {}
-  isSynced(): boolean {
-    return true;
-  }
-  nodes(): NodeLike[] {
-    return [...this.byName.values()];
-  }
-  onNodes(listener: NodeCacheListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-  set(node: NodeLike): void {
-    this.byName.set(node.metadata!.name!, node);
-    for (const listener of this.listeners) listener.changed(node);
-  }
-  /** A Node deleted: the cache's next list no longer holds it. */
-  remove(name: string): void {
-    this.byName.delete(name);
-    for (const listener of this.listeners) listener.listed();
-  }
-}
 
 const node = (name: string, uid = `uid-${name}`): NodeLike => {
   const shaped = kubeadmNode({ name, images: 0 });
