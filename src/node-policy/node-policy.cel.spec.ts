@@ -11,7 +11,9 @@
  *     policy with that entry as its param (test/e2e/control-plane/cel/, the pinned
  *     k8s.io/apiserver), then the webhook when the nodes entry's matchCondition calls it;
  *
- * and both must store the same Node (docs/adr/0006-node-policy.md: "Two engines must agree").
+ * and both must store the same Node (docs/adr/0006-node-policy.md: "Two engines must agree"). What
+ * the policy alone stores (the webhook down) is what the webhook stores: under the config with the
+ * entry in force; at ratio 1 past the entry's time (the floor's last known commitment).
  */
 import fc from 'fast-check';
 import fastJsonPatch from 'fast-json-patch';
@@ -143,7 +145,7 @@ const scenario = fc.record({
   memoryRatio: fc.constantFrom(1, 1.2),
   committedCpu: fc.option(fc.integer({ min: 0, max: 200_000 }), { nil: undefined, freq: 3 }),
   coalesce: weighted([true, 3], [false, 1]),
-  entry: weighted(['in-force', 8], ['lapsed', 1], ['at-valid-until', 1], ['other-uid', 1], ['absent', 1], ['other-node', 1]),
+  entry: weighted(['in-force', 8], ['lapsed', 2], ['at-valid-until', 1], ['other-uid', 1], ['absent', 1], ['other-node', 1]),
   writer: weighted(['kubelet', 10], ['other-node', 1], ['controller', 1]),
   allocatable: weighted(['raw', 5], ['stored', 3], ['new-raw', 1], ['over-capacity', 1], ['capacity', 1]),
   change: weighted(['none', 8], ['ready', 1], ['capacity', 1], ['address', 1], ['fields', 1]),
@@ -160,6 +162,8 @@ function caseOf(s: Scenario) {
   const nodesYaml = (cpu: number) =>
     `nodes: { defaultRatios: { cpu: ${cpu}, memory: ${s.memoryRatio} }, coalesceStatusWrites: ${s.coalesce}, statusReportPeriod: 5m }`;
   const cfg = config(nodesYaml(s.cpuRatio));
+  // The webhook at ratio 1, the floor as configured: what a lapsed entry stores (docs/adr/0006-node-policy.md).
+  const atRatio1 = config(`nodes: { defaultRatios: { cpu: 1 }, coalesceStatusWrites: ${s.coalesce}, statusReportPeriod: 5m }`);
   const storedCfg = config(nodesYaml(s.storedCpuRatio ?? s.cpuRatio));
   const committed: ResourceAmounts | undefined = s.committedCpu === undefined ? undefined : { cpu: BigInt(s.committedCpu) };
   const capacity = { cpu: `${s.capacityCpu}m`, memory: `${s.capacityMemoryKi}Ki`, pods: '110' };
@@ -206,7 +210,7 @@ function caseOf(s: Scenario) {
   const params: CelCase['params'] =
     entry !== undefined ? { [shard]: { [s.name]: entry } } : s.entry === 'other-node' && planned ? { [shard]: { 'worker-0': planned.entry } } : {};
   const groups = s.writer === 'controller' ? ['system:serviceaccounts'] : ['system:nodes', 'system:authenticated'];
-  return { cfg, committed, input: { object, oldObject: stored, username: writer, groups, params } satisfies CelCase, entry };
+  return { cfg, atRatio1, committed, raw, input: { object, oldObject: stored, username: writer, groups, params } satisfies CelCase, entry };
 }
 
 describe.skipIf(GO === undefined)(
@@ -235,22 +239,26 @@ describe.skipIf(GO === undefined)(
           'no-entry',
           'capped',
           'other-writer',
+          'lapsed-floor',
+          'lapsed-raw',
         );
         await fc.assert(
           fc.asyncProperty(scenario, async (s) => {
-            const { cfg, committed, input, entry } = caseOf(s);
+            const { cfg, atRatio1, committed, raw, input, entry } = caseOf(s);
             const cel = await harness.evaluate(input);
             // Both engines read the Nodes as kube-apiserver sends them (its encoding of quantities and times).
             const alone = webhookAlone(cel.object, cel.oldObject, input.username, cfg, committed);
             const viaPolicy = cel.webhookCalled ? webhookAlone(cel.mutated, cel.oldObject, input.username, cfg, committed) : cel.mutated;
 
             const lines = entry?.split('\n');
-            const targets = new Map(
-              lines
-                ?.slice(1, 5)
-                .map((line) => line.split(' ') as [string, string, string, string])
-                .map((f) => [f[0], f[3]]),
-            );
+            const columns = lines?.slice(1, 5).map((line) => line.split(' ') as [string, string, string, string, string]);
+            const targets = new Map(columns?.map((f) => [f[0], f[3]]));
+            const lapsedValues = new Map(columns?.map((f) => [f[0], f[4]]));
+            // The Node's own entry past its time, and a write of the kubelet's raw values with its capacity as planned.
+            const pastItsTime = entry !== undefined && (s.entry === 'lapsed' || s.entry === 'at-valid-until');
+            const rawWrite =
+              s.change !== 'capacity' &&
+              MANAGED_RESOURCES.every((resource) => amount(cel.object, 'allocatable', resource) === amount({ status: { allocatable: raw } }, 'allocatable', resource));
             const inflated = lines !== undefined && lines[6] !== '' && lines[6] !== '{}';
             const own = input.username === `system:node:${s.name}`;
             // Read as the capacity by the policy (docs/adr/0006-node-policy.md, step 0): a kubelet value above its capacity, not the target.
@@ -277,8 +285,14 @@ describe.skipIf(GO === undefined)(
               for (const resource of capped) expect(amount(alone, 'allocatable', resource)! <= amount(viaPolicy, 'allocatable', resource)!).toBe(true);
             if (capped.length > 0) seen.add('capped');
             // What the policy alone changes (what is stored with the webhook down) it changes to what the webhook stores: the
-            // published targets and annotations, the stored heartbeats; or a capped value to the capacity.
-            const [sent, policy, expected] = [projection(cel.object), projection(cel.mutated), projection(reference)];
+            // published targets and annotations, the stored heartbeats; or a capped value to the capacity. Past the entry's
+            // time, what the webhook stores at ratio 1.
+            // (The commitment a lapsed entry keeps is its lapsed column, checked against the committed requests below.)
+            const kept = Object.fromEntries(
+              columns?.filter((f) => f[4] !== '-').map((f) => [f[0], parseResourceQuantity(f[0] as ManagedResource, f[4])]) ?? [],
+            ) as ResourceAmounts;
+            const policyReference = pastItsTime ? webhookAlone(cel.object, cel.oldObject, input.username, atRatio1, committed && kept) : reference;
+            const [sent, policy, expected] = [projection(cel.object), projection(cel.mutated), projection(policyReference)];
             for (const [key, value] of Object.entries(policy.allocatable))
               if (value !== sent.allocatable[key] && !(capped.includes(key as ManagedResource) && value === policy.capacity[key]))
                 expect(value, `allocatable ${key}`).toBe(expected.allocatable[key]);
@@ -289,8 +303,23 @@ describe.skipIf(GO === undefined)(
               for (const resource of MANAGED_RESOURCES) {
                 const [stored, cap, target] = [amount(cel.mutated, 'allocatable', resource), amount(cel.mutated, 'capacity', resource), targets.get(resource)];
                 if (stored === undefined || cap === undefined) continue;
-                expect(stored <= cap || (target !== '-' && target !== undefined && stored === parseResourceQuantity(resource, target)), resource).toBe(true);
+                // The target is left as sent in force or not (the cap reads the entry as published); past its time the policy may write the lapsed value.
+                const published = [target, pastItsTime ? lapsedValues.get(resource) : undefined].filter((value) => value !== undefined && value !== '-');
+                expect(stored <= cap || published.some((value) => stored === parseResourceQuantity(resource, value!)), resource).toBe(true);
               }
+            }
+            // The floor's last known commitment: past its time, a write of the raw values stores them, the cpu at least what
+            // was committed when the entry was published (rounded up by less than an eighth of the raw cpu, never above the
+            // target the entry was planned with); nothing inflated.
+            if (pastItsTime && rawWrite) {
+              const rawCpu = BigInt(s.capacityCpu - s.reservedCpu);
+              const floor = committed?.cpu !== undefined && committed.cpu > rawCpu ? committed.cpu : rawCpu;
+              const target = parseResourceQuantity('cpu', targets.get('cpu')!);
+              const stored = amount(cel.mutated, 'allocatable', 'cpu')!;
+              expect(stored >= floor && stored < floor + (rawCpu / 8n > 0n ? rawCpu / 8n : 1n), `cpu ${stored} for ${floor}`).toBe(true);
+              expect(stored <= (floor > target ? floor : target)).toBe(true);
+              expect(amount(cel.mutated, 'allocatable', 'memory')).toBe(BigInt(s.capacityMemoryKi - s.reservedMemoryKi) * 1024n);
+              seen.add(floor > rawCpu ? 'lapsed-floor' : 'lapsed-raw');
             }
 
             seen.add(cel.webhookCalled ? 'webhook-called' : 'served-by-policy');

@@ -230,12 +230,12 @@ describe('NodeTargetsPublisher against a fake API server', () => {
       expect(api.entries()).toEqual(published);
       // A change is written by the new leader alone.
       cache.set({ ...node('a'), status: { ...node('a').status, allocatable: { ...node('a').status!.allocatable, cpu: '2' } } });
-      await until(() => entryOf(api, 'a')?.[1] === 'cpu 2 4 3');
+      await until(() => entryOf(api, 'a')?.[1] === 'cpu 2 4 3 2');
       expect(api.writes.slice(writes).filter((w) => w.holder !== next.identity)).toEqual([]);
       // The deposed leader's late PATCH of what it planned before: undone at the new leader's next resync.
-      const late = api.entries().get('a')!.replace('cpu 2 4 3', 'cpu 4 4 6');
+      const late = api.entries().get('a')!.replace('cpu 2 4 3 2', 'cpu 4 4 6 4');
       api.editShard(shardConfigMap(shardOf('a')), { a: late });
-      await until(() => entryOf(api, 'a')?.[1] === 'cpu 2 4 3', 2 * TIMING.resyncMs! + 500);
+      await until(() => entryOf(api, 'a')?.[1] === 'cpu 2 4 3 2', 2 * TIMING.resyncMs! + 500);
       expect(await drift(next, 'entry')).toBe(1);
     });
 
@@ -245,11 +245,11 @@ describe('NodeTargetsPublisher against a fake API server', () => {
       const planned = api.entries();
       const shardA = shardConfigMap(shardOf('a'));
       const shardB = shardConfigMap(shardOf('b'));
-      api.editShard(shardA, { a: planned.get('a')!.replace(/^cpu 4 4 6$/m, 'cpu 4 4 40'), intruder: planned.get('a')! });
+      api.editShard(shardA, { a: planned.get('a')!.replace(/^cpu 4 4 6 4$/m, 'cpu 4 4 40 4'), intruder: planned.get('a')! });
       api.editShard(shardB, { b: null });
       // Written back as planned (the bent and the removed entries with a new valid-until: their body was not the published one).
       const bodies = (entries: Map<string, string>) => new Map([...entries].map(([name, entry]) => [name, entry.split('\n').slice(0, -1)]));
-      await until(() => api.entries().size === 3 && entryOf(api, 'a')?.[1] === 'cpu 4 4 6', 2 * TIMING.resyncMs! + 500);
+      await until(() => api.entries().size === 3 && entryOf(api, 'a')?.[1] === 'cpu 4 4 6 4', 2 * TIMING.resyncMs! + 500);
       expect(bodies(api.entries())).toEqual(bodies(planned));
       // The untouched entry kept its valid-until; the removed one is published anew.
       expect(api.entries().get('c')).toBe(planned.get('c'));
@@ -271,24 +271,24 @@ describe('NodeTargetsPublisher against a fake API server', () => {
         `${gone} is gone: the webhook serves its nodes until it is created again (k8s/node-policy)`,
       );
       cache.set({ ...node(elsewhere), status: { ...node(elsewhere).status, allocatable: { ...node(elsewhere).status!.allocatable, cpu: '3' } } });
-      await until(() => entryOf(api, elsewhere)?.[1] === 'cpu 3 4 4500m');
+      await until(() => entryOf(api, elsewhere)?.[1] === 'cpu 3 4 4500m 3');
       api.createShard(gone);
       await until(() => api.entries().size === names.length, 2 * TIMING.resyncMs! + 500);
-      expect(entryOf(api, 'a')?.[1]).toBe('cpu 4 4 6');
+      expect(entryOf(api, 'a')?.[1]).toBe('cpu 4 4 6 4');
       expect(await replicas[0]!.metric(NODE_TARGET_WRITES_METRIC, { result: 'error' })).toBe(0);
     });
 
     it('a node deleted and created again with the same name: its entry removed, then published for the new Node’s uid', async () => {
       const { api, cache } = await cluster([node('a', 'uid-1'), node('b')]);
-      await until(() => entryOf(api, 'a')?.[11] === 'uid-1');
+      await until(() => entryOf(api, 'a')?.[12] === 'uid-1');
       cache.remove('a');
       await until(() => !api.entries().has('a'));
       cache.set(node('a', 'uid-2'));
-      await until(() => entryOf(api, 'a')?.[11] === 'uid-2');
+      await until(() => entryOf(api, 'a')?.[12] === 'uid-2');
       // A cache that saw only the new Node (its delete missed, a relist): the entry follows the uid all the same.
       cache.set(node('a', 'uid-3'));
-      await until(() => entryOf(api, 'a')?.[11] === 'uid-3');
-      expect(api.entries().get('a')!.split('\n')).toHaveLength(13);
+      await until(() => entryOf(api, 'a')?.[12] === 'uid-3');
+      expect(api.entries().get('a')!.split('\n')).toHaveLength(14);
     });
 
     it('a publication plans again only the node that changed; a config edit plans every node (rule 9)', async () => {
@@ -307,25 +307,25 @@ describe('NodeTargetsPublisher against a fake API server', () => {
       expect(after.planned).toBe(6);
       expect(after.reused % 4).toBe(0); // every publication since reused the four others, resyncs' too
       expect(store.apply('nodes:\n  defaultRatios: { cpu: 2 }\n', 'test').ok).toBe(true);
-      await until(() => entryOf(api, 'a')?.[1]?.endsWith(' 8') === true);
+      await until(() => entryOf(api, 'a')?.[1] === 'cpu 4 4 8 4');
       expect((await plans()).planned).toBe(11);
     });
 
     it('valid-until: kept across resyncs while more than half the validity is left, then renewed; so the shards are not rewritten at every resync', async () => {
       const { api } = await cluster([node('a')], { timing: { entryValidityMs: 4_000 } });
       await until(() => api.entries().has('a'));
-      const first = entryOf(api, 'a')![12]!;
+      const first = entryOf(api, 'a')![13]!;
       const writes = api.writes.length;
       const requests = api.requests.length;
       await new Promise((resolve) => setTimeout(resolve, 1_500)); // 5 resyncs, less than half the validity
-      expect(entryOf(api, 'a')![12]).toBe(first);
+      expect(entryOf(api, 'a')![13]).toBe(first);
       expect(api.writes.length).toBe(writes);
       // Each resync read the shards' resourceVersions alone: no shard had changed.
       const reads = api.requests.slice(requests).filter((r) => r.request.includes('/configmaps/'));
       expect(reads.length).toBeGreaterThanOrEqual(4 * 16);
       expect(reads.filter((r) => !r.request.endsWith(' (metadata)'))).toEqual([]);
-      await until(() => entryOf(api, 'a')![12] !== first, 3_000);
-      expect(Date.parse(entryOf(api, 'a')![12]!) - Date.parse(first)).toBeGreaterThanOrEqual(1_000);
+      await until(() => entryOf(api, 'a')![13] !== first, 3_000);
+      expect(Date.parse(entryOf(api, 'a')![13]!) - Date.parse(first)).toBeGreaterThanOrEqual(1_000);
       expect(api.writes.length).toBe(writes + 1);
     });
   });

@@ -47,22 +47,23 @@ const node = (
 function readEntry(entry: string) {
   const lines = entry.split('\n');
   const resources = lines.slice(1, 5).map((line) => line.split(' '));
-  return { lines, resources, annotations: lines.slice(5, 10), window: Number(lines[10]), uid: lines[11] };
+  return { lines, resources, annotations: lines.slice(5, 10), lapsedFloor: lines[10], window: Number(lines[11]), uid: lines[12] };
 }
 
 describe('planTargetEntry (rules 1-4)', () => {
   const nodes = config('nodes: { defaultRatios: { cpu: 1.5 }, statusReportPeriod: 5m }').nodes;
 
-  it('one line per field: the version, each managed resource (raw, capacity, target), our five annotations, the window, the Node’s uid', () => {
+  it('one line per field: the version, each managed resource (raw, capacity, target, lapsed), our five annotations, the lapsed floor, the window, the Node’s uid', () => {
     const published = planTargetEntry(node('worker-1', { cpu: '4', memory: '16Gi', pods: '110' }), {}, nodes);
     const { lines, window, uid } = readEntry(published!.entry);
     expect(published!.name).toBe('worker-1');
     expect(lines).toHaveLength(ENTRY_LINES - 1); // the valid-until line is validUntil's
     expect(uid).toBe('uid-worker-1');
-    expect(lines.slice(0, 5)).toEqual(['v2', 'cpu 4 4 6', 'memory 16Gi 16Gi 16Gi', 'ephemeral-storage - - -', 'pods 110 110 110']);
-    expect(lines.slice(5, 10)).toEqual([
+    expect(lines.slice(0, 5)).toEqual(['v3', 'cpu 4 4 6 4', 'memory 16Gi 16Gi 16Gi 16Gi', 'ephemeral-storage - - - -', 'pods 110 110 110 110']);
+    expect(lines.slice(5, 11)).toEqual([
       '{"allocatable":{"cpu":"4","memory":"16Gi","pods":"110"},"capacity":{"cpu":"4","memory":"16Gi","pods":"110"}}',
       '{"cpu":1.5}',
+      '',
       '',
       '',
       '',
@@ -82,9 +83,22 @@ describe('planTargetEntry (rules 1-4)', () => {
     ).newDocument as Json;
     expect(inflated.status.allocatable.cpu).toBe('6');
     const committed: ResourceAmounts = { cpu: 7_200n };
-    const { resources, annotations } = readEntry(planTargetEntry(inflated, committed, nodes)!.entry);
-    expect(resources[0]).toEqual(['cpu', '4', '4', '7200m']);
+    const { resources, annotations, lapsedFloor } = readEntry(planTargetEntry(inflated, committed, nodes)!.entry);
+    expect(resources[0]).toEqual(['cpu', '4', '4', '7200m', '7200m']);
     expect(annotations[3]).toBe('{"cpu":"7200m"}');
+    expect(lapsedFloor).toBe('{"cpu":"7200m"}');
+    // Rule 10: past its time the floor alone, at the committed requests: 5 of raw 4 where the ratio makes 6.
+    const below = readEntry(planTargetEntry(inflated, { cpu: 5_000n }, nodes)!.entry);
+    expect(below.resources[0]).toEqual(['cpu', '4', '4', '6', '5']);
+    expect([below.annotations[3], below.lapsedFloor]).toEqual(['', '{"cpu":"5"}']);
+    // Rounded up to an eighth of the raw value (500m), never above the target.
+    expect(readEntry(planTargetEntry(inflated, { cpu: 4_100n }, nodes)!.entry).resources[0]).toEqual(['cpu', '4', '4', '6', '4500m']);
+    expect(readEntry(planTargetEntry(inflated, { cpu: 5_800n }, nodes)!.entry).resources[0]).toEqual(['cpu', '4', '4', '6', '6']);
+    expect(readEntry(planTargetEntry(inflated, { cpu: 3_900n }, nodes)!.entry).resources[0]).toEqual(['cpu', '4', '4', '6', '4']);
+    // The floor off: the raw values.
+    const off = config('nodes: { defaultRatios: { cpu: 1.5 }, commitmentFloor: false }').nodes;
+    const unfloored = readEntry(planTargetEntry(inflated, committed, off)!.entry);
+    expect([unfloored.resources[0], unfloored.lapsedFloor]).toEqual([['cpu', '4', '4', '6', '4'], '']);
   });
 
   it('no entry for a node the webhook must decide: opted out, in shadow, without allocatable or uid, with an amount outside int64, unreadable', () => {
@@ -115,7 +129,7 @@ describe('planTargetEntry (rules 1-4)', () => {
    * the webhook with exactly the entry's targets and annotation values — what the policy writes.
    */
   it('what the policy writes is what the webhook writes, for a write of the raw values and for one of the targets', () => {
-    const seen = new Outcomes('inflated', 'floor', 'ratio-1', 'raw-write', 'target-write');
+    const seen = new Outcomes('inflated', 'floor', 'ratio-1', 'raw-write', 'target-write', 'lapsed-floor', 'lapsed-raw', 'lapsed-rounded-up');
     const amount = (max: number) => fc.integer({ min: 1, max }).map(String);
     const scenario = fc.record({
       cpu: fc.integer({ min: 1, max: 64_000 }).map((m) => `${m}m`),
@@ -162,6 +176,47 @@ describe('planTargetEntry (rules 1-4)', () => {
             );
         }
         NODE_ANNOTATIONS.forEach((annotation, i) => expect(answer.metadata.annotations[annotation] ?? '', annotation).toBe(entry.annotations[i]));
+        // Rule 10: the lapsed column keeps the commitment: max(raw, committed) ≤ lapsed < that + raw/8, never above
+        // max(target, committed); the raw value where nothing above it is committed.
+        const lapsedAmounts: ResourceAmounts = {};
+        for (const [resource, rawValue, , target, lapsed] of entry.resources) {
+          const key = resource as (typeof MANAGED_RESOURCES)[number];
+          if (lapsed === '-') {
+            expect(rawValue).toBe('-');
+            continue;
+          }
+          const [rawAmount, targetAmount, lapsedAmount] = [rawValue!, target!, lapsed!].map((value) => parseResourceQuantity(key, value)) as [bigint, bigint, bigint];
+          const bound = committed?.[key] ?? 0n;
+          const floor = bound > rawAmount ? bound : rawAmount;
+          const step = rawAmount / 8n > 0n ? rawAmount / 8n : 1n;
+          expect(lapsedAmount >= floor && lapsedAmount < floor + step, `lapsed ${resource} ${lapsed} of raw ${rawValue}, committed ${bound}`).toBe(true);
+          expect(lapsedAmount <= (bound > targetAmount ? bound : targetAmount), `lapsed ${resource} within the target`).toBe(true);
+          if (bound <= rawAmount) expect(lapsedAmount).toBe(rawAmount);
+          if (lapsedAmount > floor) seen.add('lapsed-rounded-up');
+          lapsedAmounts[key] = lapsedAmount;
+        }
+        // And it is what the webhook at ratio 1 writes, with that commitment, for a write of the raw values: the lapsed
+        // column, the in-force raw record, ratios {} and the lapsed floor (the policy's write past the entry's time).
+        const rawWrite = structuredClone(stored);
+        for (const [resource, rawValue] of entry.resources) if (rawValue !== '-') rawWrite.status.allocatable[resource!] = rawValue;
+        const atRatio1 = nodeOversellStrategy({ committed: () => (committed === undefined ? undefined : lapsedAmounts) });
+        const lapsedResult = atRatio1.admit(
+          { object: rawWrite, oldObject: stored, name: 'n', userInfo: { username: 'system:node:n' } } as AdmissionRequest,
+          config('nodes: { defaultRatios: { cpu: 1 } }'),
+        );
+        const lapsedAnswer = lapsedResult.patch ? (applyPatch(structuredClone(rawWrite), lapsedResult.patch, true, false).newDocument as Json) : rawWrite;
+        for (const [resource, , , , lapsed] of entry.resources) {
+          const value = lapsedAnswer.status.allocatable[resource!];
+          if (lapsed === '-') expect(value).toBeUndefined();
+          else
+            expect(parseResourceQuantity(resource as (typeof MANAGED_RESOURCES)[number], value), `lapsed ${resource}`).toBe(
+              parseResourceQuantity(resource as (typeof MANAGED_RESOURCES)[number], lapsed!),
+            );
+        }
+        const floored = entry.lapsedFloor !== '';
+        const lapsedAnnotations = [floored ? entry.annotations[0] : '', floored ? '{}' : '', '', entry.lapsedFloor, ''];
+        NODE_ANNOTATIONS.forEach((annotation, i) => expect(lapsedAnswer.metadata.annotations[annotation] ?? '', `lapsed ${annotation}`).toBe(lapsedAnnotations[i]));
+        seen.add(floored ? 'lapsed-floor' : 'lapsed-raw');
         seen.add(entry.annotations[3] !== '' ? 'floor' : entry.annotations[1] !== '' ? 'inflated' : 'ratio-1');
         seen.add(s.writeTargets ? 'target-write' : 'raw-write');
       }),
@@ -372,10 +427,10 @@ describe('node targets: edges found by mutation testing', () => {
   const MAX = 2n ** 63n - 1n;
 
   it('an amount of 0 or 2^63−1 is published; one past 2^63−1 in the raw value, the capacity or the target is not', () => {
-    expect(readEntry(planTargetEntry(node('a', { ...CAPACITY, pods: '0' }), {}, nodes)!.entry).resources[3]).toEqual(['pods', '0', '110', '0']);
+    expect(readEntry(planTargetEntry(node('a', { ...CAPACITY, pods: '0' }), {}, nodes)!.entry).resources[3]).toEqual(['pods', '0', '110', '0', '0']);
     const atMax = node('a', { ...CAPACITY, memory: String(MAX) });
     atMax.status.capacity.memory = String(MAX);
-    expect(readEntry(planTargetEntry(atMax, {}, nodes)!.entry).resources[1]).toEqual(['memory', String(MAX), String(MAX), String(MAX)]);
+    expect(readEntry(planTargetEntry(atMax, {}, nodes)!.entry).resources[1]).toEqual(['memory', String(MAX), String(MAX), String(MAX), String(MAX)]);
     const capacityPast = node('a', CAPACITY);
     capacityPast.status.capacity.memory = String(MAX + 1n);
     expect(planTargetEntry(capacityPast, {}, nodes)).toBeNull();

@@ -24,7 +24,7 @@
  *      name, JSON.stringify output, a uid and a time), in a fixed order, versioned by its first
  *      line; its last two lines name the Node it was planned for (metadata.uid) and the time it is
  *      valid until (rule 8). The policy ignores an entry of another uid (a new Node reusing a
- *      deleted one's name) or past that time.
+ *      deleted one's name), and one past that time but for rule 10.
  *   5. Entries are sharded by sha256(name) mod TARGET_SHARDS, each shard one ConfigMap; a shard
  *      holds at most SHARD_LIMIT_BYTES of entries (taken in name order; the rest stay the
  *      webhook's, counted), far below the 1 MiB a ConfigMap may hold.
@@ -46,31 +46,51 @@
  *      one and reuses it while those four are the same (the Node, the config and the usage entry by
  *      object: each a snapshot the informer or the store replaces on change, never edits; the
  *      requests by value). After one node's heartbeat a publication plans that node, not the cluster.
+ *  10. The floor's last known commitment (planLapsed): an entry also carries, per resource, what
+ *      the webhook writes at ratio 1 for a write of the raw values, the floor at the commitment of
+ *      the publication (lapsedCommitment: the committed requests, rounded up to an eighth of the
+ *      raw value while within the target; none with the floor off), and that plan's floor
+ *      annotation: max(raw, committed) ≤ lapsed < max(raw, committed) + raw/8, and never above
+ *      max(target, committed). The rounding keeps pod churn on a node committed between its raw
+ *      value and its target from rewriting its shard at every pod. Past its time (its own uid), the policy
+ *      applies it to a write whose managed allocatable are the raw values and capacity the planned
+ *      one: no inflation, and a restarted kubelet still re-admits every pod bound at the last
+ *      publication. Its record is the in-force entry's raw record with ratios `{}` (the same raw
+ *      values and capacity), so a webhook that comes back reads the raw values back (rule 3 of
+ *      node-oversell.rules.ts: a floored value is its floor record's) and never compounds.
  */
 import { createHash } from 'node:crypto';
 import { Memo } from '../domain/memo.js';
 import { MANAGED_RESOURCES, type ResourceAmounts } from '../domain/resources.js';
 import type { NodeLike } from '../domain/node-like.js';
 import type { NodesConfig } from '../domain/node-rules/node-oversell.config.js';
-import { NODE_ANNOTATIONS, RATIOS_ANNOTATION, readAmounts, type NodeStatusPlan } from '../domain/node-rules/node-oversell.rules.js';
+import {
+  FLOOR_ANNOTATION,
+  NODE_ANNOTATIONS,
+  planNodeStatus,
+  RATIOS_ANNOTATION,
+  readAmounts,
+  type NodeStatusPlan,
+} from '../domain/node-rules/node-oversell.rules.js';
 import { isRecord } from '../common/is-record.js';
 import { jsonEqual } from '../common/json-equal.js';
-import { planStoredNode } from '../domain/node-rules/node-plan.js';
+import { formatQuantities, planStoredNode } from '../domain/node-rules/node-plan.js';
 import type { NodeUsageEntry } from '../domain/node-rules/usage-aware.rules.js';
 import { formatResourceQuantity } from '../domain/quantity.js';
 import { parseDuration } from '../common/duration.js';
 import { nodeWindowMs } from '../domain/node-rules/coalescing-window.js';
+import { floorEnabled } from '../domain/node-rules/node-services.js';
 
 export const TARGET_SHARDS = 16;
 /** The shards' ConfigMaps, in the platform's namespace (k8s/node-policy/targets.yaml). */
 export const TARGET_CONFIGMAP_PREFIX = 'kube-overcommit-node-targets-';
-/** What one shard's entries may weigh (rule 5): 5,000 nodes of ~0.6 KB are ~190 KB a shard. */
+/** What one shard's entries may weigh (rule 5): 5,000 nodes of ~0.5 KB are ~150 KB a shard. */
 export const SHARD_LIMIT_BYTES = 900 * 1024;
-const ENTRY_VERSION = 'v2';
+const ENTRY_VERSION = 'v3';
 /** Rule 8: how long an entry stays valid after it is published (docs/adr/0006-node-policy.md: every replica down). */
 export const ENTRY_VALIDITY_MS = 6 * 60 * 60 * 1000;
-/** The lines of an entry (rule 4): the version, 4 resources, 5 annotations, the window, the uid, the time. */
-export const ENTRY_LINES = 13;
+/** The lines of an entry (rule 4): the version, 4 resources, 5 annotations, the lapsed floor (rule 10), the window, the uid, the time. */
+export const ENTRY_LINES = 14;
 const MAX_AMOUNT = 2n ** 63n - 1n;
 
 /** The name of shard `index` (rule 5): kube-overcommit-node-targets-00 .. -15. */
@@ -91,19 +111,51 @@ const cell = (resource: (typeof MANAGED_RESOURCES)[number], amount: bigint | und
   amount === undefined ? '-' : formatResourceQuantity(resource, amount);
 
 /**
- * Rules 1, 3 and 4: the entry of a node's plan but its valid-until line (rule 8: `validUntil`);
- * null when an amount is outside [0, 2^63−1] (rule 2).
+ * Rules 1, 3, 4 and 10: the entry of a node's plan and its lapsed plan but its valid-until line
+ * (rule 8: `validUntil`); null when an amount is outside [0, 2^63−1] (rule 2).
  */
-export function formatTargetEntry(plan: NodeStatusPlan, windowSeconds: number, uid: string): string | null {
+export function formatTargetEntry(plan: NodeStatusPlan, lapsed: NodeStatusPlan, windowSeconds: number, uid: string): string | null {
   const lines = [ENTRY_VERSION];
   for (const resource of MANAGED_RESOURCES) {
-    const [raw, capacity, target] = [plan.raw[resource], plan.capacity[resource], plan.allocatable[resource]];
-    if (!inRange(raw) || !inRange(capacity) || !inRange(target)) return null;
-    lines.push(`${resource} ${cell(resource, raw)} ${cell(resource, capacity)} ${cell(resource, target)}`);
+    const amounts = [plan.raw[resource], plan.capacity[resource], plan.allocatable[resource], lapsed.allocatable[resource]];
+    if (!amounts.every(inRange)) return null;
+    lines.push([resource, ...amounts.map((amount) => cell(resource, amount))].join(' '));
   }
   for (const annotation of NODE_ANNOTATIONS) lines.push(plan.annotations[annotation] ?? '');
-  lines.push(String(windowSeconds), uid);
+  lines.push(lapsed.annotations[FLOOR_ANNOTATION] ?? '', String(windowSeconds), uid);
   return lines.join('\n');
+}
+
+/**
+ * Rule 10: the commitment a lapsed entry keeps, per resource: the committed requests, rounded up
+ * to a step of an eighth of the raw value (at least 1) but never above the target; committed
+ * requests above the target, or at most the raw value, as they are.
+ */
+export function lapsedCommitment(plan: NodeStatusPlan, committed: ResourceAmounts): ResourceAmounts {
+  const kept: ResourceAmounts = {};
+  for (const resource of MANAGED_RESOURCES) {
+    const [amount, raw, target] = [committed[resource], plan.raw[resource], plan.allocatable[resource]];
+    if (amount === undefined) continue;
+    if (raw === undefined || target === undefined || amount <= raw || amount > target) {
+      kept[resource] = amount;
+      continue;
+    }
+    const step = raw / 8n > 0n ? raw / 8n : 1n;
+    const roundedUp = ((amount + step - 1n) / step) * step;
+    kept[resource] = roundedUp < target ? roundedUp : target;
+  }
+  return kept;
+}
+
+/**
+ * Rule 10: what the webhook writes at ratio 1 for a write of the plan's raw values and capacity,
+ * the floor at lapsedCommitment of `committed` (undefined: the floor off). planNodeStatus itself,
+ * so the webhook and the lapsed entry cannot disagree.
+ */
+export function planLapsed(plan: NodeStatusPlan, committed: ResourceAmounts | undefined): NodeStatusPlan {
+  const node = { status: { allocatable: formatQuantities(plan.raw), capacity: formatQuantities(plan.capacity) } };
+  // A list is always given, so planNodeStatus plans.
+  return planNodeStatus(node, null, undefined, committed && lapsedCommitment(plan, committed))!;
 }
 
 /**
@@ -126,7 +178,7 @@ export function coalescingWindowSeconds(name: string, plan: NodeStatusPlan, node
   return nodeWindowMs(name, parseDuration(nodesConfig?.statusReportPeriod ?? '5m')) / 1000;
 }
 
-/** Rules 1–4 for one stored Node: its entry but the valid-until line (validUntil), or null when the policy must leave its writes to the webhook. */
+/** Rules 1–4 and 10 for one stored Node: its entry but the valid-until line (validUntil), or null when the policy must leave its writes to the webhook. */
 export function planTargetEntry(
   node: NodeLike,
   requests: ResourceAmounts,
@@ -144,7 +196,8 @@ export function planTargetEntry(
     return null; // an unreadable quantity: the webhook's to refuse or leave
   }
   if (plan === null) return null;
-  const entry = formatTargetEntry(plan, coalescingWindowSeconds(name, plan, nodesConfig), uid);
+  const lapsed = planLapsed(plan, floorEnabled(nodesConfig) ? requests : undefined);
+  const entry = formatTargetEntry(plan, lapsed, coalescingWindowSeconds(name, plan, nodesConfig), uid);
   return entry === null ? null : { name, entry };
 }
 

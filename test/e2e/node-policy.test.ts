@@ -12,8 +12,8 @@
  * with the webhook up or down); targets no one else can bend (a namespace user and an admin
  * refused an entry write, a labelled ConfigMap of their own no param, an emptied, recreated or
  * bent shard written back within one resync) and that name their Node and expire (with the
- * webhook down, an entry of another uid or past its valid-until by the write's heartbeat is
- * ignored); then one behaviour, two engines: the same sequence of kubelet, third-party and
+ * webhook down, an entry of another uid is ignored, one past its valid-until by the write's
+ * heartbeat no longer inflates but keeps the floor's last known commitment); then one behaviour, two engines: the same sequence of kubelet, third-party and
  * platform writes driven through the policy path and through the webhook alone stores the same
  * Node after every step.
  */
@@ -142,9 +142,9 @@ describe.runIf(POLICY_SERVED)('the node-status policy on the real API server', (
     expect((await webhook.metrics()).sum('kube_overcommit_node_policy_active')).toBe(1);
     const entry = await waitUntil('the node’s entry published with target cpu 3', async () => {
       const text = (await publishedEntries()).get(hollow!.name);
-      return text?.split('\n')[1] === 'cpu 1 1 3' ? text : undefined;
+      return text?.split('\n')[1] === 'cpu 1 1 3 1' ? text : undefined;
     });
-    expect(entry.split('\n')[0]).toBe('v2');
+    expect(entry.split('\n')[0]).toBe('v3');
     await waitUntil('the node at cpu 3', async () => (await getNode(admin, hollow!.name)).allocatable.cpu === '3');
     for (const { name, cpu } of PODS) await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, pod(name, hollow!.name, cpu));
     await waitUntil(
@@ -289,7 +289,7 @@ describe.runIf(POLICY_SERVED)('targets no one else can bend, that name their Nod
     const name = hollow!.name;
     const planned = await waitUntil('the hollow node’s entry', async () => (await publishedEntries()).get(name));
     const shard = await shardOf(name);
-    const bent = planned.replace(/^cpu 1 1 3$/m, 'cpu 1 1 100');
+    const bent = planned.replace(/^cpu 1 1 3 /m, 'cpu 1 1 100 ');
     expect(bent).not.toBe(planned);
 
     // A namespace user with every ConfigMap verb (what a Role for an app team in this namespace grants).
@@ -361,7 +361,7 @@ describe.runIf(POLICY_SERVED)('targets no one else can bend, that name their Nod
         const drift0 = await drift();
         await change();
         const t0 = Date.now();
-        await waitUntil(what, async () => (await publishedEntries()).get(name)?.split('\n')[1] === 'cpu 1 1 3', {
+        await waitUntil(what, async () => (await publishedEntries()).get(name)?.split('\n')[1]?.startsWith('cpu 1 1 3 ') === true, {
           timeoutMs: RESYNC_MS + 10_000,
           intervalMs: 500,
         });
@@ -419,7 +419,7 @@ describe.runIf(POLICY_SERVED)('targets no one else can bend, that name their Nod
     }
   }, 240_000);
 
-  it('webhook down: an entry serves only its own Node and only before its valid-until (the write’s heartbeat as the clock); a Node re-created under the name gets the kubelet’s own value', async () => {
+  it('webhook down: an entry serves only its own Node and inflates only before its valid-until (the write’s heartbeat as the clock), after which it keeps the floor’s last known commitment; a Node re-created under the name gets the kubelet’s own value', async () => {
     const kubelet = nodeClient(env, modelNode);
     const t0 = Date.now();
     const conditions = (heartbeat: string) => [
@@ -446,21 +446,34 @@ describe.runIf(POLICY_SERVED)('targets no one else can bend, that name their Nod
     try {
       await webhook.useConfig(config(3));
       const uid = await register();
-      const entry = await waitUntil('the model node’s entry, for its uid', async () => {
+      // A pod bound to it requesting 5 CPUs: above the raw 4, within the target 6 (no kubelet runs it; it is committed).
+      const floorPod = pinnedPod(NAMESPACE, 'committed-5', modelNode, '5');
+      await admin.post(`/api/v1/namespaces/${NAMESPACE}/pods`, { ...floorPod, spec: { ...floorPod.spec, nodeSelector: undefined, nodeName: modelNode } });
+      const entry = await waitUntil('the model node’s entry, for its uid, with the lapsed cpu at the committed 5', async () => {
         const lines = (await publishedEntries()).get(modelNode)?.split('\n');
-        return lines?.[11] === uid && lines[1] === 'cpu 4 4 6' ? lines : undefined;
+        return lines?.[12] === uid && lines[1] === 'cpu 4 4 6 5' ? lines : undefined;
       });
-      const validUntil = Date.parse(entry[12]!);
-      console.log(`model node ${modelNode}: uid ${uid}, valid until ${entry[12]} (${Math.round((validUntil - Date.now()) / 60_000)} min from now)`);
+      const validUntil = Date.parse(entry[13]!);
+      console.log(`model node ${modelNode}: uid ${uid}, valid until ${entry[13]} (${Math.round((validUntil - Date.now()) / 60_000)} min from now)`);
       expect(validUntil - Date.now()).toBeGreaterThan(5 * 3_600_000);
       expect(validUntil - Date.now()).toBeLessThanOrEqual(6 * 3_600_000 + 1_000);
       await webhook.stop();
       let stored: Record<string, string> = {};
       try {
-        // The kubelet's raw cpu 4, its heartbeat now: the published target. Its heartbeat past valid-until: its own value.
+        // The kubelet's raw cpu 4, its heartbeat now: the published target. Its heartbeat past valid-until: its own value,
+        // floored at the 5 committed when the entry was published, recorded as the floor's (no ratio).
         stored.now = await writeAt(new Date());
         stored.lapsed = await writeAt(new Date(validUntil + 1_000));
+        const lapsedAnnotations = (await admin.get(`/api/v1/nodes/${modelNode}`)).metadata.annotations;
+        expect([lapsedAnnotations['kube-overcommit.io/floor'], lapsedAnnotations['kube-overcommit.io/ratios']]).toEqual(['{"cpu":"5"}', '{}']);
+        expect(lapsedAnnotations['kube-overcommit.io/pool']).toBeUndefined();
         stored.lastSecond = await writeAt(new Date(validUntil - 1_000));
+        stored.lapsedAgain = await writeAt(new Date(validUntil + 2_000));
+        // The webhook back, the entry still past its time: it reads the raw 4 back (the floor's record), never 5 as raw (7.5).
+        await webhook.start();
+        stored.webhookBack = await writeAt(new Date(validUntil + 3_000));
+        await webhook.stop();
+        await admin.request('DELETE', `/api/v1/namespaces/${NAMESPACE}/pods/committed-5`, { query: { gracePeriodSeconds: 0 } });
         // The Node deleted and registered again under its name (a new uid): the old entry is not its.
         const reborn = await register();
         expect(reborn).not.toBe(uid);
@@ -468,10 +481,10 @@ describe.runIf(POLICY_SERVED)('targets no one else can bend, that name their Nod
       } finally {
         await webhook.start();
       }
-      expect(stored).toEqual({ now: '6', lapsed: '4', lastSecond: '6', reborn: '4' });
+      expect(stored).toEqual({ now: '6', lapsed: '5', lastSecond: '6', lapsedAgain: '5', webhookBack: '6', reborn: '4' });
       // Back up: the new Node's entry published for its uid, and its writes inflated again.
       const reborn = (await admin.get(`/api/v1/nodes/${modelNode}`)).metadata.uid;
-      await waitUntil('the re-created node’s entry, for its uid', async () => (await publishedEntries()).get(modelNode)?.split('\n')[11] === reborn);
+      await waitUntil('the re-created node’s entry, for its uid', async () => (await publishedEntries()).get(modelNode)?.split('\n')[12] === reborn);
       stored = { back: await writeAt(new Date()) };
       expect(stored).toEqual({ back: '6' });
     } finally {

@@ -69,7 +69,8 @@ export interface ClusterPlan {
   podSize: Quantities | null;
 }
 
-function format(amounts: ResourceAmounts): Quantities {
+/** The amounts present, as Quantities. */
+export function formatQuantities(amounts: ResourceAmounts): Quantities {
   const out: Quantities = {};
   for (const resource of MANAGED_RESOURCES) {
     const amount = amounts[resource];
@@ -206,7 +207,7 @@ function unplannedRow(node: NodeLike, policy: NodePolicy | null, requests: Resou
     raw: {},
     planned: {},
     stored: {},
-    requests: format(requests),
+    requests: formatQuantities(requests),
     headroom: {},
     exclusiveCpus: null,
     fits: null,
@@ -228,10 +229,10 @@ function plannedColumns(
   return {
     ratios: plan?.ratios ?? {},
     ratioReasons: ratioReasons(planned, plan ?? { floor: {}, full: false }, decisions),
-    raw: format(plan?.raw ?? {}),
-    planned: format(planned),
-    stored: format(stored),
-    headroom: format(headroom),
+    raw: formatQuantities(plan?.raw ?? {}),
+    planned: formatQuantities(planned),
+    stored: formatQuantities(stored),
+    headroom: formatQuantities(headroom),
     fits: podSize === null ? null : podsThatFit(headroom, podSize),
     matches: MANAGED_RESOURCES.every((resource) => planned[resource] === stored[resource]),
   };
@@ -264,7 +265,7 @@ export function planCluster(
     );
   }
   rows.sort((a, b) => (a.node < b.node ? -1 : a.node > b.node ? 1 : 0));
-  return { nodes: rows, podSize: podSize === null ? null : format(podSize) };
+  return { nodes: rows, podSize: podSize === null ? null : formatQuantities(podSize) };
 }
 
 const COLUMNS = ['NODE', 'POOL', 'MODE', 'RATIOS', 'RESOURCE', 'RAW', 'PLANNED', 'STORED', 'REQUESTS', 'HEADROOM', 'FITS', 'MATCHES'] as const;
