@@ -258,7 +258,9 @@ describe.skipIf(GO === undefined)(
             const pastItsTime = entry !== undefined && (s.entry === 'lapsed' || s.entry === 'at-valid-until');
             const rawWrite =
               s.change !== 'capacity' &&
-              MANAGED_RESOURCES.every((resource) => amount(cel.object, 'allocatable', resource) === amount({ status: { allocatable: raw } }, 'allocatable', resource));
+              MANAGED_RESOURCES.every(
+                (resource) => amount(cel.object, 'allocatable', resource) === amount({ status: { allocatable: raw } }, 'allocatable', resource),
+              );
             const inflated = lines !== undefined && lines[6] !== '' && lines[6] !== '{}';
             const own = input.username === `system:node:${s.name}`;
             // Read as the capacity by the policy (docs/adr/0006-node-policy.md, step 0): a kubelet value above its capacity, not the target.

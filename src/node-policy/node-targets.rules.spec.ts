@@ -185,7 +185,11 @@ describe('planTargetEntry (rules 1-4)', () => {
             expect(rawValue).toBe('-');
             continue;
           }
-          const [rawAmount, targetAmount, lapsedAmount] = [rawValue!, target!, lapsed!].map((value) => parseResourceQuantity(key, value)) as [bigint, bigint, bigint];
+          const [rawAmount, targetAmount, lapsedAmount] = [rawValue!, target!, lapsed!].map((value) => parseResourceQuantity(key, value)) as [
+            bigint,
+            bigint,
+            bigint,
+          ];
           const bound = committed?.[key] ?? 0n;
           const floor = bound > rawAmount ? bound : rawAmount;
           const step = rawAmount / 8n > 0n ? rawAmount / 8n : 1n;
@@ -215,7 +219,9 @@ describe('planTargetEntry (rules 1-4)', () => {
         }
         const floored = entry.lapsedFloor !== '';
         const lapsedAnnotations = [floored ? entry.annotations[0] : '', floored ? '{}' : '', '', entry.lapsedFloor, ''];
-        NODE_ANNOTATIONS.forEach((annotation, i) => expect(lapsedAnswer.metadata.annotations[annotation] ?? '', `lapsed ${annotation}`).toBe(lapsedAnnotations[i]));
+        NODE_ANNOTATIONS.forEach((annotation, i) =>
+          expect(lapsedAnswer.metadata.annotations[annotation] ?? '', `lapsed ${annotation}`).toBe(lapsedAnnotations[i]),
+        );
         seen.add(floored ? 'lapsed-floor' : 'lapsed-raw');
         seen.add(entry.annotations[3] !== '' ? 'floor' : entry.annotations[1] !== '' ? 'inflated' : 'ratio-1');
         seen.add(s.writeTargets ? 'target-write' : 'raw-write');
