@@ -9,9 +9,7 @@
  * write once per `--report-seconds` (a new Node object in the cache: the informer's update
  * event), and `--pod-churn` pods a second created and as many deleted, on random nodes. Every
  * tenth node is committed past floor(raw × ratio), so the floor sets its target and its pods'
- * churn changes its entry (the shard writes); the others' pods fit under their target. Every
- * tenth node is committed past floor(raw × ratio), so the floor sets its target and its pods'
- * churn changes its entry (the shard writes); the others' pods fit under their target.
+ * churn changes its entry (the shard writes); the others' pods fit under their raw value.
  *
  * Two versions of the publisher, alternated phase by phase (`--rounds`, each `--phase-seconds`
  * after a 10-second warm-up), in one process on the same cluster:
