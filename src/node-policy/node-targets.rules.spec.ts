@@ -446,6 +446,16 @@ describe('node targets: edges found by mutation testing', () => {
     expect(planTargetEntry(targetPast, {}, nodes)).toBeNull();
   });
 
+  it('the lapsed column: a sum at most the raw value is not rounded past it (a raw value of no whole eighths); a committed resource the node does not report has none', () => {
+    const odd = node('a', { ...CAPACITY, cpu: '3999m' });
+    // Steps of 499m: 3995m would round up to 4491m, above the raw value.
+    expect(readEntry(planTargetEntry(odd, { cpu: 3_995n }, nodes)!.entry).resources[0]).toEqual(['cpu', '3999m', '4', '5998m', '3999m']);
+    expect(readEntry(planTargetEntry(odd, { cpu: 3_999n }, nodes)!.entry).resources[0]).toEqual(['cpu', '3999m', '4', '5998m', '3999m']);
+    expect(readEntry(planTargetEntry(odd, { cpu: 4_000n }, nodes)!.entry).resources[0]).toEqual(['cpu', '3999m', '4', '5998m', '4491m']);
+    const storage = readEntry(planTargetEntry(node('a', CAPACITY), { 'ephemeral-storage': 10n ** 9n }, nodes)!.entry);
+    expect(storage.resources[2]).toEqual(['ephemeral-storage', '-', '-', '-', '-']);
+  });
+
   it('a node with a uid but nothing to plan (no status) gets no entry', () => {
     expect(planTargetEntry({ metadata: { name: 'a', uid: 'uid-a' } }, {}, nodes)).toBeNull();
   });

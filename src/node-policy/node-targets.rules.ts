@@ -127,16 +127,16 @@ export function formatTargetEntry(plan: NodeStatusPlan, lapsed: NodeStatusPlan, 
 }
 
 /**
- * Rule 10: the commitment a lapsed entry keeps, per resource: the committed requests, rounded up
- * to a step of an eighth of the raw value (at least 1) but never above the target; committed
- * requests above the target, or at most the raw value, as they are.
+ * Rule 10: the commitment a lapsed entry keeps, per resource: the committed requests above the raw
+ * value rounded up to a step of an eighth of it (at least 1), never above the target (which holds
+ * them: rule 6 of node-oversell.rules.ts); the others as they are (the floor keeps nothing of them).
  */
 export function lapsedCommitment(plan: NodeStatusPlan, committed: ResourceAmounts): ResourceAmounts {
   const kept: ResourceAmounts = {};
   for (const resource of MANAGED_RESOURCES) {
     const [amount, raw, target] = [committed[resource], plan.raw[resource], plan.allocatable[resource]];
     if (amount === undefined) continue;
-    if (raw === undefined || target === undefined || amount <= raw || amount > target) {
+    if (raw === undefined || target === undefined || amount <= raw) {
       kept[resource] = amount;
       continue;
     }
