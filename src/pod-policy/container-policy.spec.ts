@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { Outcomes, runs } from '../../test/support/property.js';
 import { parseNumber, parseQuantity } from '../domain/quantity.js';
-import { applyContainerPolicy, GIB, MIB, percentOf, policySettings, type ContainerAmounts, type PolicySettings } from './container-policy.js';
+import { applyContainerPolicy, GIB, MIB, percentOf, policySettings, settingsWithout, type ContainerAmounts, type PolicySettings } from './container-policy.js';
 import type { ContainerBounds } from './limit-range.js';
 
 const Mi = (n: number) => BigInt(n) * MIB;
@@ -339,5 +339,40 @@ describe('applyContainerPolicy properties', () => {
     // About 40 % written (two seeds).
     seen.expectShare('default written', 0.2);
     seen.expectShare('request kept', 0.3);
+  });
+});
+
+describe('container policy: edges found by mutation testing', () => {
+  const all = policySettings({
+    defaultRequests: { cpu: '100m', memory: '128Mi' },
+    limitToRequest: { memoryRequestPercent: 50, cpuLimitPerGiBPercent: 200, cpuRequestPercent: 25 },
+  });
+
+  it('settingsWithout drops every step that writes a held resource, and only those', () => {
+    expect(settingsWithout(all, new Set())).toBe(all);
+    expect(settingsWithout(all, new Set(['memory']))).toEqual({
+      defaults: { cpu: 100n },
+      memoryRequestPercent: undefined,
+      cpuLimitPerGiBPercent: all.cpuLimitPerGiBPercent,
+      cpuRequestPercent: all.cpuRequestPercent,
+    });
+    expect(settingsWithout(all, new Set(['cpu']))).toEqual({
+      defaults: { memory: Mi(128) },
+      memoryRequestPercent: all.memoryRequestPercent,
+      cpuLimitPerGiBPercent: undefined,
+      cpuRequestPercent: undefined,
+    });
+  });
+
+  it('percentOf with a percentage of 100 × 10^k written as an exponent', () => {
+    expect(percentOf(7n, parseQuantity('1e3'))).toBe(70n);
+    expect(percentOf(7n, parseQuantity('1e3'), 3n)).toBe(23n);
+    expect(percentOf(7n, parseQuantity('1e2'))).toBe(7n);
+  });
+
+  it('a value between the LimitRange min and max is kept as it is', () => {
+    const bounds: ContainerBounds = { memory: { min: Mi(100), max: GIB }, cpu: { min: 100n, max: 4000n } };
+    const out = applyContainerPolicy({ requests: {}, limits: { memory: GIB } }, all, bounds);
+    expect(out).toEqual({ requests: { memory: Mi(512), cpu: 500n }, limits: { memory: GIB, cpu: 2000n } });
   });
 });
