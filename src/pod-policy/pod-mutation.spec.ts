@@ -410,3 +410,25 @@ describe('planPodMutation properties with pod-level resources', () => {
     seen.expectPerRun('a resource held at pod level', 0.2, parameters);
   });
 });
+
+describe('pod mutation: edges found by mutation testing', () => {
+  const read = (value: unknown) => readOriginals({ [ORIGINAL_RESOURCES_ANNOTATION]: JSON.stringify(value) });
+
+  it('readOriginals: an array of entries is not our shape; one unknown resource rejects the entry; a zero amount is kept', () => {
+    expect(read([{ requests: { cpu: '1' } }]).size).toBe(0);
+    expect(read({ a: { requests: { cpu: '1', 'nvidia.com/gpu': '1' } } }).size).toBe(0);
+    expect(read({ a: { requests: { cpu: '0' } } }).get('a')?.amounts).toEqual({ requests: { cpu: 0n }, limits: {} });
+  });
+
+  it('a pod with no annotations, no resources anywhere and a container without a name: the named ones get the defaults, recorded', () => {
+    const pod = { metadata: { name: 'bare', namespace: 'team' }, spec: { containers: [{ name: 'app', image: 'x' }, { image: 'unnamed' }] } } as PodLike;
+    const { plan, pod: out } = mutate(pod, CRO);
+    expect(out.spec.containers[0].resources).toEqual({ requests: { cpu: '100m', memory: '128Mi' } });
+    expect(out.spec.containers[1]).toEqual({ image: 'unnamed' });
+    expect(JSON.parse(out.metadata.annotations[ORIGINAL_RESOURCES_ANNOTATION])).toEqual({ app: {} });
+    expect(plan.changes).toEqual([
+      { container: 'app', field: 'requests', resource: 'cpu', change: 'added' },
+      { container: 'app', field: 'requests', resource: 'memory', change: 'added' },
+    ]);
+  });
+});
