@@ -52,10 +52,10 @@
  *      raw value while within the target; none with the floor off), and that plan's floor
  *      annotation: max(raw, committed) ≤ lapsed < max(raw, committed) + raw/8, and never above
  *      max(target, committed). The rounding keeps pod churn on a node committed between its raw
- *      value and its target from rewriting its shard at every pod. Past its time (its own uid), the policy
- *      applies it to a write whose managed allocatable are the raw values and capacity the planned
- *      one: no inflation, and a restarted kubelet still re-admits every pod bound at the last
- *      publication. Its record is the in-force entry's raw record with ratios `{}` (the same raw
+ *      value and its target from rewriting its shard at every pod. Past its time (its own uid),
+ *      the policy applies it to a write whose managed allocatable are the raw values and capacity
+ *      the planned one: no inflation, and a restarted kubelet still re-admits every pod bound at
+ *      the last publication. Its record is the in-force entry's raw record with ratios `{}` (the same raw
  *      values and capacity), so a webhook that comes back reads the raw values back (rule 3 of
  *      node-oversell.rules.ts: a floored value is its floor record's) and never compounds.
  */
